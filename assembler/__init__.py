@@ -1,0 +1,1 @@
+"""The assembler: builds prompt context from a read view under budgets, deterministically."""

@@ -1,0 +1,1 @@
+"""Projections: derived state kept up to date one event at a time."""

@@ -1,0 +1,171 @@
+"""Running projections: inline in the append transaction, catch-up, and rebuild."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from projections import checkpoints as cp
+from projections.base import Projection
+from projections.rowstore import RowStore
+from store.append import lock_for_append
+from store.clock import Clock, system_clock
+from store.read import head_position, read_all
+from store.records import RecordedEvent
+
+Progress = Callable[[int, int], None]
+"""Called with (events applied, events to apply)."""
+
+# Rebuild keeps every touched row in memory up to this many, then flushes and forgets.
+REBUILD_CACHE_ROWS = 500_000
+
+
+@dataclass(frozen=True)
+class ProjectionStatus:
+    """Where one projection stands against the log."""
+
+    name: str
+    version: int
+    stored_version: int | None
+    position: int
+    head: int
+
+    @property
+    def needs_rebuild(self) -> bool:
+        """True when the stored rows were built by another version of the projection."""
+        return self.stored_version is not None and self.stored_version != self.version
+
+    @property
+    def behind(self) -> bool:
+        """True when events past the checkpoint have not been applied."""
+        return self.stored_version is None or self.position < self.head
+
+
+class ProjectionRunner:
+    """Applies a fixed set of projections to events."""
+
+    def __init__(self, projections: Sequence[Projection], *, clock: Clock = system_clock) -> None:
+        names = [p.name for p in projections]
+        if len(set(names)) != len(names):
+            raise ValueError("projection names must be unique")
+        self.projections = tuple(projections)
+        self.clock = clock
+        self._by_name = {p.name: p for p in projections}
+        self._by_type: dict[str, tuple[Projection, ...]] = {}
+        for p in projections:
+            for t in sorted(p.handles):
+                self._by_type[t] = (*self._by_type.get(t, ()), p)
+
+    def get(self, name: str) -> Projection:
+        """The projection called ``name`` (KeyError if unknown)."""
+        return self._by_name[name]
+
+    def dispatch(self, events: Iterable[RecordedEvent], rows: RowStore,
+                 only: frozenset[str] | None = None) -> int:
+        """Fold ``events`` into ``rows``; returns how many events were read."""
+        by_type = self._by_type
+        count = 0
+        for event in events:
+            count += 1
+            for projection in by_type.get(event.type, ()):
+                if only is None or projection.name in only:
+                    projection.apply(event, rows)
+        return count
+
+    # -- inline ---------------------------------------------------------------------------
+
+    def apply_inline(self, conn: sa.Connection, events: Sequence[RecordedEvent]) -> None:
+        """Update every projection in the append's own transaction."""
+        rows = RowStore(conn)
+        self.dispatch(events, rows)
+        rows.flush()
+        cp.advance(conn, [p.name for p in self.projections], events[-1].position, self.clock())
+
+    # -- status, catch-up, rebuild ---------------------------------------------------------
+
+    def status(self, conn: sa.Connection) -> list[ProjectionStatus]:
+        """Version and checkpoint of every projection against the log head."""
+        stored = cp.read_checkpoints(conn)
+        head = head_position(conn)
+        out = []
+        for p in self.projections:
+            version, position = stored.get(p.name, (None, 0))
+            out.append(ProjectionStatus(p.name, p.version, version, position, head))
+        return out
+
+    def bring_up_to_date(self, conn: sa.Connection, *, progress: Progress | None = None,
+                         force: Iterable[str] = ()) -> list[str]:
+        """Rebuild changed (or ``force``d) projections and catch up lagging ones.
+
+        Runs in the caller's transaction after taking the append lock, so no append can
+        slip in between the read and the checkpoint. Returns the names rebuilt.
+        """
+        lock_for_append(conn)
+        forced = set(force)
+        unknown = forced - set(self._by_name)
+        if unknown:
+            raise KeyError(sorted(unknown)[0])
+        statuses = self.status(conn)
+        rebuild = [s.name for s in statuses if s.needs_rebuild or s.name in forced
+                   or s.stored_version is None]
+        if rebuild:
+            self._rebuild(conn, rebuild, progress)
+        lagging = [s for s in statuses if s.name not in rebuild and s.behind]
+        if lagging:
+            self._catch_up(conn, lagging, progress)
+        return rebuild
+
+    def _rebuild(self, conn: sa.Connection, names: Sequence[str],
+                 progress: Progress | None) -> None:
+        chosen = [self._by_name[n] for n in names]
+        tables = [t for p in chosen for t in p.tables]
+        # Children first so foreign keys (if any) never block the wipe.
+        for table in reversed(tables):
+            conn.execute(table.delete())
+        head = head_position(conn)
+        rows = RowStore(conn, empty=tables)
+        self._fold(conn, rows, after=0, head=head, only=frozenset(names), progress=progress)
+        now = self.clock()
+        for p in chosen:
+            cp.reset(conn, p.name, p.version, head, now)
+
+    def _catch_up(self, conn: sa.Connection, lagging: Sequence[ProjectionStatus],
+                  progress: Progress | None) -> None:
+        after = min(s.position for s in lagging)
+        head = lagging[0].head
+        for status in lagging:
+            # Each projection starts from its own checkpoint; group by start position.
+            rows = RowStore(conn)
+            self._fold(conn, rows, after=status.position, head=head,
+                       only=frozenset({status.name}), progress=progress if
+                       status.position == after else None)
+            cp.advance(conn, [status.name], head, self.clock())
+
+    def _fold(self, conn: sa.Connection, rows: RowStore, *, after: int, head: int,
+              only: frozenset[str], progress: Progress | None) -> None:
+        total = max(0, head - after)
+        done = 0
+        types = {t for n in only for t in self._by_name[n].handles}
+        batch: list[RecordedEvent] = []
+        for event in read_all(conn, after, until_position=head, chunk=20_000):
+            if event.type in types:
+                batch.append(event)
+            if len(batch) >= 20_000:
+                self.dispatch(batch, rows, only)
+                batch.clear()
+                if _cached_rows(rows) > REBUILD_CACHE_ROWS:
+                    rows.flush()
+                    rows.forget()
+            done = event.position - after
+            if progress is not None and done % 20_000 == 0:
+                progress(done, total)
+        self.dispatch(batch, rows, only)
+        rows.flush()
+        if progress is not None:
+            progress(total, total)
+
+
+def _cached_rows(rows: RowStore) -> int:
+    return sum(len(s.cache) for s in rows._states.values())

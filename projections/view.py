@@ -1,0 +1,241 @@
+"""The read view: a plain-data snapshot of one session's projections at a position.
+
+This is the only thing the assembler sees. It holds no connection and issues no SQL,
+so assembler policies are pure functions of (view, now, policy). Collections are tuples
+in a documented order; mappings are built in sorted key order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+HistoryMode = Literal["none", "tail", "full"]
+
+
+@dataclass(frozen=True, slots=True)
+class ViewRequest:
+    """What a profile needs loaded; everything else stays empty (and costs nothing)."""
+
+    history: HistoryMode = "none"
+    """``tail``: the latest summary and the messages after it (all if none); ``full``: all."""
+    now: datetime | None = None
+    usage_window: timedelta | None = None
+    """Tool usage counted over ``[now - usage_window, now]``; requires ``now``."""
+    observations: int = 0
+    """How many of the scope's most recent observations to load."""
+    previous_session: bool = False
+    tools: bool = False
+    items: bool = False
+    documents: bool = False
+    knowledge: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCounts:
+    """Non-retracted messages by role; ``retracted`` counts withdrawn ones."""
+
+    system: int = 0
+    user: int = 0
+    assistant: int = 0
+    tool: int = 0
+    total: int = 0
+    retracted: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One non-retracted message; ``seq`` is its stream version (orders a session)."""
+
+    seq: int
+    message_id: str
+    role: str
+    name: str | None
+    content: str
+    position: int
+    recorded_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class HistorySummary:
+    """The latest ``history.summarized``; ``through_seq`` is None if its message is unknown."""
+
+    summary: str
+    through_message_id: str
+    through_seq: int | None
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """Chat history as loaded for the request, messages in ``seq`` order."""
+
+    summary: HistorySummary | None
+    messages: tuple[Message, ...]
+    complete: bool
+    """True when ``messages`` holds every non-retracted message of the session."""
+    summarized_count: int
+    """Non-retracted messages with ``seq <= summary.through_seq`` (0 without a summary)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A tool registered in the scope."""
+
+    name: str
+    tool_type: str
+    server_name: str | None
+    description: str | None
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUsage:
+    """Usage of one tool name in the scope: in the window and over its lifetime."""
+
+    tool_name: str
+    server_name: str | None
+    window_count: int
+    window_last_used: datetime | None
+    lifetime_count: int
+    lifetime_last_used: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """An observation recorded in any session of the scope."""
+
+    kind: str
+    content: str
+    source: str | None
+    recorded_at: datetime
+    position: int
+    stream_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreviousSession:
+    """The scope's most recently ended session other than this one."""
+
+    stream_id: str
+    summary: str | None
+    ended_at: datetime | None
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A ``novel`` context item; ``position`` is where it was last put (put order)."""
+
+    item_id: str
+    kind: str
+    content: str
+    chapter: int | None
+    active: bool | None
+    in_scene: bool | None
+    pov: bool | None
+    evolving: bool | None
+    critical: bool | None
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A document put in the session (plan state, dependency graph or text)."""
+
+    doc_id: str
+    kind: str
+    content: Any
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A registered knowledge source."""
+
+    source_id: str
+    version: str
+    trust: float
+    neutral: bool | None
+    compliance: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    """A retrievable snippet with its provenance."""
+
+    snippet_id: str
+    source_id: str
+    source_version: str
+    text: str
+    entities: tuple[str, ...]
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class EntityFact:
+    """One fact about an entity."""
+
+    text: str
+    critical: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    """A world entity."""
+
+    entity_id: str
+    name: str
+    facts: tuple[EntityFact, ...]
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Persona:
+    """The session's persona agent and what it may know."""
+
+    agent_id: str
+    knowledge_scope: tuple[str, ...]
+    beliefs: Any
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """Everything the assembler may know about one session at ``position``."""
+
+    stream_id: str
+    scope: str
+    position: int
+    exists: bool
+    title: str | None = None
+    agent: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    last_activity: datetime | None = None
+    counts: MessageCounts = field(default_factory=MessageCounts)
+    chapter: int | None = None
+    scene: str | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """Scope defaults overlaid by session overrides, in sorted key order."""
+    setting_sources: Mapping[str, str] = field(default_factory=dict)
+    """For each setting: ``session`` or ``scope``."""
+    card: Mapping[str, Any] = field(default_factory=dict)
+    history: History | None = None
+    tools: tuple[Tool, ...] = ()
+    """Registered tools in the scope, by name."""
+    tool_usage: tuple[ToolUsage, ...] = ()
+    """Usage per tool name in the scope, by name (only tools used at least once)."""
+    usage_window: tuple[datetime, datetime] | None = None
+    observations: tuple[Observation, ...] = ()
+    """The scope's most recent observations, oldest first."""
+    previous_session: PreviousSession | None = None
+    items: tuple[Item, ...] = ()
+    """Context items by put order."""
+    documents: tuple[Document, ...] = ()
+    """Documents by doc_id."""
+    sources: tuple[Source, ...] = ()
+    snippets: tuple[Snippet, ...] = ()
+    entities: tuple[Entity, ...] = ()
+    persona: Persona | None = None

@@ -1,0 +1,299 @@
+"""The event catalog: every event type is a pydantic model, discriminated by ``type``.
+
+Models validate the ``data`` of new events. Reads return plain dicts (upcast to the
+current schema) because validating on every read would cost more than the rebuild
+budget allows; ``parse_data`` gives the typed model when a caller wants it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+StreamKind = Literal["session", "scope", "system", "any"]
+
+SCOPE_PREFIX = "scope:"
+SYSTEM_STREAM = "system"
+
+
+def stream_kind(stream_id: str) -> StreamKind:
+    """Classify a stream id: ``scope:<name>``, ``system``, or a session stream."""
+    if stream_id.startswith(SCOPE_PREFIX):
+        return "scope"
+    if stream_id == SYSTEM_STREAM:
+        return "system"
+    return "session"
+
+
+class EventData(BaseModel):
+    """Base of every event payload. Unknown fields are rejected so typos surface early."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+    type: ClassVar[str]
+    schema_version: ClassVar[int] = 1
+    stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("session",)
+
+
+NonEmpty = Field(min_length=1)
+
+
+class SessionStarted(EventData):
+    """A session opens and names the scope (project, user, book) it belongs to."""
+
+    type: ClassVar[str] = "session.started"
+    scope: str = Field(default="default", min_length=1)
+    title: str | None = None
+    agent: str | None = None
+
+
+class SessionEnded(EventData):
+    """A session closes, optionally with a summary used by the next session's context."""
+
+    type: ClassVar[str] = "session.ended"
+    summary: str | None = None
+
+
+class MessageAppended(EventData):
+    """A chat message. ``message_id`` defaults to the event id."""
+
+    type: ClassVar[str] = "message.appended"
+    message_id: str | None = None
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    name: str | None = None
+
+
+class MessageRetracted(EventData):
+    """A message is withdrawn (edit or regeneration); counts go down."""
+
+    type: ClassVar[str] = "message.retracted"
+    message_id: str = NonEmpty
+
+
+class HistorySummarized(EventData):
+    """The app's LLM summarized the history through ``through_message_id``."""
+
+    type: ClassVar[str] = "history.summarized"
+    through_message_id: str = NonEmpty
+    summary: str
+
+
+class ToolUsed(EventData):
+    """A tool was used in a session. v1 called the fields ``tool`` and ``success``."""
+
+    type: ClassVar[str] = "tool.used"
+    schema_version: ClassVar[int] = 2
+    tool_name: str = NonEmpty
+    server_name: str | None = None
+    ok: bool | None = None
+
+
+class SettingChanged(EventData):
+    """A setting: an override in a session stream, a default in a scope stream."""
+
+    type: ClassVar[str] = "setting.changed"
+    stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("session", "scope")
+    key: str = NonEmpty
+    value: JsonValue
+
+
+class CardSet(EventData):
+    """Character Card V2 ``data`` fields. Fields present replace the current ones."""
+
+    type: ClassVar[str] = "card.set"
+    name: str | None = None
+    description: str | None = None
+    personality: str | None = None
+    scenario: str | None = None
+    first_mes: str | None = None
+    mes_example: str | None = None
+    system_prompt: str | None = None
+    post_history_instructions: str | None = None
+    creator_notes: str | None = None
+    alternate_greetings: list[str] | None = None
+    tags: list[str] | None = None
+    creator: str | None = None
+    character_version: str | None = None
+    extensions: dict[str, JsonValue] | None = None
+
+
+class ChapterMoved(EventData):
+    """The writing session moves to a chapter (and optionally a scene)."""
+
+    type: ClassVar[str] = "chapter.moved"
+    chapter: int = Field(ge=1)
+    scene: str | None = None
+
+
+ItemKind = Literal[
+    "exemplar", "anti_exemplar", "scene_plan", "character", "emotional_directive",
+    "relationship_state", "summary", "act_summary", "foreshadowing", "world", "plot", "style",
+]
+
+
+class ItemPut(EventData):
+    """A context item for the ``novel`` profile is created or replaced."""
+
+    type: ClassVar[str] = "item.put"
+    item_id: str = NonEmpty
+    kind: ItemKind
+    content: str
+    chapter: int | None = Field(default=None, ge=1)
+    active: bool | None = None
+    in_scene: bool | None = None
+    pov: bool | None = None
+    evolving: bool | None = None
+    critical: bool | None = None
+
+
+class ItemRemoved(EventData):
+    """A context item is removed."""
+
+    type: ClassVar[str] = "item.removed"
+    item_id: str = NonEmpty
+
+
+class ObservationRecorded(EventData):
+    """Something the agent noticed; shown in the next session's context."""
+
+    type: ClassVar[str] = "observation.recorded"
+    kind: Literal["change", "decision", "finding", "reference"]
+    content: str
+    source: str | None = None
+
+
+class DocumentPut(EventData):
+    """A document (plan state, dependency graph or text) shown in compact form."""
+
+    type: ClassVar[str] = "document.put"
+    doc_id: str = NonEmpty
+    kind: Literal["plan_state", "dep_graph", "text"]
+    content: str | dict[str, JsonValue]
+
+
+class ToolRegistered(EventData):
+    """A tool becomes available in a scope."""
+
+    type: ClassVar[str] = "tool.registered"
+    stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("scope",)
+    name: str = NonEmpty
+    tool_type: Literal[
+        "builtin", "mcp_server", "mcp_tool", "slash_command", "skill", "plugin", "other"
+    ]
+    server_name: str | None = None
+    description: str | None = None
+
+
+class ToolRemoved(EventData):
+    """A tool is no longer available in a scope."""
+
+    type: ClassVar[str] = "tool.removed"
+    stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("scope",)
+    name: str = NonEmpty
+
+
+class Compliance(BaseModel):
+    """Licensing terms of a knowledge source (required in ``fan`` mode)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    non_commercial: bool | None = None
+    distribution: str | None = None
+
+
+class SourceRegistered(EventData):
+    """A knowledge source with a version and a trust level."""
+
+    type: ClassVar[str] = "source.registered"
+    stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("scope",)
+    source_id: str = NonEmpty
+    version: str = NonEmpty
+    trust: float = Field(ge=0.0, le=1.0)
+    neutral: bool | None = None
+    compliance: Compliance | None = None
+
+
+class SnippetAdded(EventData):
+    """A retrievable snippet of a source, tagged with the entities it mentions."""
+
+    type: ClassVar[str] = "snippet.added"
+    stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("scope",)
+    snippet_id: str = NonEmpty
+    source_id: str = NonEmpty
+    source_version: str = NonEmpty
+    text: str
+    entities: list[str] = Field(default_factory=list)
+
+
+class EntityFact(BaseModel):
+    """One fact about an entity; non-critical facts are pruned first under budget."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    text: str
+    critical: bool = False
+
+
+class EntityPut(EventData):
+    """A world entity with its facts and tags."""
+
+    type: ClassVar[str] = "entity.put"
+    stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("scope",)
+    entity_id: str = NonEmpty
+    name: str = NonEmpty
+    facts: list[EntityFact] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+
+
+class PersonaSet(EventData):
+    """The persona agent of a session and what it may know."""
+
+    type: ClassVar[str] = "persona.set"
+    agent_id: str = NonEmpty
+    knowledge_scope: list[str] = Field(default_factory=list)
+    beliefs: str | list[str] | None = None
+
+
+class ContextAssembled(EventData):
+    """The app sent a prompt built from this assembly; kept for audit."""
+
+    type: ClassVar[str] = "context.assembled"
+    profile: str = NonEmpty
+    policy_version: str = NonEmpty
+    position: int = Field(ge=0)
+    now: str = NonEmpty
+    digest: str = Field(pattern=r"^[0-9a-f]{64}$")
+    tokens: int | None = Field(default=None, ge=0)
+
+
+class RollupCompleted(EventData):
+    """The nightly job rolled up one UTC day."""
+
+    type: ClassVar[str] = "rollup.completed"
+    stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("system",)
+    day: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    rows: int = Field(ge=0)
+    digest: str
+
+
+CATALOG: dict[str, type[EventData]] = {
+    model.type: model
+    for model in (
+        SessionStarted, SessionEnded, MessageAppended, MessageRetracted, HistorySummarized,
+        ToolUsed, SettingChanged, CardSet, ChapterMoved, ItemPut, ItemRemoved,
+        ObservationRecorded, DocumentPut, ToolRegistered, ToolRemoved, SourceRegistered,
+        SnippetAdded, EntityPut, PersonaSet, ContextAssembled, RollupCompleted,
+    )
+}
+"""Every event type by name. The names and fields are the public contract."""
+
+
+def model_for(type_name: str) -> type[EventData] | None:
+    """The model of an event type, or None if the type is unknown."""
+    return CATALOG.get(type_name)
+
+
+def parse_data(type_name: str, data: dict[str, Any]) -> EventData:
+    """Validate current-version ``data`` into its typed model."""
+    model = CATALOG[type_name]
+    return model.model_validate(data)

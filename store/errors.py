@@ -1,0 +1,31 @@
+"""Errors raised by the event store. Each message is one line that names the problem."""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """Base class for every domain error ctxledger raises on bad input or state."""
+
+
+class EventValidationError(LedgerError):
+    """An event's type, data or size is not acceptable; nothing was written."""
+
+
+class ConcurrencyError(LedgerError):
+    """``expected_version`` did not match the stream's actual version; nothing was written."""
+
+    def __init__(self, stream_id: str, expected: int, actual: int) -> None:
+        self.stream_id = stream_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"stream {stream_id!r}: expected version {expected}, actual version {actual}"
+        )
+
+
+class IdempotencyError(LedgerError):
+    """An ``event_id`` was sent again with different content (or in another batch)."""
+
+
+class IntegrityViolation(LedgerError):
+    """The stored log fails verification (broken hash chain or mutable table)."""

@@ -1,0 +1,146 @@
+"""``EventLog``: the store's one stateful object, tying engine, clock and limits together."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from store import read as _read
+from store.append import InTransactionHook, PreparedEvent, append_in_transaction
+from store.clock import Clock, system_clock
+from store.errors import EventValidationError, LedgerError
+from store.records import AppendResult, NewEvent, RecordedEvent
+from store.validate import DEFAULT_MAX_EVENT_BYTES, coerce_new_event, validate_event
+from store.verify import VerifyReport, verify_log
+
+EventInput = NewEvent | Mapping[str, Any]
+
+
+class EventLog:
+    """Append to and read from the event log of one database.
+
+    ``in_transaction`` runs inside every append transaction with the new events; the
+    facade uses it to update inline projections atomically with the append.
+    """
+
+    def __init__(self, engine: Engine, *, clock: Clock = system_clock,
+                 max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+                 in_transaction: InTransactionHook | None = None) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.max_event_bytes = max_event_bytes
+        self.in_transaction = in_transaction
+        # One shared connection (in-memory SQLite) must not interleave transactions.
+        self._lock: threading.RLock | None = (
+            threading.RLock() if engine.pool.__class__.__name__ == "StaticPool" else None
+        )
+
+    @contextmanager
+    def transaction(self) -> Iterator[sa.Connection]:
+        """A write transaction (holding the process lock for a shared connection)."""
+        if self._lock is None:
+            with self.engine.begin() as conn:
+                yield conn
+            return
+        with self._lock, self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def connection(self) -> Iterator[sa.Connection]:
+        """A read connection."""
+        if self._lock is None:
+            with self.engine.connect() as conn:
+                yield conn
+            return
+        with self._lock, self.engine.connect() as conn:
+            yield conn
+
+    def prepare(self, stream_id: str, batch: Sequence[EventInput]) -> list[PreparedEvent]:
+        """Validate a batch before touching the database; raises on the first bad event."""
+        if not isinstance(stream_id, str) or not stream_id.strip():
+            raise EventValidationError("stream id must be a non-empty string")
+        if len(stream_id) > 200:
+            raise EventValidationError("stream id is longer than 200 characters")
+        prepared: list[PreparedEvent] = []
+        seen: set[str] = set()
+        for index, raw in enumerate(batch):
+            try:
+                event = coerce_new_event(raw)
+                normalized, data_json, meta_json = validate_event(stream_id, event,
+                                                                  self.max_event_bytes)
+            except EventValidationError as exc:
+                where = f"event {index + 1}: " if len(batch) > 1 else ""
+                raise EventValidationError(f"{where}{exc}") from None
+            assert normalized.event_id is not None
+            if normalized.event_id in seen:
+                raise EventValidationError(f"event id {normalized.event_id} appears twice")
+            seen.add(normalized.event_id)
+            prepared.append(PreparedEvent(normalized, data_json, meta_json,
+                                          client_id=event.event_id is not None))
+        if not prepared:
+            raise EventValidationError("nothing to append: the batch is empty")
+        return prepared
+
+    def append(self, stream_id: str, batch: Sequence[EventInput],
+               expected_version: int | None = None) -> AppendResult:
+        """Append ``batch`` atomically to ``stream_id``.
+
+        ``expected_version``: None appends at any version, 0 requires a new stream,
+        N requires the stream to be exactly at N (else ``ConcurrencyError``).
+        """
+        if expected_version is not None and (
+            not isinstance(expected_version, int) or expected_version < 0
+        ):
+            raise EventValidationError("expected_version must be None or an integer >= 0")
+        prepared = self.prepare(stream_id, batch)
+        try:
+            with self.transaction() as conn:
+                result, recorded = append_in_transaction(
+                    conn, stream_id, prepared, expected_version, self.clock())
+                if recorded and self.in_transaction is not None:
+                    self.in_transaction(conn, recorded)
+        except sa.exc.OperationalError as exc:
+            raise LedgerError(f"database error while appending: {exc.orig}") from None
+        return result
+
+    def read_stream(self, stream_id: str, from_version: int = 1,
+                    to_version: int | None = None) -> list[RecordedEvent]:
+        """Events of one stream between two versions (inclusive)."""
+        with self.connection() as conn:
+            return _read.read_stream(conn, stream_id, from_version, to_version)
+
+    def read_all(self, after: int = 0, limit: int | None = None, *,
+                 until_position: int | None = None,
+                 until_time: datetime | None = None) -> list[RecordedEvent]:
+        """Events after ``after`` in position order, stopping at a position or time."""
+        with self.connection() as conn:
+            return list(_read.read_all(conn, after, limit, until_position=until_position,
+                                       until_time=until_time))
+
+    def head_position(self) -> int:
+        """The highest position written (0 for an empty log)."""
+        with self.connection() as conn:
+            return _read.head_position(conn)
+
+    def position_at(self, when: datetime) -> int:
+        """The last position recorded at or before ``when``."""
+        with self.connection() as conn:
+            return _read.position_at(conn, when)
+
+    def stream_version(self, stream_id: str) -> int:
+        """The current version of a stream (0 if it does not exist)."""
+        from store.append import stream_head
+
+        with self.connection() as conn:
+            return stream_head(conn, stream_id)[0]
+
+    def verify(self, progress: object | None = None) -> VerifyReport:
+        """Recompute every hash chain and check the immutability triggers."""
+        with self.connection() as conn:
+            return verify_log(conn, progress=progress)

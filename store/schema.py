@@ -1,0 +1,64 @@
+"""SQLAlchemy Core table of the event log. Alembic migrations create it; this mirrors them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+metadata = sa.MetaData()
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes on every backend (SQLite stores them naive)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given where UTC is required")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        assert isinstance(value, datetime)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+PositionType = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+events = sa.Table(
+    "events",
+    metadata,
+    # On SQLite INTEGER PRIMARY KEY is the rowid; deletes are forbidden so it only grows.
+    sa.Column("position", PositionType, sa.Identity(), primary_key=True),
+    sa.Column("stream_id", sa.String(200), nullable=False),
+    sa.Column("stream_version", sa.Integer, nullable=False),
+    sa.Column("event_id", sa.String(36), nullable=False),
+    sa.Column("type", sa.String(100), nullable=False),
+    sa.Column("schema_version", sa.Integer, nullable=False),
+    sa.Column("data", sa.Text, nullable=False),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.Column("recorded_at", UTCDateTime, nullable=False),
+    sa.Column("prev_hash", sa.String(64), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    sa.UniqueConstraint("stream_id", "stream_version", name="uq_events_stream_version"),
+    sa.UniqueConstraint("event_id", name="uq_events_event_id"),
+    sa.Index("ix_events_recorded_at", "recorded_at"),
+)
+"""The immutable event log. ``data`` and ``metadata`` hold canonical JSON text, the exact
+bytes the hash chain covers, so verification never depends on a JSON column's rewriting."""
+
+IMMUTABILITY_MESSAGE = "events are immutable: UPDATE and DELETE are rejected"

@@ -1,0 +1,53 @@
+"""Upcasters turn stored payloads of old schema versions into the current one on read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from store.catalog import CATALOG
+
+Payload = dict[str, Any]
+Upcaster = Callable[[Payload], Payload]
+
+# (type, from_version) -> function producing version from_version + 1.
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def upcaster(type_name: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    """Register a function that lifts ``type_name`` data from ``from_version`` by one."""
+
+    def register(fn: Upcaster) -> Upcaster:
+        UPCASTERS[(type_name, from_version)] = fn
+        return fn
+
+    return register
+
+
+@upcaster("tool.used", 1)
+def _tool_used_v1_to_v2(data: Payload) -> Payload:
+    # v1 (before 0.1.0 final) used "tool" and "success".
+    out = {k: v for k, v in data.items() if k not in ("tool", "success")}
+    out["tool_name"] = data.get("tool", data.get("tool_name"))
+    if "success" in data:
+        out["ok"] = data["success"]
+    return out
+
+
+def current_version(type_name: str) -> int:
+    """The schema version new events of this type are written with (1 for unknown types)."""
+    model = CATALOG.get(type_name)
+    return model.schema_version if model is not None else 1
+
+
+def upcast(type_name: str, schema_version: int, data: Payload) -> tuple[int, Payload]:
+    """Lift ``data`` to the current schema version; returns (version, data)."""
+    target = current_version(type_name)
+    version = schema_version
+    while version < target:
+        step = UPCASTERS.get((type_name, version))
+        if step is None:
+            raise LookupError(f"no upcaster for {type_name} v{version}")
+        data = step(data)
+        version += 1
+    return version, data

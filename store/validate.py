@@ -1,0 +1,119 @@
+"""Turn user input into validated, normalized events, or a one-line error."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from store.canonical import canonical_json
+from store.catalog import CATALOG, stream_kind
+from store.errors import EventValidationError
+from store.records import NewEvent
+from store.upcasting import current_version, upcast
+
+DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
+_INPUT_KEYS = frozenset({"type", "data", "id", "event_id", "metadata", "schema_version"})
+_METADATA_KEYS = ("actor", "causation_id", "correlation_id")
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """Compress a pydantic error into one line naming the field and the problem."""
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err["loc"]) or "data"
+        parts.append(f"{loc}: {err['msg']}")
+    more = len(exc.errors()) - 3
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def coerce_new_event(raw: NewEvent | Mapping[str, Any]) -> NewEvent:
+    """Accept a ``NewEvent`` or a mapping ``{"type", "data"[, "id", "metadata"]}``."""
+    if isinstance(raw, NewEvent):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise EventValidationError(f"an event must be an object, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - _INPUT_KEYS)
+    if unknown:
+        raise EventValidationError(f"unknown event key(s): {', '.join(unknown)}")
+    type_name = raw.get("type")
+    if not isinstance(type_name, str) or not type_name:
+        raise EventValidationError("event is missing its 'type'")
+    data = raw.get("data", {})
+    if not isinstance(data, Mapping):
+        raise EventValidationError(f"{type_name}: 'data' must be an object")
+    metadata = raw.get("metadata", {})
+    if not isinstance(metadata, Mapping):
+        raise EventValidationError(f"{type_name}: 'metadata' must be an object")
+    event_id = raw.get("id", raw.get("event_id"))
+    if event_id is not None and not isinstance(event_id, str):
+        raise EventValidationError(f"{type_name}: 'id' must be a string")
+    schema_version = raw.get("schema_version")
+    if schema_version is not None and (
+        not isinstance(schema_version, int) or isinstance(schema_version, bool)
+    ):
+        raise EventValidationError(f"{type_name}: 'schema_version' must be an integer")
+    return NewEvent(type=type_name, data=dict(data), event_id=event_id,
+                    metadata=dict(metadata), schema_version=schema_version)
+
+
+def normalize_event_id(event_id: str | None) -> str:
+    """Return a canonical UUID string, generating one when absent."""
+    if event_id is None:
+        return str(uuid.uuid4())
+    try:
+        return str(uuid.UUID(event_id))
+    except ValueError:
+        raise EventValidationError(f"event id {event_id!r} is not a UUID") from None
+
+
+def validate_event(stream_id: str, event: NewEvent,
+                   max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> tuple[NewEvent, str, str]:
+    """Validate one event for ``stream_id``.
+
+    Returns the normalized event (current schema version, data dumped from its model,
+    a definite UUID) with its canonical data and metadata JSON.
+    """
+    model = CATALOG.get(event.type)
+    if model is None:
+        raise EventValidationError(f"unknown event type {event.type!r}")
+    kind = stream_kind(stream_id)
+    if kind not in model.stream_kinds and "any" not in model.stream_kinds:
+        allowed = " or ".join(model.stream_kinds)
+        raise EventValidationError(
+            f"{event.type} belongs in a {allowed} stream, not {kind} stream {stream_id!r}"
+        )
+    target = current_version(event.type)
+    version = event.schema_version if event.schema_version is not None else target
+    if version < 1 or version > target:
+        raise EventValidationError(
+            f"{event.type}: schema_version {version} is not between 1 and {target}"
+        )
+    try:
+        _, data = upcast(event.type, version, dict(event.data))
+        parsed = model.model_validate(data)
+    except ValidationError as exc:
+        raise EventValidationError(f"{event.type}: {describe_validation_error(exc)}") from None
+    dumped = parsed.model_dump(mode="json")
+    explicit = parsed.model_fields_set
+    # Optional fields left unset are not stored; explicit nulls and real defaults are.
+    clean = {k: v for k, v in dumped.items() if v is not None or k in explicit}
+    for key in _METADATA_KEYS:
+        value = event.metadata.get(key)
+        if value is not None and not isinstance(value, str):
+            raise EventValidationError(f"{event.type}: metadata.{key} must be a string")
+    try:
+        data_json = canonical_json(clean)
+        metadata_json = canonical_json(event.metadata)
+    except (TypeError, ValueError) as exc:
+        raise EventValidationError(f"{event.type}: data is not JSON: {exc}") from None
+    size = len(data_json.encode("utf-8")) + len(metadata_json.encode("utf-8"))
+    if size > max_bytes:
+        raise EventValidationError(
+            f"{event.type}: event is {size} bytes, over the {max_bytes}-byte limit"
+        )
+    normalized = NewEvent(type=event.type, data=clean, event_id=normalize_event_id(event.event_id),
+                          metadata=dict(event.metadata), schema_version=target)
+    return normalized, data_json, metadata_json

@@ -1,0 +1,95 @@
+"""Shared fixtures: every store/projection test runs on real SQLite and real PostgreSQL.
+
+PostgreSQL tests use a fresh schema each (via ``search_path``) in the database named by
+``CTXLEDGER_TEST_PG_URL`` (default ``postgresql+psycopg://postgres@127.0.0.1:5432/test``).
+Without a server they skip with the reason shown, unless ``CTXLEDGER_REQUIRE_PG=1``
+(set by ``.ci/run``), where they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from ctxledger import Ledger
+
+PG_URL = os.environ.get("CTXLEDGER_TEST_PG_URL",
+                        "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+REQUIRE_PG = os.environ.get("CTXLEDGER_REQUIRE_PG") == "1"
+
+_pg_error: str | None = None
+_pg_checked = False
+
+
+def _pg_unavailable() -> str | None:
+    global _pg_checked, _pg_error
+    if not _pg_checked:
+        _pg_checked = True
+        try:
+            engine = sa.create_engine(PG_URL, connect_args={"connect_timeout": 3})
+            with engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+            engine.dispose()
+        except Exception as exc:  # any failure means "no usable server"
+            _pg_error = f"PostgreSQL not reachable at {PG_URL}: {type(exc).__name__}"
+    return _pg_error
+
+
+def require_postgres() -> None:
+    """Skip (locally) or fail (CI) when PostgreSQL is not reachable."""
+    problem = _pg_unavailable()
+    if problem is None:
+        return
+    if REQUIRE_PG:
+        pytest.fail(f"{problem} (CTXLEDGER_REQUIRE_PG=1 makes PostgreSQL mandatory)")
+    pytest.skip(problem)
+
+
+def pg_schema_url(schema: str) -> str:
+    """``PG_URL`` with ``search_path`` pinned to ``schema``."""
+    url = sa.engine.make_url(PG_URL)
+    return url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+        hide_password=False)
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL URL whose tables live in a throwaway schema."""
+    require_postgres()
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield pg_schema_url(schema)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+        admin.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A SQLite file in a temporary directory."""
+    return f"sqlite:///{tmp_path / 'ledger.db'}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh database URL, once per backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.db'}"
+    else:
+        yield request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def ledger(db_url: str) -> Iterator[Ledger]:
+    """An open ledger on each backend."""
+    with Ledger.open(db_url) as opened:
+        yield opened

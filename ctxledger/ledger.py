@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -9,19 +10,28 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from assembler import Assembly, Policy, TokenCounter
+from assembler.api import assemble, counter_for, parse_policy, policy_for, request_for
 from ctxledger import migrate
 from ctxledger.config import resolve_db_url
+from ctxledger.token_store import TableTokenStore
 from projections.base import Projection
+from projections.read_view import load_session_view, read_snapshot
 from projections.registry import builtin_projections
 from projections.runner import ProjectionRunner, ProjectionStatus
-from store.clock import Clock, system_clock
+from projections.token_cache import store_counts, store_history_memo
+from projections.view import SessionView, ViewRequest
+from store.clock import Clock, ensure_utc, format_utc, system_clock
 from store.engine import create_engine
+from store.errors import LedgerError
 from store.log import EventInput, EventLog
 from store.records import AppendResult, NewEvent, RecordedEvent
 from store.validate import DEFAULT_MAX_EVENT_BYTES
 from store.verify import VerifyReport
 
 RebuildProgress = Callable[[int, int], None]
+# Beyond this many cached counts a long-lived counter starts afresh (bounded memory).
+_COUNTER_MEMO_LIMIT = 200_000
 
 
 class Ledger:
@@ -40,6 +50,8 @@ class Ledger:
             projections if projections is not None else builtin_projections(), clock=clock)
         self.log = EventLog(engine, clock=clock, max_event_bytes=max_event_bytes,
                             in_transaction=self.runner.apply_inline)
+        self._counters: dict[str, TokenCounter] = {}
+        self._assemble_lock = threading.Lock()
 
     @classmethod
     def open(cls, url: str | None = None, *, clock: Clock = system_clock,
@@ -93,16 +105,85 @@ class Ledger:
         until_position = until if isinstance(until, int) else None
         until_time = until if isinstance(until, datetime) else None
         if stream_id is not None:
+            if until_time is not None:
+                # The same prefix of the log as read_all, even if the clock stepped back.
+                until_position = self.log.position_at(until_time)
             return [e for e in self.log.read_stream(stream_id)
                     if e.position > after
-                    and (until_position is None or e.position <= until_position)
-                    and (until_time is None or e.recorded_at <= until_time)][:limit]
+                    and (until_position is None or e.position <= until_position)][:limit]
         return self.log.read_all(after, limit, until_position=until_position,
                                  until_time=until_time)
 
     def head(self) -> int:
         """The highest position in the log."""
         return self.log.head_position()
+
+    # -- projection state ---------------------------------------------------------------
+
+    def view(self, session: str, request: ViewRequest | None = None) -> SessionView:
+        """A plain-data snapshot of one session's projections (what the assembler reads)."""
+        with self.log.connection() as conn:
+            return load_session_view(conn, session, request or ViewRequest())
+
+    def state(self, session: str, *, now: datetime | None = None) -> dict[str, Any]:
+        """The session's projection state as JSON-ready data (counts, chapter, settings...).
+
+        ``now`` (default: the clock) is where the 7-day tool-usage window ends.
+        """
+        from projections.state import session_state
+
+        when = ensure_utc(now, "now") if now is not None else self.clock()
+        with self.log.connection() as conn:
+            return session_state(conn, session, now=when)
+
+    # -- assembling -----------------------------------------------------------------------
+
+    def assemble(self, session: str, profile: str = "card", *, now: datetime | None = None,
+                 policy: Policy | Mapping[str, Any] | str | None = None) -> Assembly:
+        """Build the context of ``session`` with ``profile`` (card, session, ...).
+
+        ``now`` defaults to the ledger's clock. ``policy`` replaces the policy the
+        session's settings give (a ``Policy``, its JSON data, or JSON text). Reads one
+        snapshot of the projections; token counts and the history memo computed on the
+        way are saved afterwards, so the next assembly only counts what changed.
+        """
+        when = ensure_utc(now, "now") if now is not None else self.clock()
+        with self._assemble_lock, self.log.connection() as conn, read_snapshot(conn):
+            settings = load_session_view(conn, session, ViewRequest()).settings
+            chosen = (policy_for(profile, settings) if policy is None
+                      else policy if isinstance(policy, Policy) else parse_policy(policy))
+            view = load_session_view(conn, session, request_for(profile, chosen, when))
+            counter = self._counters.get(chosen.token_encoding)
+            if counter is None or counter.cached > _COUNTER_MEMO_LIMIT:
+                counter = self._counters[chosen.token_encoding] = counter_for(chosen)
+            counter.attach(TableTokenStore(conn))
+            try:
+                result = assemble(view, profile, when, chosen, counter)
+            finally:
+                counter.attach(None)
+            new_counts = counter.new_counts()
+            counter.mark_persisted()
+        memo = getattr(getattr(result.report, "chat_history", None), "memo", None)
+        if new_counts or memo is not None:
+            self._save_caches(session, new_counts, memo)
+        return result
+
+    def _save_caches(self, session: str, counts: Sequence[Any], memo: Any) -> None:
+        # A cache write failing must not fail the assembly the caller already has.
+        try:
+            with self.log.transaction() as conn:
+                store_counts(conn, counts)
+                if memo is not None:
+                    store_history_memo(conn, stream_id=session, **memo.model_dump())
+        except sa.exc.OperationalError:
+            pass
+
+    def record_assembly(self, session: str, assembly: Assembly) -> AppendResult:
+        """Append ``context.assembled`` for an assembly the app sent, for later audit."""
+        return self.append(session, {"type": "context.assembled", "data": {
+            "profile": assembly.profile, "policy_version": assembly.policy_version,
+            "position": assembly.position, "now": format_utc(assembly.now),
+            "digest": assembly.digest, "tokens": assembly.tokens.total}})
 
     # -- maintenance --------------------------------------------------------------------
 
@@ -119,10 +200,21 @@ class Ledger:
     def rebuild(self, projection: str | None = None,
                 progress: RebuildProgress | None = None) -> list[str]:
         """Rebuild one projection (or all) from the log, in one transaction."""
-        names = [projection] if projection else [p.name for p in self.runner.projections]
+        known = [p.name for p in self.runner.projections]
+        if projection is not None and projection not in known:
+            raise LedgerError(
+                f"unknown projection {projection!r}; known: {', '.join(sorted(known))}")
+        names = [projection] if projection else known
         with self.log.transaction() as conn:
             return self.runner.bring_up_to_date(conn, progress=progress, force=names)
 
     def verify(self, progress: Callable[[int], None] | None = None) -> VerifyReport:
-        """Check every hash chain and the immutability triggers."""
-        return self.log.verify(progress=progress)
+        """Check every hash chain, the immutability triggers, and that no projection has
+        seen events the log no longer holds (a chain alone cannot show its tail removed)."""
+        report = self.log.verify(progress=progress)
+        for status in self.projection_status():
+            if status.position > status.head:
+                report.problems.append(
+                    f"projection {status.name} is at position {status.position} but the log "
+                    f"ends at {status.head}: events were removed")
+        return report

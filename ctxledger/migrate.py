@@ -45,8 +45,11 @@ def current_revision(engine: Engine) -> str | None:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Upgrade ``engine``'s database to ``revision``, keeping its data."""
+    if revision == "head" and current_revision(engine) == head_revision():
+        return  # the common case: nothing to do, and no lock to wait for
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
-            # Concurrent openers wait here instead of racing on DDL.
-            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7422853)")
+            # Concurrent openers of the same schema wait here instead of racing on DDL.
+            conn.exec_driver_sql(
+                "SELECT pg_advisory_xact_lock(7422853, hashtext(current_schema()))")
         command.upgrade(alembic_config(conn), revision)

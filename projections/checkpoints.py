@@ -8,6 +8,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from projections.base import metadata
+from store.engine import driver_statement
 from store.schema import PositionType, UTCDateTime
 
 checkpoints = sa.Table(
@@ -19,12 +20,19 @@ checkpoints = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )
 
-_ADVANCE = (
-    checkpoints.update()
-    .where(checkpoints.c.name.in_(sa.bindparam("names", expanding=True)),
-           checkpoints.c.position < sa.bindparam("position"))
-    .values(position=sa.bindparam("position"), updated_at=sa.bindparam("now"))
-)
+
+
+def _advance_statement(names: tuple[str, ...]) -> sa.Update:
+    """One UPDATE moving every named checkpoint that is behind ``position`` to it."""
+    position = sa.bindparam("position", type_=checkpoints.c.position.type, required=False)
+    now = sa.bindparam("now", type_=checkpoints.c.updated_at.type, required=False)
+    # The names are fixed per runner: rendered into the SQL, only the position and the
+    # time are bound on each append.
+    listed = sa.bindparam("names", value=list(names), type_=checkpoints.c.name.type,
+                          literal_execute=True)
+    return (checkpoints.update()
+            .where(checkpoints.c.name.in_(listed), checkpoints.c.position < position)
+            .values(position=position, updated_at=now))
 
 
 def read_checkpoints(conn: sa.Connection) -> dict[str, tuple[int, int]]:
@@ -34,8 +42,17 @@ def read_checkpoints(conn: sa.Connection) -> dict[str, tuple[int, int]]:
 
 
 def advance(conn: sa.Connection, names: Sequence[str], position: int, now: datetime) -> None:
-    """Move checkpoints forward to ``position``; never backwards."""
-    conn.execute(_ADVANCE, {"names": list(names), "position": position, "now": now})
+    """Move checkpoints forward to ``position``; never backwards.
+
+    Runs after every inline append, so the statement (one per set of names) is compiled
+    once and run on the driver's cursor.
+    """
+    key = tuple(names)
+    if not key:
+        return
+    stmt = driver_statement(conn.dialect, ("checkpoints.advance", key),
+                            lambda: _advance_statement(key))
+    stmt.execute(conn, {"position": position, "now": now})
 
 
 def reset(conn: sa.Connection, name: str, version: int, position: int, now: datetime) -> None:

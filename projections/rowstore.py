@@ -4,15 +4,24 @@ It caches rows touched in a batch and flushes them with ``executemany``. Blind
 increments (``bump`` on a row not read yet) become one ``INSERT ... ON CONFLICT DO
 UPDATE`` each, so the common inline path never reads before it writes. In rebuild
 mode the tables are known to be empty and nothing is read at all.
+
+Statements are compiled once per dialect and shape and run on the driver's cursor
+(``store.engine.DriverStatement``): an inline append touches a few rows in several
+tables, and SQLAlchemy's per-statement execution cost would dominate it. Writes go out
+in a deterministic order: tables in the order first touched, rows in the order first
+made dirty.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+
+from store.engine import DriverStatement, driver_statement, statement_cache
 
 Row = dict[str, Any]
 Key = tuple[Any, ...]
@@ -29,20 +38,37 @@ class _Blind:
         self.defaults = defaults
 
 
-class _TableState:
-    __slots__ = ("absent", "blind", "cache", "dirty", "key_cols", "table")
+_MISSING: Any = object()
 
-    def __init__(self, table: sa.Table) -> None:
+# Insert groups at least this large are written in primary-key order.
+_SORT_INSERTS_FROM = 1_000
+
+# Tables never change shape at run time, so their key columns are looked up once.
+_KEY_COLUMNS: dict[sa.Table, tuple[str, ...]] = {}
+
+
+class _TableState:
+    __slots__ = ("absent", "blind", "cache", "dirty", "empty", "key_cols", "table")
+
+    def __init__(self, table: sa.Table, empty: bool) -> None:
         self.table = table
-        self.key_cols = tuple(c.name for c in table.primary_key.columns)
+        key_cols = _KEY_COLUMNS.get(table)
+        if key_cols is None:
+            key_cols = _KEY_COLUMNS[table] = tuple(c.name for c in table.primary_key.columns)
+        self.key_cols = key_cols
         self.cache: dict[Key, Row | None] = {}
         self.absent: set[Key] = set()  # keys known not to exist in the database
-        self.dirty: set[Key] = set()
+        self.dirty: dict[Key, None] = {}  # an ordered set: flush order = first-dirtied order
         self.blind: dict[Key, _Blind] = {}
+        self.empty = empty  # the table is known to be empty: gets never query
 
-
-# Statement objects are immutable and keyed by shape, so one cache serves every RowStore.
-_STATEMENTS: dict[tuple[Any, ...], Any] = {}
+    def key(self, row: Mapping[str, Any]) -> Key:
+        cols = self.key_cols
+        if len(cols) == 1:
+            return (row[cols[0]],)
+        if len(cols) == 2:
+            return (row[cols[0]], row[cols[1]])
+        return tuple(row[c] for c in cols)
 
 
 class RowStore:
@@ -54,18 +80,20 @@ class RowStore:
 
     def __init__(self, conn: sa.Connection | None, *, empty: Iterable[sa.Table] = ()) -> None:
         self.conn = conn
-        self._states: dict[str, _TableState] = {}
+        self._states: dict[sa.Table, _TableState] = {}
         self._empty = {t.name for t in empty}
+        self._statements = statement_cache(conn.dialect) if conn is not None else {}
 
     def _state(self, table: sa.Table) -> _TableState:
-        state = self._states.get(table.name)
+        state = self._states.get(table)
         if state is None:
-            state = self._states[table.name] = _TableState(table)
+            empty = self.conn is None or table.name in self._empty
+            state = self._states[table] = _TableState(table, empty)
         return state
 
     def key_of(self, table: sa.Table, row: Mapping[str, Any]) -> Key:
         """The primary-key tuple of ``row``."""
-        return tuple(row[c] for c in self._state(table).key_cols)
+        return self._state(table).key(row)
 
     def get(self, table: sa.Table, key: Key) -> Row | None:
         """The current row for ``key`` (including writes not flushed yet), or None.
@@ -73,28 +101,28 @@ class RowStore:
         The returned dict is shared: treat it as read-only and ``put`` a new one.
         """
         state = self._state(table)
-        if key in state.cache:
-            return state.cache[key]
+        cache = state.cache
+        if key in cache:
+            return cache[key]
         row = self._load(state, key)
         blind = state.blind.pop(key, None)
         if blind is not None:
             row = self._apply_blind(state, key, row, blind)
-            state.dirty.add(key)
-        state.cache[key] = row
+            state.dirty[key] = None
+        cache[key] = row
         return row
 
     def _load(self, state: _TableState, key: Key) -> Row | None:
-        if self.conn is None or state.table.name in self._empty:
+        if state.empty:
             state.absent.add(key)
             return None
-        table = state.table
-        cond = sa.and_(*(table.c[name] == value for name, value in zip(state.key_cols, key,
-                                                                        strict=True)))
-        found = self.conn.execute(sa.select(table).where(cond)).mappings().first()
-        if found is None:
+        assert self.conn is not None
+        stmt = self._select_by_key(state)
+        found = stmt.fetch(self.conn, dict(zip(state.key_cols, key, strict=True)))
+        if not found:
             state.absent.add(key)
             return None
-        return dict(found)
+        return dict(zip(state.table.columns.keys(), found[0], strict=True))
 
     def _apply_blind(self, state: _TableState, key: Key, row: Row | None, blind: _Blind) -> Row:
         new = dict(row) if row is not None else {
@@ -106,20 +134,20 @@ class RowStore:
 
     def put(self, table: sa.Table, row: Row) -> None:
         """Create or replace a whole row."""
-        state = self._state(table)
-        key = tuple(row[c] for c in state.key_cols)
-        if key not in state.cache and self.conn is not None and table.name not in self._empty:
-            # Unknown prior state: flush as an upsert.
+        state = self._states.get(table) or self._state(table)
+        key = state.key(row)
+        if state.blind:
+            # The new row replaces whatever increments were queued for the old one.
             state.blind.pop(key, None)
         state.cache[key] = row
-        state.dirty.add(key)
+        state.dirty[key] = None
 
     def delete(self, table: sa.Table, key: Key) -> None:
         """Remove a row if it exists."""
         state = self._state(table)
         state.blind.pop(key, None)
         state.cache[key] = None
-        state.dirty.add(key)
+        state.dirty[key] = None
 
     def bump(self, table: sa.Table, key: Mapping[str, Any], *,
              add: Mapping[str, int | float] | None = None, set: Mapping[str, Any] | None = None,
@@ -128,54 +156,45 @@ class RowStore:
 
         Counters in ``add`` start from the default (or 0) when the row is new.
         """
-        state = self._state(table)
+        state = self._states.get(table) or self._state(table)
         if defaults and add and not defaults.keys().isdisjoint(add):
             raise ValueError("a counter in add= must not also have a default (it starts at 0)")
-        k = tuple(key[c] for c in state.key_cols)
-        if k in state.cache or self.conn is None or table.name in self._empty:
-            row = self.get(table, k)
-            new = dict(row) if row is not None else {**(defaults or {}), **key}
-            for col, delta in (add or {}).items():
-                new[col] = (new.get(col) or 0) + delta
-            new.update(set or {})
-            state.cache[k] = new
-            state.dirty.add(k)
+        k = state.key(key)
+        cache = state.cache
+        row = cache.get(k, _MISSING)
+        if row is _MISSING and state.empty:
+            row = None  # what get() would find, without the call (the rebuild's hot path)
+            state.absent.add(k)
+        if row is not _MISSING:
+            new = row.copy() if row is not None else (
+                {**defaults, **key} if defaults else dict(key))
+            if add:
+                for col, delta in add.items():
+                    new[col] = (new.get(col) or 0) + delta
+            if set:
+                new.update(set)
+            cache[k] = new
+            state.dirty[k] = None
             return
         blind = state.blind.get(k)
         if blind is None:
-            blind = state.blind[k] = _Blind({**(defaults or {}), **key})
-        for col, delta in (add or {}).items():
-            blind.add[col] = blind.add.get(col, 0) + delta
-        blind.set.update(set or {})
+            blind = state.blind[k] = _Blind({**defaults, **key} if defaults else dict(key))
+        if add:
+            pending = blind.add
+            for col, delta in add.items():
+                pending[col] = pending.get(col, 0) + delta
+        if set:
+            blind.set.update(set)
 
     def rows(self, table: sa.Table) -> list[Row]:
         """Every cached live row of ``table`` (memory mode: the whole table)."""
         return [r for r in self._state(table).cache.values() if r is not None]
 
+    def cached_rows(self) -> int:
+        """How many rows are cached across all tables (to bound memory in long folds)."""
+        return sum(len(s.cache) for s in self._states.values())
+
     # -- flushing -------------------------------------------------------------------------
-
-    def _insert(self, table: sa.Table) -> Any:
-        name = self.conn.dialect.name if self.conn is not None else "sqlite"
-        return (postgresql.insert if name == "postgresql" else sqlite.insert)(table)
-
-    def _upsert_stmt(self, state: _TableState, cols: tuple[str, ...],
-                     add_cols: tuple[str, ...], update_cols: tuple[str, ...]) -> Any:
-        """INSERT of ``cols``; on conflict add ``add_cols`` and assign ``update_cols``."""
-        dialect = self.conn.dialect.name if self.conn is not None else "sqlite"
-        cache_key = (dialect, state.table, cols, add_cols, update_cols)
-        stmt = _STATEMENTS.get(cache_key)
-        if stmt is None:
-            ins = self._insert(state.table)
-            table = state.table
-            update = {c: (table.c[c] + ins.excluded[c]) if c in add_cols else ins.excluded[c]
-                      for c in update_cols}
-            if update:
-                stmt = ins.on_conflict_do_update(index_elements=list(state.key_cols),
-                                                 set_=update)
-            else:
-                stmt = ins.on_conflict_do_nothing(index_elements=list(state.key_cols))
-            _STATEMENTS[cache_key] = stmt
-        return stmt
 
     def flush(self) -> int:
         """Write every pending change; returns the number of rows written."""
@@ -183,56 +202,61 @@ class RowStore:
             return 0
         written = 0
         for state in self._states.values():
-            written += self._flush_table(state)
+            if state.dirty or state.blind:
+                written += self._flush_table(self.conn, state)
         return written
 
-    def _flush_table(self, state: _TableState) -> int:
-        assert self.conn is not None
-        table = state.table
+    def _flush_table(self, conn: sa.Connection, state: _TableState) -> int:
         inserts: dict[tuple[str, ...], list[Row]] = {}
         upserts: dict[tuple[str, ...], list[Row]] = {}
-        deletes: list[Key] = []
-        for key in sorted(state.dirty, key=repr):
-            row = state.cache.get(key)
+        deletes: list[Row] = []
+        cache, absent = state.cache, state.absent
+        for key in state.dirty:
+            row = cache.get(key)
             if row is None:
-                if key not in state.absent:
-                    deletes.append(key)
+                if key not in absent:
+                    deletes.append(dict(zip(state.key_cols, key, strict=True)))
                 continue
-            cols = tuple(sorted(row))
-            target = inserts if key in state.absent else upserts
-            target.setdefault(cols, []).append(row)
+            target = inserts if key in absent else upserts
+            cols = tuple(row)
+            group = target.get(cols)
+            if group is None:
+                target[cols] = [row]
+            else:
+                group.append(row)
         written = 0
         if deletes:
-            cond = sa.and_(*(table.c[c] == sa.bindparam(f"k_{c}") for c in state.key_cols))
-            self.conn.execute(table.delete().where(cond),
-                              [{f"k_{c}": v for c, v in zip(state.key_cols, k, strict=True)}
-                               for k in deletes])
+            self._delete_by_key(state).executemany(conn, deletes)
             written += len(deletes)
-        for rows in inserts.values():
-            self.conn.execute(table.insert(), rows)
+        for cols, rows in inserts.items():
+            if len(rows) >= _SORT_INSERTS_FROM:
+                # Key order turns index inserts into appends (rebuilds write whole tables);
+                # keys that do not compare keep the first-dirtied order.
+                with contextlib.suppress(TypeError):
+                    rows.sort(key=state.key)
+            self._insert(state, cols).executemany(conn, rows)
             written += len(rows)
         for cols, rows in upserts.items():
             non_key = tuple(c for c in cols if c not in state.key_cols)
-            self.conn.execute(self._upsert_stmt(state, cols, (), non_key), rows)
+            self._upsert(state, cols, (), non_key).executemany(conn, rows)
             written += len(rows)
         blind_groups: dict[tuple[tuple[str, ...], ...], list[Row]] = {}
         for key, blind in state.blind.items():
             row = {**blind.defaults, **dict(zip(state.key_cols, key, strict=True))}
-            for col, delta in blind.add.items():
-                row[col] = delta
+            row.update(blind.add)
             row.update(blind.set)
-            add_cols = tuple(sorted(blind.add))
-            group = (tuple(sorted(row)), add_cols, tuple(sorted({*add_cols, *blind.set})))
-            blind_groups.setdefault(group, []).append(row)
+            add_cols = tuple(blind.add)
+            group_key = (tuple(row), add_cols, tuple(dict.fromkeys((*add_cols, *blind.set))))
+            blind_groups.setdefault(group_key, []).append(row)
         for (cols, add_cols, update_cols), rows in blind_groups.items():
-            self.conn.execute(self._upsert_stmt(state, cols, add_cols, update_cols), rows)
+            self._upsert(state, cols, add_cols, update_cols).executemany(conn, rows)
             written += len(rows)
         # The database now holds exactly what the cache says.
         for key in state.dirty:
-            if state.cache.get(key) is None:
-                state.absent.add(key)
+            if cache.get(key) is None:
+                absent.add(key)
             else:
-                state.absent.discard(key)
+                absent.discard(key)
         state.dirty.clear()
         state.blind.clear()
         return written
@@ -243,4 +267,60 @@ class RowStore:
             assert not state.dirty and not state.blind, "forget() before flush()"
             state.cache.clear()
             state.absent.clear()
+            state.empty = self.conn is None
         self._empty.clear()
+
+    # -- statements (compiled once per dialect and shape) ---------------------------------
+    # Keys are tuples led by a distinct tag; looked up in the dialect's statement cache
+    # directly, since an inline append flushes a few statements per table.
+
+    def _dialect(self) -> Any:
+        assert self.conn is not None
+        return self.conn.dialect
+
+    def _select_by_key(self, state: _TableState) -> DriverStatement:
+        table = state.table
+
+        def build() -> Any:
+            cond = [table.c[c] == sa.bindparam(c, type_=table.c[c].type) for c in state.key_cols]
+            return sa.select(*table.columns).where(*cond)
+
+        found = self._statements.get(("rowstore.get", table))
+        return found or driver_statement(self._dialect(), ("rowstore.get", table), build)
+
+    def _delete_by_key(self, state: _TableState) -> DriverStatement:
+        table = state.table
+
+        def build() -> Any:
+            cond = [table.c[c] == sa.bindparam(c, type_=table.c[c].type) for c in state.key_cols]
+            return table.delete().where(*cond)
+
+        found = self._statements.get(("rowstore.delete", table))
+        return found or driver_statement(self._dialect(), ("rowstore.delete", table), build)
+
+    def _insert(self, state: _TableState, cols: tuple[str, ...]) -> DriverStatement:
+        key = ("rowstore.insert", state.table, cols)
+        found = self._statements.get(key)
+        return found or driver_statement(self._dialect(), key, state.table.insert,
+                                         column_keys=cols)
+
+    def _upsert(self, state: _TableState, cols: tuple[str, ...], add_cols: tuple[str, ...],
+                update_cols: tuple[str, ...]) -> DriverStatement:
+        """INSERT of ``cols``; on conflict add ``add_cols`` and assign ``update_cols``."""
+        key = ("rowstore.upsert", state.table, cols, add_cols, update_cols)
+        found = self._statements.get(key)
+        if found is not None:
+            return found
+        dialect = self._dialect()
+        table = state.table
+
+        def build() -> Any:
+            ins = (postgresql.insert if dialect.name == "postgresql" else sqlite.insert)(table)
+            update = {c: (table.c[c] + ins.excluded[c]) if c in add_cols else ins.excluded[c]
+                      for c in update_cols}
+            if update:
+                return ins.on_conflict_do_update(index_elements=list(state.key_cols),
+                                                 set_=update)
+            return ins.on_conflict_do_nothing(index_elements=list(state.key_cols))
+
+        return driver_statement(dialect, key, build, column_keys=cols)

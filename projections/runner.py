@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -12,7 +14,7 @@ from projections.base import Projection
 from projections.rowstore import RowStore
 from store.append import lock_for_append
 from store.clock import Clock, system_clock
-from store.read import head_position, read_all
+from store.read import EventDecoder, head_position, read_raw_pages
 from store.records import RecordedEvent
 
 Progress = Callable[[int, int], None]
@@ -20,6 +22,13 @@ Progress = Callable[[int, int], None]
 
 # Rebuild keeps every touched row in memory up to this many, then flushes and forgets.
 REBUILD_CACHE_ROWS = 500_000
+# Events read per query while folding.
+FOLD_PAGE = 20_000
+# SQLite page cache during a rebuild, in KiB (negative, as PRAGMA cache_size takes it).
+REBUILD_PAGE_CACHE_KIB = -65_536
+
+Applier = Callable[[RecordedEvent, RowStore], None]
+"""A projection's bound ``apply``."""
 
 
 @dataclass(frozen=True)
@@ -53,35 +62,54 @@ class ProjectionRunner:
         self.projections = tuple(projections)
         self.clock = clock
         self._by_name = {p.name: p for p in projections}
-        self._by_type: dict[str, tuple[Projection, ...]] = {}
-        for p in projections:
-            for t in sorted(p.handles):
-                self._by_type[t] = (*self._by_type.get(t, ()), p)
+        self._names = tuple(names)
+        self._appliers: dict[frozenset[str] | None, dict[str, tuple[Applier, ...]]] = {}
 
     def get(self, name: str) -> Projection:
         """The projection called ``name`` (KeyError if unknown)."""
         return self._by_name[name]
 
+    def appliers(self, only: frozenset[str] | None = None) -> dict[str, tuple[Applier, ...]]:
+        """Event type -> the ``apply`` methods to call, in projection order.
+
+        ``only`` restricts it to some projections. Built once per subset, so dispatch is
+        one dict lookup per event.
+        """
+        found = self._appliers.get(only)
+        if found is None:
+            table: dict[str, tuple[Applier, ...]] = {}
+            for p in self.projections:
+                if only is not None and p.name not in only:
+                    continue
+                for t in sorted(p.handles):
+                    table[t] = (*table.get(t, ()), p.apply)
+            found = self._appliers[only] = table
+        return found
+
     def dispatch(self, events: Iterable[RecordedEvent], rows: RowStore,
                  only: frozenset[str] | None = None) -> int:
         """Fold ``events`` into ``rows``; returns how many events were read."""
-        by_type = self._by_type
+        appliers = self.appliers(only)
         count = 0
         for event in events:
             count += 1
-            for projection in by_type.get(event.type, ()):
-                if only is None or projection.name in only:
-                    projection.apply(event, rows)
+            for apply in appliers.get(event.type, ()):
+                apply(event, rows)
         return count
 
     # -- inline ---------------------------------------------------------------------------
 
     def apply_inline(self, conn: sa.Connection, events: Sequence[RecordedEvent]) -> None:
-        """Update every projection in the append's own transaction."""
+        """Update every projection in the append's own transaction.
+
+        The checkpoints' ``updated_at`` is the append's own ``recorded_at``: the same
+        instant, without reading the clock again.
+        """
         rows = RowStore(conn)
         self.dispatch(events, rows)
         rows.flush()
-        cp.advance(conn, [p.name for p in self.projections], events[-1].position, self.clock())
+        last = events[-1]
+        cp.advance(conn, self._names, last.position, last.recorded_at)
 
     # -- status, catch-up, rebuild ---------------------------------------------------------
 
@@ -126,7 +154,9 @@ class ProjectionRunner:
             conn.execute(table.delete())
         head = head_position(conn)
         rows = RowStore(conn, empty=tables)
-        self._fold(conn, rows, after=0, head=head, only=frozenset(names), progress=progress)
+        with _large_page_cache(conn):
+            self._fold(conn, rows, after=0, head=head, only=frozenset(names),
+                       progress=progress)
         now = self.clock()
         for p in chosen:
             cp.reset(conn, p.name, p.version, head, now)
@@ -145,27 +175,44 @@ class ProjectionRunner:
 
     def _fold(self, conn: sa.Connection, rows: RowStore, *, after: int, head: int,
               only: frozenset[str], progress: Progress | None) -> None:
+        """Apply the events in ``(after, head]`` to the ``only`` projections.
+
+        Rows of types no chosen projection handles are skipped before being decoded.
+        """
         total = max(0, head - after)
-        done = 0
-        types = {t for n in only for t in self._by_name[n].handles}
-        batch: list[RecordedEvent] = []
-        for event in read_all(conn, after, until_position=head, chunk=20_000):
-            if event.type in types:
-                batch.append(event)
-            if len(batch) >= 20_000:
-                self.dispatch(batch, rows, only)
-                batch.clear()
-                if _cached_rows(rows) > REBUILD_CACHE_ROWS:
-                    rows.flush()
-                    rows.forget()
-            done = event.position - after
-            if progress is not None and done % 20_000 == 0:
-                progress(done, total)
-        self.dispatch(batch, rows, only)
+        appliers = self.appliers(only)
+        decode = EventDecoder(conn.dialect)
+        for page in read_raw_pages(conn, after, until_position=head, chunk=FOLD_PAGE):
+            for raw in page:
+                chosen = appliers.get(raw[4])
+                if chosen:
+                    event = decode(raw)
+                    for apply in chosen:
+                        apply(event, rows)
+            if rows.cached_rows() > REBUILD_CACHE_ROWS:
+                rows.flush()
+                rows.forget()
+            if progress is not None:
+                progress(int(page[-1][0]) - after, total)
         rows.flush()
         if progress is not None:
             progress(total, total)
 
 
-def _cached_rows(rows: RowStore) -> int:
-    return sum(len(s.cache) for s in rows._states.values())
+@contextmanager
+def _large_page_cache(conn: sa.Connection) -> Iterator[None]:
+    """On SQLite, a 64 MiB page cache while a rebuild writes whole tables (then restored).
+
+    The default 2 MiB cache makes index inserts into tables of many megabytes go back to
+    the file system for pages it has just written.
+    """
+    if conn.dialect.name != "sqlite":
+        yield
+        return
+    dbapi: Any = conn.connection.dbapi_connection
+    previous = dbapi.execute("PRAGMA cache_size").fetchone()[0]
+    dbapi.execute(f"PRAGMA cache_size={REBUILD_PAGE_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        dbapi.execute(f"PRAGMA cache_size={int(previous)}")

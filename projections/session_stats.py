@@ -71,11 +71,14 @@ class SessionStatsProjection(Projection):
     """Counts and positions of each session, updated with blind increments."""
 
     name: ClassVar[str] = "session_stats"
-    version: ClassVar[int] = 1
+    # v2: appending an explicit message_id again replaces that message instead of
+    # counting it twice.
+    version: ClassVar[int] = 2
     tables: ClassVar[tuple[sa.Table, ...]] = (sessions, messages)
     handles: ClassVar[frozenset[str]] = _SESSION_TYPES
 
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        """Fold one session event into its session row (and its message row)."""
         if stream_kind(event.stream_id) != "session":
             return
         data = event.data
@@ -87,9 +90,18 @@ class SessionStatsProjection(Projection):
         if kind == "message.appended":
             role = data["role"]
             add = {f"messages_{role}": 1, "messages_total": 1}
+            message_id = data.get("message_id") or event.event_id
+            if data.get("message_id"):
+                # An app-chosen id may repeat: the new message replaces the old one, so a
+                # still-counted old message stops counting (default ids are unique: no read).
+                old = rows.get(messages, (event.stream_id, message_id))
+                if old is not None and not old["retracted"]:
+                    old_role = f"messages_{old['role']}"
+                    add[old_role] = add.get(old_role, 0) - 1
+                    add["messages_total"] -= 1
             rows.put(messages, {
                 "stream_id": event.stream_id,
-                "message_id": data.get("message_id") or event.event_id,
+                "message_id": message_id,
                 "seq": event.stream_version, "role": role, "name": data.get("name"),
                 "content": data["content"], "retracted": False,
                 "position": event.position, "recorded_at": event.recorded_at,

@@ -24,6 +24,8 @@ class ViewRequest:
     now: datetime | None = None
     usage_window: timedelta | None = None
     """Tool usage counted over ``[now - usage_window, now]``; requires ``now``."""
+    token_encoding: str | None = None
+    """With ``history="tail"``: the encoding whose memoized prefix total to load."""
     observations: int = 0
     """How many of the scope's most recent observations to load."""
     previous_session: bool = False
@@ -78,6 +80,14 @@ class History:
     """True when ``messages`` holds every non-retracted message of the session."""
     summarized_count: int
     """Non-retracted messages with ``seq <= summary.through_seq`` (0 without a summary)."""
+    prefix_tokens: int | None = None
+    """Memoized token total (``ViewRequest.token_encoding``) of the non-retracted messages
+    with ``seq <= prefix_through_seq``; None when no memo applies."""
+    prefix_through_seq: int = 0
+    summarized_messages: tuple[Message, ...] = ()
+    """With ``tail``: the summarized messages NOT covered by the memo
+    (``prefix_through_seq < seq <= summary.through_seq``), so the tokens of everything the
+    summary replaced = ``prefix_tokens + count(summarized_messages)`` at O(what changed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,9 +232,11 @@ class SessionView:
     setting_sources: Mapping[str, str] = field(default_factory=dict)
     """For each setting: ``session`` or ``scope``."""
     card: Mapping[str, Any] = field(default_factory=dict)
+    """The current Character Card V2 fields, in field-name order."""
     history: History | None = None
     tools: tuple[Tool, ...] = ()
-    """Registered tools in the scope, by name."""
+    """Registered tools in the scope, by name (``ViewRequest.tools`` also loads lifetime
+    usage into ``tool_usage``)."""
     tool_usage: tuple[ToolUsage, ...] = ()
     """Usage per tool name in the scope, by name (only tools used at least once)."""
     usage_window: tuple[datetime, datetime] | None = None
@@ -236,6 +248,9 @@ class SessionView:
     documents: tuple[Document, ...] = ()
     """Documents by doc_id."""
     sources: tuple[Source, ...] = ()
+    """Registered sources, by (source_id, version)."""
     snippets: tuple[Snippet, ...] = ()
+    """The scope's snippets, by snippet_id."""
     entities: tuple[Entity, ...] = ()
+    """The scope's entities, by entity_id."""
     persona: Persona | None = None

@@ -3,25 +3,39 @@
 Writers are serialized per database: ``BEGIN IMMEDIATE`` on SQLite and
 ``LOCK TABLE events IN EXCLUSIVE MODE`` on PostgreSQL, so insert order is commit
 order and a reader tailing by position never skips an event that commits late.
+
+The hot path is one INSERT per event. Statements are compiled once per dialect and run
+on the driver's cursor (``store.engine.DriverStatement``). A stream's head (version and
+hash) comes from a per-process ``StreamHeads`` cache when it can: the INSERT of the
+first new event then carries its own guard (the cached head row exists and nothing
+follows it), so a stale cache inserts nothing and the head is read again in the same
+transaction. Nothing is ever written from a stale head.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
 
 from store.canonical import GENESIS_HASH, event_hash
 from store.clock import ensure_utc, format_utc
+from store.engine import DriverStatement, driver_statement
 from store.errors import ConcurrencyError, EventValidationError, IdempotencyError
+from store.read import recorded_event
 from store.records import AppendResult, NewEvent, RecordedEvent
 from store.schema import events
 
 InTransactionHook = Callable[[sa.Connection, Sequence[RecordedEvent]], None]
 """Called inside the append transaction with the events just inserted."""
+
+Head = tuple[int, str]
+"""A stream's version and the hash of its last event."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,31 +48,112 @@ class PreparedEvent:
     client_id: bool
 
 
-_HEAD = (
-    sa.select(events.c.stream_version, events.c.hash)
-    .where(events.c.stream_id == sa.bindparam("stream_id"))
-    .order_by(events.c.stream_version.desc())
-    .limit(1)
-)
-_INSERT = events.insert().returning(events.c.position, sort_by_parameter_order=True)
+@dataclass(frozen=True, slots=True)
+class AppendOutcome:
+    """What ``append_in_transaction`` did: the result, the new events and the new head."""
+
+    result: AppendResult
+    recorded: list[RecordedEvent]
+    head: Head | None
+    """The stream's head after the insert (None when nothing was inserted)."""
+
+
+class StreamHeads:
+    """Heads of streams this process has appended to, as of their last commit.
+
+    Safe to share between threads and to go stale: events are immutable and
+    ``(stream_id, stream_version)`` is unique, so a cached head is either still the head
+    or provably behind it, and the guarded INSERT tells the two apart. Record a head only
+    after its transaction committed. Holds at most ``capacity`` streams (oldest go first).
+    """
+
+    def __init__(self, capacity: int = 50_000) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._heads: dict[str, Head] = {}
+        self._lock = threading.Lock()
+
+    def get(self, stream_id: str) -> Head | None:
+        """The last committed head seen for ``stream_id``, if any."""
+        return self._heads.get(stream_id)
+
+    def remember(self, stream_id: str, head: Head) -> None:
+        """Record ``head`` (call after the commit that wrote it)."""
+        with self._lock:
+            heads = self._heads
+            heads.pop(stream_id, None)
+            if len(heads) >= self.capacity:
+                del heads[next(iter(heads))]
+            heads[stream_id] = head
+
+    def forget(self, stream_id: str) -> None:
+        """Drop what is known about ``stream_id``."""
+        with self._lock:
+            self._heads.pop(stream_id, None)
+
+    def clear(self) -> None:
+        """Drop every cached head."""
+        with self._lock:
+            self._heads.clear()
+
+    def __len__(self) -> int:
+        return len(self._heads)
+
+
+_COLUMNS = ("stream_id", "stream_version", "event_id", "type", "schema_version", "data",
+            "metadata", "recorded_at", "prev_hash", "hash")
+
+
+def _guarded_insert() -> sa.Insert:
+    """INSERT one event only if ``stream_version - 1`` with hash ``prev_hash`` is the head."""
+    prior = events.alias("prior")
+    values = [sa.bindparam(c, type_=events.c[c].type) for c in _COLUMNS]
+    stream = sa.bindparam("stream_id", type_=events.c.stream_id.type)
+    version = sa.bindparam("stream_version", type_=events.c.stream_version.type)
+    guard = sa.and_(
+        sa.exists().where(prior.c.stream_id == stream, prior.c.stream_version == version - 1,
+                          prior.c.hash == sa.bindparam("prev_hash")),
+        ~sa.exists().where(prior.c.stream_id == stream, prior.c.stream_version >= version),
+    )
+    return events.insert().from_select(list(_COLUMNS), sa.select(*values).where(guard))
+
+
+def _statement(dialect: Dialect, name: str) -> DriverStatement:
+    """The compiled statements of this module, by name."""
+    returning = dialect.name == "postgresql"
+
+    def build() -> Any:
+        if name == "head":
+            return (sa.select(events.c.stream_version, events.c.hash)
+                    .where(events.c.stream_id == sa.bindparam("stream_id"))
+                    .order_by(events.c.stream_version.desc()).limit(1))
+        stmt = _guarded_insert() if name == "insert_guarded" else events.insert()
+        return stmt.returning(events.c.position) if returning and name != "insert_many" else stmt
+
+    return driver_statement(dialect, ("store.append", name), build,
+                            column_keys=_COLUMNS if name.startswith("insert") else None)
+
+
 _BY_EVENT_ID = sa.select(
     events.c.event_id, events.c.stream_id, events.c.type, events.c.data,
     events.c.position, events.c.stream_version,
 ).where(events.c.event_id.in_(sa.bindparam("ids", expanding=True)))
 
 
-def stream_head(conn: sa.Connection, stream_id: str) -> tuple[int, str]:
+def stream_head(conn: sa.Connection, stream_id: str) -> Head:
     """The stream's current version and last hash: (0, genesis) for a new stream."""
-    row = conn.execute(_HEAD, {"stream_id": stream_id}).first()
-    if row is None:
+    rows = _statement(conn.dialect, "head").fetch(conn, {"stream_id": stream_id})
+    if not rows:
         return 0, GENESIS_HASH
-    return int(row[0]), str(row[1])
+    return int(rows[0][0]), str(rows[0][1])
 
 
 def lock_for_append(conn: sa.Connection) -> None:
     """Serialize writers so positions are assigned in commit order (PostgreSQL)."""
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("LOCK TABLE events IN EXCLUSIVE MODE")
+        conn.connection.dbapi_connection.cursor().execute(  # type: ignore[union-attr]
+            "LOCK TABLE events IN EXCLUSIVE MODE")
 
 
 def find_existing(conn: sa.Connection, stream_id: str,
@@ -94,26 +189,19 @@ def check_expected(stream_id: str, expected: int | None, actual: int) -> None:
         raise ConcurrencyError(stream_id, expected, actual)
 
 
-def append_in_transaction(
-    conn: sa.Connection,
-    stream_id: str,
-    batch: Sequence[PreparedEvent],
-    expected_version: int | None,
-    recorded_at: datetime,
-) -> tuple[AppendResult, list[RecordedEvent]]:
-    """Insert ``batch`` at the end of ``stream_id`` inside the caller's transaction."""
-    if not batch:
-        raise EventValidationError("nothing to append: the batch is empty")
-    lock_for_append(conn)
-    existing = find_existing(conn, stream_id, batch)
-    if existing is not None:
-        return existing, []
-    version, prev = stream_head(conn, stream_id)
-    check_expected(stream_id, expected_version, version)
-    when = ensure_utc(recorded_at, "recorded_at")
-    stamp = format_utc(when)
-    rows: list[dict[str, object]] = []
-    recorded: list[RecordedEvent] = []
+def _hash_stamp(when: datetime) -> str:
+    """``format_utc(when)``; isoformat is several times faster than strftime for UTC."""
+    if when.tzinfo is UTC and when.year >= 1000:
+        return when.isoformat(timespec="microseconds")[:-6] + "Z"
+    return format_utc(when)
+
+
+def _chain(stream_id: str, batch: Sequence[PreparedEvent], head: Head,
+           when: datetime) -> list[dict[str, Any]]:
+    """Insert rows for ``batch`` continuing the hash chain from ``head``."""
+    version, prev = head
+    stamp = _hash_stamp(when)
+    rows: list[dict[str, Any]] = []
     for prepared in batch:
         version += 1
         ev = prepared.event
@@ -129,16 +217,78 @@ def append_in_transaction(
             "metadata": prepared.metadata_json, "recorded_at": when, "prev_hash": prev,
             "hash": digest,
         })
-        recorded.append(RecordedEvent(
-            position=0, stream_id=stream_id, stream_version=version, event_id=ev.event_id,
-            type=ev.type, schema_version=ev.schema_version, data=ev.data, metadata=ev.metadata,
-            recorded_at=when, prev_hash=prev, hash=digest,
-        ))
         prev = digest
-    if len(rows) == 1:
-        positions = [int(conn.execute(_INSERT, rows[0]).scalar_one())]
-    else:
-        positions = [int(p) for p in conn.execute(_INSERT, rows).scalars()]
-    recorded = [dataclasses.replace(ev, position=pos)
-                for pos, ev in zip(positions, recorded, strict=True)]
-    return AppendResult(positions=tuple(positions), stream_version=version), recorded
+    return rows
+
+
+def _insert(conn: sa.Connection, rows: list[dict[str, Any]], guarded: bool) -> list[int] | None:
+    """Insert ``rows`` and return their positions; None when the guard found a stale head."""
+    dialect = conn.dialect
+    first = _statement(dialect, "insert_guarded" if guarded else "insert").execute(conn, rows[0])
+    if dialect.name == "postgresql":
+        found = first.fetchone()
+        if found is None:
+            return None
+        positions = [int(found[0])]
+        if len(rows) > 1:
+            # insertmanyvalues: multi-row VALUES with RETURNING, in parameter order.
+            stmt = events.insert().returning(events.c.position, sort_by_parameter_order=True)
+            positions.extend(int(p) for p in conn.execute(stmt, rows[1:]).scalars())
+        return positions
+    if first.rowcount != 1:
+        return None
+    start = int(first.lastrowid)
+    if len(rows) > 1:
+        many = _statement(dialect, "insert_many")
+        many.executemany(conn, rows[1:])
+        # Under the write lock a rowid table with no deletes numbers new rows max+1, so the
+        # batch is contiguous; checked, because positions are the log's public contract.
+        last = int(conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
+            "SELECT last_insert_rowid()").fetchone()[0])
+        if last != start + len(rows) - 1:
+            raise RuntimeError(f"positions of a batch are not contiguous ({start}..{last})")
+    return list(range(start, start + len(rows)))
+
+
+def append_in_transaction(
+    conn: sa.Connection,
+    stream_id: str,
+    batch: Sequence[PreparedEvent],
+    expected_version: int | None,
+    recorded_at: datetime,
+    heads: StreamHeads | None = None,
+) -> AppendOutcome:
+    """Insert ``batch`` at the end of ``stream_id`` inside the caller's transaction.
+
+    ``heads`` (optional) supplies cached stream heads; the caller records the returned
+    ``head`` into it only after the transaction commits.
+    """
+    if not batch:
+        raise EventValidationError("nothing to append: the batch is empty")
+    lock_for_append(conn)
+    existing = find_existing(conn, stream_id, batch)
+    if existing is not None:
+        return AppendOutcome(existing, [], None)
+    when = ensure_utc(recorded_at, "recorded_at")
+    cached = heads.get(stream_id) if heads is not None else None
+    positions: list[int] | None = None
+    if cached is not None and (expected_version is None or expected_version == cached[0]):
+        head = cached
+        rows = _chain(stream_id, batch, head, when)
+        positions = _insert(conn, rows, guarded=True)
+    if positions is None:
+        # No usable cached head (or it was stale): read it under the write lock.
+        head = stream_head(conn, stream_id)
+        check_expected(stream_id, expected_version, head[0])
+        rows = _chain(stream_id, batch, head, when)
+        positions = _insert(conn, rows, guarded=False)
+        assert positions is not None
+    recorded = [
+        recorded_event(pos, stream_id, row["stream_version"], row["event_id"], row["type"],
+                       row["schema_version"], prepared.event.data, prepared.event.metadata,
+                       when, row["prev_hash"], row["hash"])
+        for pos, row, prepared in zip(positions, rows, batch, strict=True)
+    ]
+    last = rows[-1]
+    result = AppendResult(positions=tuple(positions), stream_version=last["stream_version"])
+    return AppendOutcome(result, recorded, (last["stream_version"], last["hash"]))

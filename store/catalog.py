@@ -7,9 +7,10 @@ budget allows; ``parse_data`` gives the typed model when a caller wants it.
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 StreamKind = Literal["session", "scope", "system", "any"]
 
@@ -36,16 +37,20 @@ class EventData(BaseModel):
     stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("session",)
 
 
+ID_MAX = 200
+"""Ids are stored in 200-character columns; longer ones are rejected up front."""
 NonEmpty = Field(min_length=1)
+Id = Field(min_length=1, max_length=ID_MAX)
 
 
 class SessionStarted(EventData):
     """A session opens and names the scope (project, user, book) it belongs to."""
 
     type: ClassVar[str] = "session.started"
-    scope: str = Field(default="default", min_length=1)
+    # "scope:" + name must fit a 200-character stream id.
+    scope: str = Field(default="default", min_length=1, max_length=ID_MAX - len(SCOPE_PREFIX))
     title: str | None = None
-    agent: str | None = None
+    agent: str | None = Field(default=None, max_length=ID_MAX)
 
 
 class SessionEnded(EventData):
@@ -59,24 +64,24 @@ class MessageAppended(EventData):
     """A chat message. ``message_id`` defaults to the event id."""
 
     type: ClassVar[str] = "message.appended"
-    message_id: str | None = None
+    message_id: str | None = Field(default=None, min_length=1, max_length=ID_MAX)
     role: Literal["system", "user", "assistant", "tool"]
     content: str
-    name: str | None = None
+    name: str | None = Field(default=None, max_length=ID_MAX)
 
 
 class MessageRetracted(EventData):
     """A message is withdrawn (edit or regeneration); counts go down."""
 
     type: ClassVar[str] = "message.retracted"
-    message_id: str = NonEmpty
+    message_id: str = Id
 
 
 class HistorySummarized(EventData):
     """The app's LLM summarized the history through ``through_message_id``."""
 
     type: ClassVar[str] = "history.summarized"
-    through_message_id: str = NonEmpty
+    through_message_id: str = Id
     summary: str
 
 
@@ -85,8 +90,8 @@ class ToolUsed(EventData):
 
     type: ClassVar[str] = "tool.used"
     schema_version: ClassVar[int] = 2
-    tool_name: str = NonEmpty
-    server_name: str | None = None
+    tool_name: str = Id
+    server_name: str | None = Field(default=None, max_length=ID_MAX)
     ok: bool | None = None
 
 
@@ -95,7 +100,7 @@ class SettingChanged(EventData):
 
     type: ClassVar[str] = "setting.changed"
     stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("session", "scope")
-    key: str = NonEmpty
+    key: str = Id
     value: JsonValue
 
 
@@ -137,7 +142,7 @@ class ItemPut(EventData):
     """A context item for the ``novel`` profile is created or replaced."""
 
     type: ClassVar[str] = "item.put"
-    item_id: str = NonEmpty
+    item_id: str = Id
     kind: ItemKind
     content: str
     chapter: int | None = Field(default=None, ge=1)
@@ -152,7 +157,7 @@ class ItemRemoved(EventData):
     """A context item is removed."""
 
     type: ClassVar[str] = "item.removed"
-    item_id: str = NonEmpty
+    item_id: str = Id
 
 
 class ObservationRecorded(EventData):
@@ -168,7 +173,7 @@ class DocumentPut(EventData):
     """A document (plan state, dependency graph or text) shown in compact form."""
 
     type: ClassVar[str] = "document.put"
-    doc_id: str = NonEmpty
+    doc_id: str = Id
     kind: Literal["plan_state", "dep_graph", "text"]
     content: str | dict[str, JsonValue]
 
@@ -178,7 +183,7 @@ class ToolRegistered(EventData):
 
     type: ClassVar[str] = "tool.registered"
     stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("scope",)
-    name: str = NonEmpty
+    name: str = Id
     tool_type: Literal[
         "builtin", "mcp_server", "mcp_tool", "slash_command", "skill", "plugin", "other"
     ]
@@ -191,7 +196,7 @@ class ToolRemoved(EventData):
 
     type: ClassVar[str] = "tool.removed"
     stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("scope",)
-    name: str = NonEmpty
+    name: str = Id
 
 
 class Compliance(BaseModel):
@@ -207,8 +212,8 @@ class SourceRegistered(EventData):
 
     type: ClassVar[str] = "source.registered"
     stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("scope",)
-    source_id: str = NonEmpty
-    version: str = NonEmpty
+    source_id: str = Id
+    version: str = Id
     trust: float = Field(ge=0.0, le=1.0)
     neutral: bool | None = None
     compliance: Compliance | None = None
@@ -219,9 +224,9 @@ class SnippetAdded(EventData):
 
     type: ClassVar[str] = "snippet.added"
     stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("scope",)
-    snippet_id: str = NonEmpty
-    source_id: str = NonEmpty
-    source_version: str = NonEmpty
+    snippet_id: str = Id
+    source_id: str = Id
+    source_version: str = Id
     text: str
     entities: list[str] = Field(default_factory=list)
 
@@ -239,7 +244,7 @@ class EntityPut(EventData):
 
     type: ClassVar[str] = "entity.put"
     stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("scope",)
-    entity_id: str = NonEmpty
+    entity_id: str = Id
     name: str = NonEmpty
     facts: list[EntityFact] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
@@ -249,7 +254,7 @@ class PersonaSet(EventData):
     """The persona agent of a session and what it may know."""
 
     type: ClassVar[str] = "persona.set"
-    agent_id: str = NonEmpty
+    agent_id: str = Id
     knowledge_scope: list[str] = Field(default_factory=list)
     beliefs: str | list[str] | None = None
 
@@ -272,6 +277,12 @@ class RollupCompleted(EventData):
     type: ClassVar[str] = "rollup.completed"
     stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("system",)
     day: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+
+    @field_validator("day")
+    @classmethod
+    def _real_day(cls, value: str) -> str:
+        date.fromisoformat(value)  # raises ValueError for 2026-13-45
+        return value
     rows: int = Field(ge=0)
     digest: str
 

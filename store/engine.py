@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import operator
+import sqlite3
+import weakref
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine import URL, Dialect, Engine, make_url
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from store.canonical import canonical_json
 from store.errors import LedgerError
+from store.schema import UTCDateTime
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -63,4 +71,262 @@ def _configure_sqlite(engine: Engine, *, memory: bool) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Straight to the driver: exec_driver_sql would cost more than the BEGIN itself.
+        dbapi_conn: Any = conn.connection.dbapi_connection
+        try:
+            dbapi_conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise sa.exc.DBAPIError.instance("BEGIN IMMEDIATE", None, exc, sqlite3.Error,
+                                             dialect=conn.dialect) from exc
+
+
+# -- compiled statements run on the driver's cursor -------------------------------------
+
+Params = tuple[Any, ...] | dict[str, Any]
+_Processor = Callable[[Any], Any]
+
+
+class DriverStatement:
+    """A Core statement compiled once for one dialect and run on the DBAPI cursor.
+
+    SQLAlchemy still generates the SQL and owns the transaction; only the per-call
+    execution machinery (about 50us a statement) is skipped, which is what the append
+    and rebuild hot paths cannot afford. Bind and result values go through the same type
+    processors SQLAlchemy would apply, so rows read and written this way are identical
+    to ``conn.execute``'s. Driver errors are re-raised as SQLAlchemy's wrappers
+    (``sa.exc.IntegrityError``, ``OperationalError``...). Engine-level execution events
+    (``before_cursor_execute``, echo) do not fire for these statements.
+
+    Values bound at build time (``limit(1)``, a literal ``in_([...])`` list) are kept
+    as defaults; every other parameter must be given on each call.
+    """
+
+    __slots__ = ("_dbapi_error", "_defaults", "_fast", "_getter", "_names", "_positional",
+                 "_processors", "_result_processors", "_result_types", "dialect", "sql")
+
+    def __init__(self, statement: ClauseElement, dialect: Dialect,
+                 column_keys: Sequence[str] | None = None) -> None:
+        compiled = statement.compile(dialect=dialect, column_keys=list(column_keys or ()) or None,
+                                     compile_kwargs={"render_postcompile": True})
+        assert isinstance(compiled, SQLCompiler)
+        self.dialect = dialect
+        self.sql: str = compiled.string
+        defaults = compiled.construct_params(_check=False)
+        positional = compiled.positiontup
+        self._positional = positional is not None
+        names = tuple(positional) if positional is not None else tuple(defaults)
+        self._names = names
+        self._defaults = {k: v for k, v in defaults.items() if v is not None}
+        self._getter = operator.itemgetter(*names) if names else None
+        processors: list[tuple[int, _Processor]] = []
+        for index, name in enumerate(names):
+            bind = compiled.binds.get(name)
+            proc = None if bind is None else bind_processor(dialect, bind.type)
+            if proc is not None:
+                processors.append((index, proc))
+        self._processors = tuple(processors)
+        self._fast = (self._positional and len(names) > 1 and not processors
+                      and not self._defaults)
+        self._result_types: tuple[sa.types.TypeEngine[Any], ...] = (
+            tuple(c.type for c in statement.selected_columns)
+            if isinstance(statement, sa.Select) else ())
+        self._result_processors: tuple[_Processor | None, ...] | None = None
+        self._dbapi_error: type[Exception] = dialect.loaded_dbapi.Error
+
+    def params(self, values: Mapping[str, Any]) -> Params:
+        """Driver parameters for ``values`` (processed, in the driver's paramstyle)."""
+        if self._fast:
+            # Positional, several names, nothing to convert or fill in: the hot case.
+            return self._getter(values)  # type: ignore[misc, no-any-return]
+        if self._getter is None:
+            return () if self._positional else {}
+        if self._defaults:
+            values = {**self._defaults, **values}
+        got = self._getter(values)
+        out = list(got) if len(self._names) > 1 else [got]
+        for index, proc in self._processors:
+            out[index] = proc(out[index])
+        if self._positional:
+            return tuple(out)
+        return dict(zip(self._names, out, strict=True))
+
+    def execute(self, conn: sa.Connection, values: Mapping[str, Any] | None = None) -> Any:
+        """Run once inside ``conn``'s transaction; returns the DBAPI cursor."""
+        cursor = driver_cursor(conn)
+        params = self.params(values or {})
+        try:
+            cursor.execute(self.sql, params)
+        except self._dbapi_error as exc:
+            raise self._wrap(exc, params) from exc
+        return cursor
+
+    def executemany(self, conn: sa.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Run once per row inside ``conn``'s transaction (the driver's ``executemany``)."""
+        params = [self.params(row) for row in rows]
+        if not params:
+            return
+        cursor = driver_cursor(conn)
+        try:
+            if len(params) == 1:
+                cursor.execute(self.sql, params[0])
+            else:
+                cursor.executemany(self.sql, params)
+        except self._dbapi_error as exc:
+            raise self._wrap(exc, params) from exc
+
+    def fetch(self, conn: sa.Connection, values: Mapping[str, Any] | None = None
+              ) -> list[tuple[Any, ...]]:
+        """Run a SELECT and return its rows with result processors applied."""
+        cursor = self.execute(conn, values)
+        try:
+            rows = cursor.fetchall()
+        except self._dbapi_error as exc:
+            raise self._wrap(exc, None) from exc
+        procs = self._result_processors
+        if procs is None:
+            # Some processors depend on the driver's type code (psycopg numerics), which
+            # only the first cursor description tells.
+            codes = [d[1] for d in cursor.description or ()]
+            procs = self._result_processors = tuple(
+                result_processor(self.dialect, t, code)
+                for t, code in zip(self._result_types, codes, strict=True))
+        if not any(procs):
+            return [tuple(row) for row in rows]
+        return [tuple(v if p is None else p(v) for p, v in zip(procs, row, strict=True))
+                for row in rows]
+
+    def _wrap(self, exc: Exception, params: Any) -> BaseException:
+        return sa.exc.DBAPIError.instance(self.sql, params, exc, self._dbapi_error,
+                                          dialect=self.dialect)
+
+
+_BIND_PROCESSORS: weakref.WeakKeyDictionary[Dialect, dict[str, _Processor | None]] = (
+    weakref.WeakKeyDictionary())
+
+
+def bind_processor(dialect: Dialect, type_: sa.types.TypeEngine[Any]) -> _Processor | None:
+    """SQLAlchemy's bind processor for ``type_`` on ``dialect``.
+
+    Date/time processors are shared per dialect and type, and remember their last value:
+    one append binds the same ``recorded_at`` object in several statements (the event,
+    projection rows, checkpoints), and formatting it costs more than the insert.
+    """
+    proc: _Processor | None = type_.dialect_impl(dialect).bind_processor(dialect)
+    if proc is None or not isinstance(getattr(type_, "impl_instance", type_), sa.DateTime):
+        return proc
+    if dialect.name == "sqlite" and isinstance(type_, UTCDateTime):
+        proc = _sqlite_utc_bind(proc)
+    shared = _BIND_PROCESSORS.get(dialect)
+    if shared is None:
+        shared = _BIND_PROCESSORS.setdefault(dialect, {})
+    key = f"{type(type_).__module__}.{type_!r}"
+    if key not in shared:
+        shared[key] = _remember_last(proc)
+    return shared[key]
+
+
+def result_processor(dialect: Dialect, type_: sa.types.TypeEngine[Any],
+                     coltype: Any = None) -> _Processor | None:
+    """SQLAlchemy's result processor for ``type_`` on ``dialect`` (UTC datetimes sped up).
+
+    ``coltype`` is the driver's type code from ``cursor.description``.
+    """
+    proc = type_.dialect_impl(dialect).result_processor(dialect, coltype)
+    if proc is not None and dialect.name == "sqlite" and isinstance(type_, UTCDateTime):
+        return _sqlite_utc_result(proc)
+    return proc
+
+
+# SQLite keeps UTCDateTime as naive UTC text in SQLAlchemy's format, "YYYY-MM-DD
+# HH:MM:SS.ffffff", which is exactly datetime's isoformat(" ", "microseconds"). The C
+# isoformat code is several times faster than SQLAlchemy's regex and %-formatting, and
+# both run for every row a rebuild reads or writes. Anything unusual goes to SQLAlchemy.
+
+# Instants read from SQLite, with the text they were read from: a rebuild writes most of
+# them straight back (a message's recorded_at, a session's last activity), and a dict
+# lookup is cheaper than formatting. Bounded; cleared when full.
+_UTC_TEXT: dict[datetime, str] = {}
+_UTC_TEXT_LIMIT = 200_000
+
+
+def _sqlite_utc_bind(fallback: _Processor) -> _Processor:
+    known = _UTC_TEXT
+
+    def process(value: Any) -> Any:
+        text = known.get(value) if isinstance(value, datetime) else None
+        if text is not None:
+            return text
+        if type(value) is datetime and value.tzinfo is UTC:
+            return value.isoformat(" ", "microseconds")[:-6]  # drop "+00:00"
+        return fallback(value)
+
+    return process
+
+
+def _sqlite_utc_result(fallback: _Processor) -> _Processor:
+    known = _UTC_TEXT
+
+    def process(value: Any) -> Any:
+        # Only the canonical shape is taken: fromisoformat checks the digits, this the rest.
+        if (type(value) is str and len(value) == 26 and value[10] == " "
+                and value[19] == "."):
+            try:
+                parsed = datetime.fromisoformat(value + "+00:00")
+            except ValueError:
+                return fallback(value)
+            if len(known) >= _UTC_TEXT_LIMIT:
+                known.clear()
+            known[parsed] = value
+            return parsed
+        return fallback(value)
+
+    return process
+
+
+def _remember_last(proc: _Processor) -> _Processor:
+    """Wrap a pure processor of immutable values so a repeated object is processed once."""
+    cell: list[tuple[Any, Any]] = [(object(), None)]
+
+    def process(value: Any) -> Any:
+        last = cell[0]  # one tuple, read and replaced atomically: safe across threads
+        if last[0] is value:
+            return last[1]
+        result = proc(value)
+        cell[0] = (value, result)
+        return result
+
+    return process
+
+
+_CACHE_ATTRIBUTE = "_ctxledger_driver_statements"
+
+
+def statement_cache(dialect: Dialect) -> dict[Hashable, DriverStatement]:
+    """The compiled statements of ``dialect``, by key (see ``driver_statement``).
+
+    Kept on the dialect object itself: it lives exactly as long as its engine, and the
+    lookup is one attribute read (a weak-keyed map costs more than some statements).
+    """
+    cache: dict[Hashable, DriverStatement] | None = getattr(dialect, _CACHE_ATTRIBUTE, None)
+    if cache is None:
+        cache = {}
+        setattr(dialect, _CACHE_ATTRIBUTE, cache)
+    return cache
+
+
+def driver_statement(dialect: Dialect, key: Hashable, build: Callable[[], ClauseElement],
+                     column_keys: Sequence[str] | None = None) -> DriverStatement:
+    """The ``DriverStatement`` for ``key`` on ``dialect``, built and compiled on first use.
+
+    ``key`` must identify the statement's shape (``build`` is only called once per key).
+    """
+    cache = statement_cache(dialect)
+    found = cache.get(key)
+    if found is None:
+        found = cache.setdefault(key, DriverStatement(build(), dialect, column_keys))
+    return found
+
+
+def driver_cursor(conn: sa.Connection) -> Any:
+    """A DBAPI cursor on ``conn``'s own connection, so it shares the open transaction."""
+    return conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]

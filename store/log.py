@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -12,7 +13,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from store import read as _read
-from store.append import InTransactionHook, PreparedEvent, append_in_transaction
+from store.append import (
+    InTransactionHook,
+    PreparedEvent,
+    StreamHeads,
+    append_in_transaction,
+    stream_head,
+)
 from store.clock import Clock, system_clock
 from store.errors import EventValidationError, LedgerError
 from store.records import AppendResult, NewEvent, RecordedEvent
@@ -20,6 +27,48 @@ from store.validate import DEFAULT_MAX_EVENT_BYTES, coerce_new_event, validate_e
 from store.verify import VerifyReport, verify_log
 
 EventInput = NewEvent | Mapping[str, Any]
+
+
+class _SpareConnection:
+    """One SQLite connection kept checked out between write transactions.
+
+    A pool checkout and check-in cost about as much as a small append's own SQL, and a
+    SQLite file connection costs nothing to keep (there is no server to drop it). At most
+    one is kept, so concurrent writers and every reader still use the engine's pool; it
+    is closed when the engine is disposed, and never reused in a forked child.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._kept: tuple[int, sa.Connection] | None = None
+        self._guard = threading.Lock()
+        sa.event.listen(engine, "engine_disposed", self._on_dispose)
+
+    def take(self) -> sa.Connection:
+        """The kept connection if it is free and usable, else a new one from the pool."""
+        with self._guard:
+            kept, self._kept = self._kept, None
+        if kept is None:
+            return self.engine.connect()
+        pid, conn = kept
+        if pid != os.getpid() or conn.closed or conn.invalidated:
+            return self.engine.connect()
+        return conn
+
+    def give_back(self, conn: sa.Connection) -> None:
+        """Keep ``conn`` for the next transaction, or return it to the pool."""
+        if not (conn.closed or conn.invalidated or conn.in_transaction()):
+            with self._guard:
+                if self._kept is None:
+                    self._kept = (os.getpid(), conn)
+                    return
+        conn.close()
+
+    def _on_dispose(self, _engine: Engine) -> None:
+        with self._guard:
+            kept, self._kept = self._kept, None
+        if kept is not None and kept[0] == os.getpid():
+            kept[1].close()
 
 
 class EventLog:
@@ -36,14 +85,26 @@ class EventLog:
         self.clock = clock
         self.max_event_bytes = max_event_bytes
         self.in_transaction = in_transaction
+        self.heads = StreamHeads()
+        """Stream heads as of this process's last commits (see ``store.append``)."""
         # One shared connection (in-memory SQLite) must not interleave transactions.
         self._lock: threading.RLock | None = (
             threading.RLock() if engine.pool.__class__.__name__ == "StaticPool" else None
         )
+        self._spare = _SpareConnection(engine) if (
+            self._lock is None and engine.dialect.name == "sqlite") else None
 
     @contextmanager
     def transaction(self) -> Iterator[sa.Connection]:
         """A write transaction (holding the process lock for a shared connection)."""
+        if self._spare is not None:
+            conn = self._spare.take()
+            try:
+                with conn.begin():
+                    yield conn
+            finally:
+                self._spare.give_back(conn)
+            return
         if self._lock is None:
             with self.engine.begin() as conn:
                 yield conn
@@ -101,13 +162,16 @@ class EventLog:
         prepared = self.prepare(stream_id, batch)
         try:
             with self.transaction() as conn:
-                result, recorded = append_in_transaction(
-                    conn, stream_id, prepared, expected_version, self.clock())
-                if recorded and self.in_transaction is not None:
-                    self.in_transaction(conn, recorded)
+                outcome = append_in_transaction(
+                    conn, stream_id, prepared, expected_version, self.clock(), self.heads)
+                if outcome.recorded and self.in_transaction is not None:
+                    self.in_transaction(conn, outcome.recorded)
         except sa.exc.OperationalError as exc:
             raise LedgerError(f"database error while appending: {exc.orig}") from None
-        return result
+        if outcome.head is not None:
+            # Only now: a head is cached once the transaction that wrote it has committed.
+            self.heads.remember(stream_id, outcome.head)
+        return outcome.result
 
     def read_stream(self, stream_id: str, from_version: int = 1,
                     to_version: int | None = None) -> list[RecordedEvent]:
@@ -135,8 +199,6 @@ class EventLog:
 
     def stream_version(self, stream_id: str) -> int:
         """The current version of a stream (0 if it does not exist)."""
-        from store.append import stream_head
-
         with self.connection() as conn:
             return stream_head(conn, stream_id)[0]
 

@@ -1,0 +1,104 @@
+"""The assembler's entry points.
+
+How the facade (``Ledger.assemble``) drives them, in one read transaction::
+
+    settings = load_session_view(conn, session, ViewRequest()).settings   # cheap
+    policy   = policy_for(profile, settings)          # or parse_policy(FILE) for replay
+    view     = load_session_view(conn, session, request_for(profile, policy, now))
+    counter  = counter_for(policy, store=<token_counts table adapter>)
+    result   = assemble(view, profile, now, policy, counter)
+    # then persist counter.new_counts() (token_counts) and, for card,
+    # result.report.chat_history.memo (history_token_memo)
+
+``assemble`` is a pure function of (view, profile, now, policy): no SQL, no clock, no
+randomness; the counter only memoizes counts, which are functions of the text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from assembler.encodings import EncodingLoader
+from assembler.engine import Engine
+from assembler.errors import AssemblyError
+from assembler.model import Assembly
+from assembler.policy import Policy, PolicyError
+from assembler.profiles import get_profile
+from assembler.tokens import TokenCounter, TokenCountStore
+from projections.view import SessionView, ViewRequest
+from store.clock import ensure_utc
+
+
+def policy_for(profile: str, settings: Mapping[str, Any]) -> Policy:
+    """The effective policy of ``profile`` under resolved session ``settings``."""
+    return get_profile(profile).policy_type.from_settings(settings)
+
+
+def parse_policy(data: Mapping[str, Any] | str | bytes) -> Policy:
+    """A whole policy from JSON text or data (its ``profile`` field picks the type)."""
+    if isinstance(data, str | bytes):
+        try:
+            data = json.loads(data)
+        except ValueError as exc:
+            raise PolicyError(f"policy is not valid JSON: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise PolicyError("a policy must be a JSON object")
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "policy"
+        raise PolicyError(f"invalid policy: {where}: {' '.join(str(first['msg']).split())}"
+                          ) from None
+
+
+def request_for(profile: str, policy: Policy, now: datetime) -> ViewRequest:
+    """What the read view must hold to assemble ``profile`` under ``policy`` at ``now``."""
+    found = get_profile(profile)
+    _check_policy(found.name, found.policy_type, policy)
+    return found.request(policy, _utc(now))
+
+
+def counter_for(policy: Policy, *, store: TokenCountStore | None = None,
+                loader: EncodingLoader | None = None) -> TokenCounter:
+    """A token counter for the policy's encoding, backed by ``store`` when given."""
+    return TokenCounter(policy.token_encoding, store=store, loader=loader)
+
+
+def assemble(view: SessionView, profile: str, now: datetime, policy: Policy | None = None,
+             counter: TokenCounter | None = None) -> Assembly:
+    """Assemble ``view`` with ``profile`` at ``now``.
+
+    ``policy`` defaults to ``policy_for(profile, view.settings)``; ``counter`` to a fresh
+    counter for the policy's encoding (pass one to share its memo across assemblies).
+    """
+    found = get_profile(profile)
+    if not view.exists:
+        raise AssemblyError(f"unknown session {view.stream_id!r}")
+    if policy is None:
+        policy = found.policy_type.from_settings(view.settings)
+    _check_policy(found.name, found.policy_type, policy)
+    if counter is None:
+        counter = counter_for(policy)
+    elif counter.encoding != policy.token_encoding:
+        raise AssemblyError(f"token counter uses {counter.encoding!r} but the policy says "
+                            f"{policy.token_encoding!r}")
+    return found.assemble(Engine(counter), view, _utc(now), policy)
+
+
+def _check_policy(profile: str, expected: type[Policy], policy: Policy) -> None:
+    if not isinstance(policy, expected):
+        raise AssemblyError(
+            f"profile {profile!r} needs a {expected.__name__}, got {type(policy).__name__}")
+
+
+def _utc(now: datetime) -> datetime:
+    try:
+        return ensure_utc(now, "now")
+    except ValueError as exc:
+        raise AssemblyError(str(exc)) from None

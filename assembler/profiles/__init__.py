@@ -1,0 +1,33 @@
+"""The profile registry: every profile the assembler knows, by name.
+
+A new profile (``novel``, ``brief``) is a ``Profile`` subclass with its ``Policy``
+subclass, registered here; the engine, policies, api and digest serve it unchanged.
+"""
+
+from __future__ import annotations
+
+from assembler.errors import AssemblyError
+from assembler.profiles.base import Profile
+from assembler.profiles.card import CardPolicy, CardProfile
+from assembler.profiles.session import SessionPolicy, SessionProfile
+
+_PROFILES: dict[str, Profile] = {
+    profile.name: profile for profile in (CardProfile(), SessionProfile())
+}
+
+
+def profile_names() -> list[str]:
+    """Names of the registered profiles, sorted."""
+    return sorted(_PROFILES)
+
+
+def get_profile(name: str) -> Profile:
+    """The profile called ``name``; an unknown name is a one-line ``AssemblyError``."""
+    profile = _PROFILES.get(name)
+    if profile is None:
+        raise AssemblyError(f"unknown profile {name!r} (known: {', '.join(profile_names())})")
+    return profile
+
+
+__all__ = ["CardPolicy", "CardProfile", "Profile", "SessionPolicy", "SessionProfile",
+           "get_profile", "profile_names"]

@@ -1,0 +1,453 @@
+"""Profile ``session`` (Laminark): the context injected when a session starts.
+
+Rules (SPEC §3 "Profile session"), in the seed's formats with ctxledger naming:
+
+1. ``## Previous Session``: the summary of the scope's previous session.
+2. Recent observations grouped by kind (``## Recent Changes``, ``## Active Decisions``,
+   ``## Recent Findings``, ``## Reference Docs``), newest first, one line each:
+   ``- CONTENT (RELATIVE_TIME)``, CONTENT on one line and cut at 120 characters + ``...``.
+3. ``## Available Tools``: ranked (``tool_ranking``), lines added while the section,
+   header included, stays within 500 characters, then ``(N more available)`` if it fits.
+   No non-builtin tools: no section at all.
+
+The whole text is at most 6000 characters. When over, the tool section goes first, then
+observations: references, then findings, then changes, each oldest first. SPEC names no
+further step, yet promises the cap, so two more follow if ever needed: decisions (oldest
+first), then the previous summary is shortened. With no previous summary and no
+observations the context part is the welcome message (the tool section still follows).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from assembler.engine import Candidate, Engine, SectionLayout, ShedStep
+from assembler.errors import AssemblyError
+from assembler.model import Assembly
+from assembler.policy import Policy
+from assembler.profiles.base import Profile
+from assembler.profiles.tool_ranking import (
+    MCP_SERVER_PATTERN,
+    RankedEntry,
+    RankingWeights,
+    ToolEntry,
+    build_entries,
+    rank_entries,
+)
+from assembler.reports import SessionReport, ToolRank
+from assembler.text import ELLIPSIS, cut, one_line, shorten_to
+from assembler.timefmt import relative_time
+from projections.view import Observation, SessionView, ViewRequest
+from store.clock import ensure_utc
+
+SECTION_PREVIOUS = "previous_session"
+SECTION_TOOLS = "tools"
+SECTION_WELCOME = "welcome"
+DROP_TOOLS = "tools"
+"""The name of the tool section in ``trim_order``."""
+SHORTEN_PREVIOUS = "previous_session"
+"""The name of the "shorten the previous summary" step in ``trim_order``."""
+
+
+class ObservationGroup(BaseModel):
+    """How one observation kind is shown."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str
+    section: str
+    heading: str
+
+
+DEFAULT_GROUPS: tuple[ObservationGroup, ...] = (
+    ObservationGroup(kind="change", section="changes", heading="## Recent Changes"),
+    ObservationGroup(kind="decision", section="decisions", heading="## Active Decisions"),
+    ObservationGroup(kind="finding", section="findings", heading="## Recent Findings"),
+    ObservationGroup(kind="reference", section="references", heading="## Reference Docs"),
+)
+
+
+class SessionPolicy(Policy):
+    """Policy of the ``session`` profile. Settings (key -> field):
+
+    ``session_max_chars`` -> max_chars, ``tool_section_budget`` -> tool_section_budget,
+    ``usage_window_days`` -> usage_window_days, ``observation_limit`` ->
+    observation_limit, ``observation_max_chars`` -> observation_max_chars,
+    ``welcome_message`` -> welcome_message, ``token_encoding`` -> token_encoding;
+    ``policy.session`` -> any field (weights, decay, headings, trim order...).
+    """
+
+    SETTINGS: ClassVar[Mapping[str, str]] = {
+        "session_max_chars": "max_chars",
+        "tool_section_budget": "tool_section_budget",
+        "usage_window_days": "usage_window_days",
+        "observation_limit": "observation_limit",
+        "observation_max_chars": "observation_max_chars",
+        "welcome_message": "welcome_message",
+        "token_encoding": "token_encoding",
+    }
+
+    profile: Literal["session"] = "session"
+    max_chars: int = Field(default=6000, gt=0)
+    tool_section_budget: int = Field(default=500, gt=0)
+    usage_window_days: int = Field(default=7, ge=1)
+    frequency_weight: float = Field(default=0.7, ge=0.0)
+    recency_weight: float = Field(default=0.3, ge=0.0)
+    recency_decay: float = Field(default=0.693, ge=0.0)
+    recency_half_life_days: float = Field(default=7.0, gt=0.0)
+    mcp_server_pattern: str = MCP_SERVER_PATTERN
+    excluded_tool_types: tuple[str, ...] = ("builtin",)
+    observation_limit: int = Field(default=20, ge=0)
+    """How many of the scope's most recent observations are candidates."""
+    observation_max_chars: int = Field(default=120, ge=1)
+    groups: tuple[ObservationGroup, ...] = DEFAULT_GROUPS
+    trim_order: tuple[str, ...] = (DROP_TOOLS, "reference", "finding", "change", "decision",
+                                   SHORTEN_PREVIOUS)
+    """What goes, in order, when the text is over ``max_chars``: the tool section, an
+    observation kind (oldest first), or shortening the previous summary."""
+    header: str = "[ctxledger - Session Context]"
+    previous_heading: str = "## Previous Session"
+    tools_heading: str = "## Available Tools"
+    welcome_message: str = (
+        "[ctxledger] First session detected. Memory system is active and capturing "
+        "observations.\nObservations and tool usage recorded in this scope will appear "
+        "here next time.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SessionPolicy:
+        try:
+            re.compile(self.mcp_server_pattern)
+        except re.error as exc:
+            raise ValueError(f"mcp_server_pattern is not a regular expression: {exc}") from None
+        kinds = [group.kind for group in self.groups]
+        sections = [group.section for group in self.groups]
+        if len(set(kinds)) != len(kinds) or len(set(sections)) != len(sections):
+            raise ValueError("observation groups need distinct kinds and sections")
+        if {SECTION_PREVIOUS, SECTION_TOOLS, SECTION_WELCOME} & set(sections):
+            raise ValueError("observation group sections clash with built-in sections")
+        for step in self.trim_order:
+            if step not in (DROP_TOOLS, SHORTEN_PREVIOUS, *kinds):
+                raise ValueError(f"trim_order step {step!r} is not 'tools', "
+                                 "'previous_session' or an observation kind")
+        return self
+
+    @property
+    def usage_window(self) -> timedelta:
+        """The tool-usage window."""
+        return timedelta(days=self.usage_window_days)
+
+    @property
+    def weights(self) -> RankingWeights:
+        """The score formula's numbers."""
+        return RankingWeights(self.frequency_weight, self.recency_weight, self.recency_decay,
+                              self.recency_half_life_days)
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """An observation section: its frame (heading) candidate and its lines, newest first."""
+
+    spec: ObservationGroup
+    frame: Candidate
+    lines: list[Candidate]
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Everything ``render`` needs to know which parts are in."""
+
+    header: str
+    welcome: str
+    previous_frame: Candidate | None
+    previous: Candidate | None
+    groups: list[_Group]
+    tools_frame: Candidate | None
+    tool_lines: list[Candidate]
+
+
+class SessionProfile(Profile):
+    """The ``session`` profile."""
+
+    name: ClassVar[str] = "session"
+    policy_type: ClassVar[type[Policy]] = SessionPolicy
+
+    def request(self, policy: Policy, now: datetime) -> ViewRequest:
+        """Previous session, recent observations, tools and their usage in the window."""
+        assert isinstance(policy, SessionPolicy)
+        return ViewRequest(now=now, usage_window=policy.usage_window,
+                           observations=policy.observation_limit, previous_session=True,
+                           tools=True)
+
+    def assemble(self, engine: Engine, view: SessionView, now: datetime,
+                 policy: Policy) -> Assembly:
+        """Build the session-start context under the section and total budgets."""
+        assert isinstance(policy, SessionPolicy)
+        pattern = re.compile(policy.mcp_server_pattern)
+        entries, folded = build_entries(view.tools, excluded_types=policy.excluded_tool_types,
+                                        pattern=pattern)
+        window_start = now - policy.usage_window
+        if entries and view.usage_window is not None \
+                and view.usage_window != (window_start, now):
+            raise AssemblyError(
+                f"session {view.stream_id!r}: the read view counts tool usage over "
+                f"{view.usage_window[0].isoformat()}..{view.usage_window[1].isoformat()}, "
+                f"not the {policy.usage_window_days}-day window ending at {now.isoformat()}")
+        ranked, max_usage = rank_entries(entries, view.tool_usage, now=now, pattern=pattern,
+                                         weights=policy.weights)
+        prior = view.previous_session
+        engine.counter.prefetch([
+            "", policy.header, policy.welcome_message, policy.previous_heading,
+            policy.tools_heading, *(group.heading for group in policy.groups),
+            *((prior.summary,) if prior is not None and prior.summary else ()),
+            *(observation_line(item, now, policy) for item in view.observations),
+            *(tool_line(item.entry, item.usage.lifetime_count) for item in ranked)])
+
+        previous_frame = previous = None
+        if prior is not None and prior.summary:
+            previous_frame = engine.candidate(f"section:{SECTION_PREVIOUS}", SECTION_PREVIOUS,
+                                              policy.previous_heading)
+            previous = engine.candidate(f"previous_session:{prior.stream_id}",
+                                        SECTION_PREVIOUS, prior.summary)
+            engine.include(previous_frame, "section_has_content")
+            engine.include(previous, "previous_session_summary",
+                           ended_at=prior.ended_at, position=prior.position)
+
+        groups = _observation_groups(engine, view.observations, now, policy)
+
+        for item in folded:
+            candidate = engine.candidate(f"tool:{item.tool.name}", SECTION_TOOLS, "")
+            engine.exclude(candidate, "rejected" if item.reason == "excluded_tool_type"
+                           else "dropped", item.reason, tool_type=item.tool.tool_type,
+                           entry=item.entry_id)
+        tools_frame, tool_lines, more = _tool_section(engine, ranked, policy)
+
+        layout = _Layout(policy.header, policy.welcome_message, previous_frame, previous,
+                         groups, tools_frame, tool_lines)
+        kept = _kept_candidates(layout)
+        steps = _trim_steps(layout, policy)
+
+        def measure(current: Sequence[Candidate]) -> int:
+            return len(render(layout, {candidate.id: candidate for candidate in current}))
+
+        shed = engine.shed_until_fits(kept, steps, limit=policy.max_chars, unit="chars",
+                                      measure=measure, reason="over_total_budget")
+        final = {candidate.id: candidate for candidate in shed.kept}
+        text = render(layout, final)
+        warnings: list[str] = []
+        if not shed.fits:
+            warnings.append(f"session context is {len(text)} characters, over the "
+                            f"{policy.max_chars}-character cap after every trim step")
+
+        welcome = not _has_context(layout, final)
+        sections: list[SectionLayout] = []
+        if welcome:
+            candidate = engine.candidate(SECTION_WELCOME, SECTION_WELCOME,
+                                         policy.welcome_message)
+            engine.include(candidate, "no_previous_session_or_observations")
+            sections.append(SectionLayout(SECTION_WELCOME, [candidate]))
+        if previous_frame is not None and previous is not None and previous.id in final:
+            sections.append(SectionLayout(SECTION_PREVIOUS,
+                                          [final[previous_frame.id], final[previous.id]]))
+        for group in groups:
+            lines = [final[line.id] for line in group.lines if line.id in final]
+            if lines:
+                sections.append(SectionLayout(group.spec.section, [final[group.frame.id],
+                                                                   *lines]))
+        if tools_frame is not None and tools_frame.id in final:
+            sections.append(SectionLayout(
+                SECTION_TOOLS, [final[tools_frame.id],
+                                *(final[line.id] for line in tool_lines if line.id in final)]))
+
+        shown = {line.id for line in tool_lines if line.id in final}
+        report = SessionReport(
+            chars=len(text), max_chars=policy.max_chars, welcome=welcome,
+            previous_session=prior.stream_id if prior is not None else None,
+            observations={group.spec.kind: sum(line.id in final for line in group.lines)
+                          for group in groups},
+            tool_section_chars=len(_tool_section_text(layout, final)),
+            tool_section_budget=policy.tool_section_budget,
+            more_available=more if tools_frame is not None and tools_frame.id in final else 0,
+            usage_window_start=window_start, usage_window_end=now, max_usage=max_usage,
+            tools=[ToolRank(entry=item.entry.id, name=item.entry.name,
+                            tool_type=item.entry.tool_type, rank=item.rank, score=item.score,
+                            window_count=item.usage.window_count,
+                            window_last_used=_utc_or_none(item.usage.window_last_used),
+                            age_days=item.age_days, lifetime_count=item.usage.lifetime_count,
+                            shown=item.entry.id in shown)
+                   for item in ranked])
+        return engine.finish(
+            profile=self.name, policy_version=policy.version, session=view.stream_id,
+            position=view.position, now=now, text=text, layout=sections,
+            framing=[policy.header] if not welcome else [], report=report,
+            warnings=warnings)
+
+
+def _utc_or_none(value: datetime | None) -> datetime | None:
+    return None if value is None else ensure_utc(value)
+
+
+# -- candidates ----------------------------------------------------------------------------
+
+
+def _observation_groups(engine: Engine, observations: Sequence[Observation], now: datetime,
+                        policy: SessionPolicy) -> list[_Group]:
+    groups: list[_Group] = []
+    for spec in policy.groups:
+        chosen = sorted((item for item in observations if item.kind == spec.kind),
+                        key=lambda item: (-item.position, item.stream_id))
+        if not chosen:
+            continue
+        frame = engine.candidate(f"section:{spec.section}", spec.section, spec.heading)
+        engine.include(frame, "section_has_content", observations=len(chosen))
+        lines: list[Candidate] = []
+        for observation in chosen:
+            content_chars = len(one_line(observation.content))
+            candidate = engine.candidate(f"observation:{observation.position}", spec.section,
+                                         observation_line(observation, now, policy))
+            lines.append(engine.include(
+                candidate, "recent_observation", kind=observation.kind,
+                recorded_at=observation.recorded_at, content_chars=content_chars,
+                cut=content_chars > policy.observation_max_chars))
+        groups.append(_Group(spec, frame, lines))
+    kinds = {spec.kind for spec in policy.groups}
+    for observation in sorted(observations, key=lambda item: item.position):
+        if observation.kind not in kinds:
+            candidate = engine.candidate(f"observation:{observation.position}", "observations",
+                                         one_line(observation.content))
+            engine.exclude(candidate, "rejected", "unknown_observation_kind",
+                           kind=observation.kind)
+    return groups
+
+
+def observation_line(observation: Observation, now: datetime, policy: SessionPolicy) -> str:
+    """``- CONTENT (RELATIVE_TIME)``: content on one line, cut at the policy's length."""
+    content = cut(one_line(observation.content), policy.observation_max_chars)
+    return f"- {content} ({relative_time(observation.recorded_at, now)})"
+
+
+def tool_line(entry: ToolEntry, lifetime_count: int) -> str:
+    """The seed's line format per tool type (without its global/project scope tag)."""
+    usage = f" ({lifetime_count}x)" if lifetime_count > 0 else ""
+    if entry.tool_type == "mcp_server":
+        return f"- MCP: {entry.server or entry.name}{usage}"
+    if entry.tool_type == "skill":
+        description = f" - {one_line(entry.description)}" if entry.description else ""
+        return f"- skill: {entry.name}{description}"
+    if entry.tool_type == "plugin":
+        return f"- plugin: {entry.name}"
+    return f"- {entry.name}{usage}"
+
+
+def _tool_section(engine: Engine, ranked: Sequence[RankedEntry],
+                  policy: SessionPolicy) -> tuple[Candidate | None, list[Candidate], int]:
+    """Admit ranked lines under the section budget; the frame holds header and overflow."""
+    if not ranked:
+        return None, [], 0
+    heading = policy.tools_heading
+    candidates = [engine.candidate(item.entry.id, SECTION_TOOLS,
+                                   tool_line(item.entry, item.usage.lifetime_count))
+                  for item in ranked]
+    details = {item.entry.id: {"rank": item.rank, "score": item.score,
+                               "window_count": item.usage.window_count,
+                               "lifetime_count": item.usage.lifetime_count,
+                               "age_days": item.age_days, "usage_source": item.usage.source}
+               for item in ranked}
+
+    def section_chars(lines: Sequence[Candidate]) -> int:
+        return len("\n".join([heading, *(line.text for line in lines)]))
+
+    kept = engine.admit_while_fits(candidates, limit=policy.tool_section_budget, unit="chars",
+                                   measure=section_chars, reason_in="ranked_within_budget",
+                                   reason_out="over_section_budget", details=details)
+    more = len(candidates) - len(kept)
+    frame_text = heading
+    overflow_shown = False
+    if more:
+        overflow = f"({more} more available)"
+        if section_chars(kept) + 1 + len(overflow) <= policy.tool_section_budget:
+            frame_text = f"{heading}\n{overflow}"
+            overflow_shown = True
+    frame = engine.candidate(f"section:{SECTION_TOOLS}", SECTION_TOOLS, frame_text)
+    engine.include(frame, "section_has_content", lines=len(kept), more_available=more,
+                   overflow_line=overflow_shown, budget=policy.tool_section_budget)
+    return frame, kept, more if overflow_shown else 0
+
+
+def _kept_candidates(layout: _Layout) -> list[Candidate]:
+    kept: list[Candidate] = []
+    if layout.previous_frame is not None and layout.previous is not None:
+        kept += [layout.previous_frame, layout.previous]
+    for group in layout.groups:
+        kept += [group.frame, *group.lines]
+    if layout.tools_frame is not None:
+        kept += [layout.tools_frame, *layout.tool_lines]
+    return kept
+
+
+def _trim_steps(layout: _Layout, policy: SessionPolicy) -> list[ShedStep]:
+    steps: list[ShedStep] = []
+    groups = {group.spec.kind: group for group in layout.groups}
+    for step in policy.trim_order:
+        if step == DROP_TOOLS:
+            if layout.tools_frame is not None:
+                steps.append(ShedStep((layout.tools_frame, *layout.tool_lines)))
+        elif step == SHORTEN_PREVIOUS:
+            if layout.previous is not None and layout.previous_frame is not None:
+                steps.append(ShedStep((layout.previous,), shrink=_shorten_summary,
+                                      reason="over_total_budget_shortened"))
+                steps.append(ShedStep((layout.previous_frame, layout.previous)))
+        elif step in groups:
+            group = groups[step]
+            oldest_first = list(reversed(group.lines))
+            for index, line in enumerate(oldest_first):
+                last = index == len(oldest_first) - 1
+                # The heading goes with the group's last line.
+                steps.append(ShedStep((line, group.frame) if last else (line,)))
+    return steps
+
+
+def _shorten_summary(candidate: Candidate, overflow: int) -> str:
+    # Keep at least one character: a summary shortened to nothing is dropped instead.
+    return shorten_to(candidate.text, max(len(ELLIPSIS) + 1, candidate.chars - overflow))
+
+
+# -- rendering -----------------------------------------------------------------------------
+
+
+def _has_context(layout: _Layout, kept: Mapping[str, Candidate]) -> bool:
+    if layout.previous is not None and layout.previous.id in kept \
+            and kept[layout.previous.id].text:
+        return True
+    return any(line.id in kept for group in layout.groups for line in group.lines)
+
+
+def _tool_section_text(layout: _Layout, kept: Mapping[str, Candidate]) -> str:
+    if layout.tools_frame is None or layout.tools_frame.id not in kept:
+        return ""
+    heading, _, overflow = kept[layout.tools_frame.id].text.partition("\n")
+    lines = [kept[line.id].text for line in layout.tool_lines if line.id in kept]
+    return "\n".join([heading, *lines, *([overflow] if overflow else [])])
+
+
+def render(layout: _Layout, kept: Mapping[str, Candidate]) -> str:
+    """The text for the kept candidates (by id): context part, then the tool section."""
+    if not _has_context(layout, kept):
+        context = layout.welcome
+    else:
+        lines = [layout.header, ""]
+        if layout.previous is not None and layout.previous_frame is not None \
+                and layout.previous.id in kept and kept[layout.previous.id].text:
+            lines += [kept[layout.previous_frame.id].text, kept[layout.previous.id].text, ""]
+        for group in layout.groups:
+            shown = [kept[line.id].text for line in group.lines if line.id in kept]
+            if shown:
+                lines += [kept[group.frame.id].text, *shown, ""]
+        context = "\n".join(lines).rstrip("\n")
+    tools = _tool_section_text(layout, kept)
+    return f"{context}\n\n{tools}" if tools else context

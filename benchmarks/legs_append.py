@@ -1,0 +1,217 @@
+"""Write legs: single-event appends and 1,000-event batches, against both peers.
+
+ctxledger runs as a user runs it: ``Ledger.open`` on a SQLite file (WAL,
+``synchronous=NORMAL``) with every built-in projection updated inline, each append
+validated, hash-chained and committed. Inputs are built before the clock starts, for
+every contender alike.
+"""
+
+from __future__ import annotations
+
+import gc
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import peer_eventsourcing
+import peer_sqlite
+from registry import (
+    AtLeastTimesPeer,
+    Comparison,
+    Context,
+    FasterThanPeer,
+    Measure,
+    leg,
+)
+from workload import MixEvent
+
+from ctxledger import Ledger
+
+RAW = "raw sqlite3"
+EVENTSOURCING = "eventsourcing"
+
+
+def timed(run: Callable[[], None]) -> float:
+    """Seconds taken by ``run`` (garbage collected first, so no contender pays for another)."""
+    gc.collect()
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def ledger_url(directory: Path) -> str:
+    """A SQLite URL in ``directory``."""
+    return f"sqlite:///{directory / 'ledger.db'}"
+
+
+def batch_layout(ctx: Context) -> list[tuple[str, Sequence[MixEvent]]]:
+    """The mix cut into batches of ``batch_size`` consecutive events.
+
+    An append is atomic to ONE stream, so each batch goes to its own stream
+    ``batch-NNN``; the payloads are the mix's, in the mix's order.
+    """
+    size = ctx.settings.batch_size
+    return [(f"batch-{k // size:03d}", ctx.mix[k:k + size])
+            for k in range(0, len(ctx.mix), size)]
+
+
+def _count_raw(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+
+
+def _check(who: str, written: int, expected: int) -> None:
+    if written != expected:
+        raise RuntimeError(f"{who} wrote {written} events, expected {expected}")
+
+
+# -- the contenders -----------------------------------------------------------------------
+
+def ctxledger_single(ctx: Context, events: Sequence[MixEvent]) -> float:
+    """Events per second of ``Ledger.append``, one event per call (one transaction each)."""
+    inputs = [(e.stream_id, e.as_input()) for e in events]
+    with ctx.fresh_dir("ctxledger-single") as directory, \
+            Ledger.open(ledger_url(directory)) as ledger:
+        append = ledger.append
+
+        def run() -> None:
+            for stream, item in inputs:
+                append(stream, item)
+
+        seconds = timed(run)
+        _check("ctxledger", ledger.head(), len(inputs))
+    return len(inputs) / seconds
+
+
+def ctxledger_batches(ctx: Context, batches: Sequence[tuple[str, Sequence[MixEvent]]]) -> float:
+    """Events per second of ``Ledger.append`` with a whole batch per call."""
+    inputs = [(stream, [e.as_input() for e in batch]) for stream, batch in batches]
+    total = sum(len(b) for _, b in inputs)
+    with ctx.fresh_dir("ctxledger-batch") as directory, \
+            Ledger.open(ledger_url(directory)) as ledger:
+        append = ledger.append
+
+        def run() -> None:
+            for stream, items in inputs:
+                append(stream, items)
+
+        seconds = timed(run)
+        _check("ctxledger", ledger.head(), total)
+    return total / seconds
+
+
+def raw_single(ctx: Context, events: Sequence[MixEvent]) -> float:
+    """Events per second of raw sqlite3: one INSERT and one COMMIT per event."""
+    rows = peer_sqlite.prepare_rows(events)
+    with ctx.fresh_dir("raw-single") as directory:
+        path = directory / "raw.db"
+        conn = peer_sqlite.open_database(path)
+        try:
+            seconds = timed(lambda: peer_sqlite.insert_one_commit_each(conn, rows))
+        finally:
+            conn.close()
+        _check(RAW, _count_raw(path), len(rows))
+    return len(rows) / seconds
+
+
+def raw_batches(ctx: Context, batches: Sequence[tuple[str, Sequence[MixEvent]]]) -> float:
+    """Events per second of raw sqlite3 ``executemany``, one COMMIT per batch."""
+    events = [e for _, batch in batches for e in batch]
+    streams = [stream for stream, batch in batches for _ in batch]
+    rows = peer_sqlite.prepare_rows(events, streams)
+    chunks: list[list[peer_sqlite.Row]] = []
+    start = 0
+    for _, batch in batches:
+        chunks.append(rows[start:start + len(batch)])
+        start += len(batch)
+    with ctx.fresh_dir("raw-batch") as directory:
+        path = directory / "raw.db"
+        conn = peer_sqlite.open_database(path)
+        try:
+            seconds = timed(lambda: peer_sqlite.insert_batches(conn, chunks))
+        finally:
+            conn.close()
+        _check(RAW, _count_raw(path), len(rows))
+    return len(rows) / seconds
+
+
+def _es_count(app: Any) -> int:
+    return int(app.recorder.max_notification_id() or 0)
+
+
+def eventsourcing_single(ctx: Context, events: Sequence[MixEvent]) -> float:
+    """Events per second of eventsourcing's ``Application.save``, one event per save."""
+    with ctx.fresh_dir("eventsourcing-single") as directory:
+        app = peer_eventsourcing.open_application(directory / "es.db")
+        try:
+            seconds = timed(lambda: peer_eventsourcing.save_one_each(app, events))
+            _check(EVENTSOURCING, _es_count(app), len(events))
+        finally:
+            app.close()
+    return len(events) / seconds
+
+
+def eventsourcing_batches(ctx: Context,
+                          batches: Sequence[tuple[str, Sequence[MixEvent]]]) -> float:
+    """Events per second of eventsourcing saving an aggregate with a batch of pending events."""
+    total = sum(len(b) for _, b in batches)
+    with ctx.fresh_dir("eventsourcing-batch") as directory:
+        app = peer_eventsourcing.open_application(directory / "es.db")
+        try:
+            seconds = timed(lambda: peer_eventsourcing.save_batches(app, batches))
+            _check(EVENTSOURCING, _es_count(app), total)
+        finally:
+            app.close()
+    return total / seconds
+
+
+def interleaved(ctx: Context, contenders: dict[str, Callable[[], float]]) -> dict[str, Measure]:
+    """Run every contender once per round, rotating who goes first; medians per contender."""
+    names = list(contenders)
+    results: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(ctx.settings.rounds):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            results[name].append(contenders[name]())
+    return {name: Measure.median_of(values, "ev/s") for name, values in results.items()}
+
+
+# -- the legs -------------------------------------------------------------------------------
+
+@leg("single", "single-event appends (one transaction each)")
+def single_appends(ctx: Context) -> list[Comparison]:
+    """ctxledger vs raw sqlite3 (commit per row) vs eventsourcing (save per event)."""
+    events = ctx.mix[:ctx.settings.single_events]
+    got = interleaved(ctx, {
+        "ctxledger": lambda: ctxledger_single(ctx, events),
+        RAW: lambda: raw_single(ctx, events),
+        EVENTSOURCING: lambda: eventsourcing_single(ctx, events),
+    })
+    note = f"first {len(events):,} events of the mix"
+    return [
+        Comparison("single", "single appends vs raw sqlite3 (commit per row)",
+                   got["ctxledger"], RAW, got[RAW], AtLeastTimesPeer(0.5), note),
+        Comparison("single", "single appends vs eventsourcing (save per event)",
+                   got["ctxledger"], EVENTSOURCING, got[EVENTSOURCING], FasterThanPeer(), note),
+    ]
+
+
+@leg("batch", "batches of 1,000 events (one transaction each)")
+def batch_appends(ctx: Context) -> list[Comparison]:
+    """ctxledger vs raw sqlite3 executemany vs eventsourcing batch save."""
+    batches = batch_layout(ctx)
+    got = interleaved(ctx, {
+        "ctxledger": lambda: ctxledger_batches(ctx, batches),
+        RAW: lambda: raw_batches(ctx, batches),
+        EVENTSOURCING: lambda: eventsourcing_batches(ctx, batches),
+    })
+    note = f"{len(ctx.mix):,} events in {len(batches)} batches"
+    size = ctx.settings.batch_size
+    return [
+        Comparison("batch", f"{size}-event batches vs raw sqlite3 executemany",
+                   got["ctxledger"], RAW, got[RAW], AtLeastTimesPeer(0.5), note),
+        Comparison("batch", f"{size}-event batches vs eventsourcing batch save",
+                   got["ctxledger"], EVENTSOURCING, got[EVENTSOURCING], FasterThanPeer(), note),
+    ]

@@ -1,0 +1,448 @@
+"""The ``ctxledger`` command line: JSON/JSONL for scripts, ``--format text`` for people.
+
+Every command is a thin shell over ``Ledger``: parse arguments, call the ledger, print.
+Exit codes: 0 success; 1 a domain error (one ``error: ...`` line on stderr, nothing
+written); 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+import ctxledger
+from assembler.profiles import profile_names
+from ctxledger import migrate, render
+from ctxledger.cli_errors import (
+    database_errors,
+    fail,
+    open_ledger,
+    reports_errors,
+    safe_url,
+)
+from ctxledger.cli_input import parse_jsonl, validate_lines
+from ctxledger.config import DEFAULT_DB_URL, ENV_VAR, resolve_db_url
+from ctxledger.demo import EXAMPLES_DIR, run_demo
+from ctxledger.ledger import Ledger
+from ctxledger.render_assembly import assembly_view
+from store.clock import Clock
+from store.engine import create_engine
+from store.errors import EventValidationError
+from store.records import RecordedEvent
+
+EVENTS_PAGE = 1000
+"""Events read per query when listing the whole log, so memory stays flat."""
+
+
+class JsonOrText(StrEnum):
+    """Output format of commands that print one document."""
+
+    json = "json"
+    text = "text"
+
+
+class JsonlOrText(StrEnum):
+    """Output format of commands that print a stream of records."""
+
+    jsonl = "jsonl"
+    text = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Global options, shared with every command through the click context."""
+
+    db: str | None
+
+
+app = typer.Typer(
+    name="ctxledger",
+    help="Event-sourced session store for LLM applications.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+FormatOption = Annotated[JsonOrText, typer.Option("--format", help="json (default) or text.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ctxledger {ctxledger.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    db: Annotated[str | None, typer.Option(
+        "--db", metavar="URL",
+        help=f"Database URL. Default: ${ENV_VAR}, else {DEFAULT_DB_URL}."
+             " PostgreSQL: postgresql+psycopg://user@host/db.")] = None,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True,
+        help="Print the version and exit.")] = False,
+) -> None:
+    """Event-sourced session store for LLM applications."""
+    ctx.obj = Options(db=db)
+
+
+def _db(ctx: typer.Context) -> str | None:
+    options = ctx.find_object(Options)
+    return options.db if options is not None else None
+
+
+PIPE_WIDTH = 120
+"""Width of text output written to a file or pipe when ``COLUMNS`` does not say."""
+
+
+def _stdout() -> Console:
+    """A console on the current ``sys.stdout`` (created per call: tests swap the stream)."""
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # Rich assumes 80 columns off a terminal; tables of events read better wider.
+        console = Console(highlight=False, width=PIPE_WIDTH)
+    return console
+
+
+class ProgressBar:
+    """A rich progress bar on stderr, fed ``(done, total)`` callbacks.
+
+    It appears on the first callback with work to do, so opening a ledger that has
+    nothing to catch up prints nothing.
+    """
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._progress is None:
+            if total == 0:
+                return  # nothing to do: no bar at all
+            self._progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("events"), TimeElapsedColumn(), console=Console(stderr=True))
+            self._progress.start()
+            self._task = self._progress.add_task(self.description, total=total)
+        assert self._task is not None
+        self._progress.update(self._task, completed=done, total=total)
+
+    def close(self) -> None:
+        """Stop drawing (leaving the final bar on screen)."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+@contextmanager
+def _progress(description: str) -> Iterator[ProgressBar]:
+    bar = ProgressBar(description)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+# -- init -------------------------------------------------------------------------------------
+
+
+@app.command()
+@reports_errors
+def init(ctx: typer.Context, format: FormatOption = JsonOrText.json) -> None:
+    """Create the database or upgrade its schema; print the URL and the schema revision."""
+    url = resolve_db_url(_db(ctx))
+    before = _revision(url)
+    with _progress("rebuilding projections") as progress, \
+            open_ledger(url, progress=progress) as ledger:
+        after = migrate.current_revision(ledger.engine)
+        statuses = ledger.projection_status()
+        head = ledger.head()
+    record = {"url": safe_url(url), "revision": after, "previous_revision": before,
+              "head": head, "projections": [render.status_record(s) for s in statuses]}
+    if format is JsonOrText.json:
+        typer.echo(render.dumps(record))
+        return
+    change = ("created" if before is None else "up to date" if before == after
+              else f"upgraded from {before}")
+    console = _stdout()
+    console.print(render.info_table([("database", record["url"]),
+                                     ("schema revision", f"{after} ({change})"),
+                                     ("head position", head)]))
+    console.print(render.status_table(statuses))
+
+
+def _revision(url: str) -> str | None:
+    """The schema revision a database is at before opening it (None if it has none)."""
+    with database_errors(url):
+        engine = create_engine(url)
+        try:
+            return migrate.current_revision(engine)
+        finally:
+            engine.dispose()
+
+
+# -- append -----------------------------------------------------------------------------------
+
+
+@app.command()
+@reports_errors
+def append(
+    ctx: typer.Context,
+    stream: Annotated[str, typer.Argument(help="The stream to append to.", metavar="STREAM")],
+    expected_version: Annotated[int | None, typer.Option(
+        "--expected-version", min=0, metavar="N",
+        help="0: the stream must be new; N: it must be exactly at version N.")] = None,
+    file: Annotated[str, typer.Option(
+        "--file", "-f", metavar="FILE",
+        help="JSONL input, one {\"type\",\"data\"[,\"id\",\"metadata\"]} a line;"
+             " '-' (default) reads stdin.")] = "-",
+) -> None:
+    """Append JSONL events to STREAM as one atomic batch; prints the positions written.
+
+    Any bad line writes nothing, and the error names its line number.
+    """
+    if not stream.strip():
+        raise typer.BadParameter("must not be empty", param_hint="STREAM")
+    lines = parse_jsonl(_read_input(file).splitlines())
+    if not lines:
+        raise fail("no events in the input (every line is blank)")
+    with open_ledger(_db(ctx)) as ledger:
+        try:
+            result = ledger.append(stream, [line.event for line in lines],
+                                   expected_version=expected_version)
+        except EventValidationError:
+            # The append is atomic, so nothing was written. The store names the event by
+            # its index in the batch; check line by line to name the input line instead.
+            validate_lines(stream, lines, ledger.log.max_event_bytes)
+            raise
+    typer.echo(render.dumps(render.append_record(result)))
+
+
+def _read_input(file: str) -> bytes:
+    if file == "-":
+        return typer.get_binary_stream("stdin").read()
+    try:
+        return Path(file).read_bytes()
+    except OSError as exc:
+        raise fail(f"cannot read {file}: {exc.strerror or exc}") from None
+
+
+# -- events -----------------------------------------------------------------------------------
+
+
+@app.command()
+@reports_errors
+def events(
+    ctx: typer.Context,
+    stream: Annotated[str | None, typer.Argument(
+        help="Only this stream (default: the whole log).", metavar="[STREAM]")] = None,
+    after: Annotated[int, typer.Option("--after", min=0, metavar="POS",
+                                       help="Only events after this position.")] = 0,
+    limit: Annotated[int | None, typer.Option("--limit", min=0, metavar="N",
+                                              help="At most N events.")] = None,
+    format: Annotated[JsonlOrText, typer.Option(
+        "--format", help="jsonl (default) or text.")] = JsonlOrText.jsonl,
+) -> None:
+    """Print events in position order: the whole log, or one stream."""
+    with open_ledger(_db(ctx)) as ledger:
+        found = _iter_events(ledger, stream, after, limit)
+        if format is JsonlOrText.jsonl:
+            for event in found:
+                typer.echo(render.dumps(render.event_record(event)))
+            return
+        _stdout().print(render.events_table(list(found)))
+
+
+def _iter_events(ledger: Ledger, stream: str | None, after: int,
+                 limit: int | None) -> Iterator[RecordedEvent]:
+    if stream is not None:
+        yield from ledger.events(stream, after=after, limit=limit)
+        return
+    remaining = limit
+    cursor = after
+    while remaining is None or remaining > 0:
+        size = EVENTS_PAGE if remaining is None else min(EVENTS_PAGE, remaining)
+        page = ledger.events(after=cursor, limit=size)
+        yield from page
+        if len(page) < size:
+            return
+        cursor = page[-1].position
+        if remaining is not None:
+            remaining -= len(page)
+
+
+# -- state ------------------------------------------------------------------------------------
+
+
+@app.command()
+@reports_errors
+def state(
+    ctx: typer.Context,
+    session: Annotated[str, typer.Argument(help="The session stream.", metavar="SESSION")],
+    now: Annotated[str | None, typer.Option(
+        "--now", metavar="ISO",
+        help="The time the state is taken at, e.g. 2025-05-11T10:00:00Z (default: now)."
+             " It anchors time windows such as the 7-day tool usage.")] = None,
+    format: FormatOption = JsonOrText.json,
+) -> None:
+    """Print the session's projection state (counts, chapter, settings, tools...)."""
+    options = {} if now is None else {"clock": _fixed_clock(_parse_now(now))}
+    with open_ledger(_db(ctx), **options) as ledger:
+        found = ledger.state(session)
+    if format is JsonOrText.json:
+        typer.echo(render.dumps(found, indent=2))
+    else:
+        _stdout().print(render.state_table(found, title=f"state {session}"))
+
+
+def _parse_now(value: str) -> datetime:
+    """``--now``: ISO-8601 with an explicit zone (a usage error otherwise)."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(f"not an ISO-8601 time: {value!r}",
+                                 param_hint="'--now'") from None
+    if parsed.tzinfo is None:
+        raise typer.BadParameter("needs a zone, such as Z or +00:00", param_hint="'--now'")
+    return parsed.astimezone(UTC)
+
+
+def _fixed_clock(when: datetime) -> Clock:
+    return lambda: when
+
+
+# -- assemble ------------------------------------------------------------------------------
+
+
+@app.command()
+@reports_errors
+def assemble(
+    ctx: typer.Context,
+    session: Annotated[str, typer.Argument(help="The session stream.", metavar="SESSION")],
+    profile: Annotated[str, typer.Option(
+        "--profile", metavar="NAME",
+        help=f"Assembler profile: {', '.join(profile_names())}.")] = "card",
+    now: Annotated[str | None, typer.Option(
+        "--now", metavar="ISO",
+        help="The assembly time, e.g. 2025-05-11T10:00:00Z (default: now).")] = None,
+    policy: Annotated[Path | None, typer.Option(
+        "--policy", metavar="FILE", dir_okay=False,
+        help="A whole policy as JSON, instead of the one the session's settings give.")] = None,
+    format: FormatOption = JsonOrText.json,
+) -> None:
+    """Build a session's context with a profile; JSON prints the whole Assembly."""
+    if profile not in profile_names():
+        raise typer.BadParameter(f"{profile!r} is not one of {', '.join(profile_names())}",
+                                 param_hint="'--profile'")
+    when = None if now is None else _parse_now(now)
+    policy_text = None
+    if policy is not None:
+        try:
+            policy_text = policy.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise fail(f"cannot read policy file {str(policy)!r}: {exc.strerror}") from None
+    with open_ledger(_db(ctx)) as ledger:
+        if not ledger.view(session).exists:
+            raise fail(f"unknown session {session!r}")
+        result = ledger.assemble(session, profile, now=when, policy=policy_text)
+    if format is JsonOrText.json:
+        typer.echo(result.model_dump_json(indent=2))
+    else:
+        _stdout().print(assembly_view(result))
+
+
+# -- maintenance ------------------------------------------------------------------------------
+
+
+@app.command()
+@reports_errors
+def rebuild(
+    ctx: typer.Context,
+    projection: Annotated[str | None, typer.Option(
+        "--projection", metavar="NAME", help="Only this projection (default: all).")] = None,
+    format: FormatOption = JsonOrText.json,
+) -> None:
+    """Rebuild projections from the log, with a progress bar on stderr."""
+    with _progress("catching up") as catching_up, \
+            open_ledger(_db(ctx), progress=catching_up) as ledger:
+        known = [s.name for s in ledger.projection_status()]
+        if projection is not None and projection not in known:
+            raise fail(f"unknown projection {projection!r}; known: {', '.join(known)}")
+        started = time.perf_counter()
+        with _progress(f"rebuilding {projection or 'all'}") as rebuilding:
+            rebuilt = ledger.rebuild(projection, progress=rebuilding)
+        seconds = time.perf_counter() - started
+        statuses = ledger.projection_status()
+    head = statuses[0].head if statuses else 0
+    if format is JsonOrText.json:
+        typer.echo(render.dumps({"rebuilt": rebuilt, "head": head,
+                                 "seconds": round(seconds, 3)}))
+    else:
+        console = _stdout()
+        console.print(f"rebuilt {len(rebuilt)} projection(s) from {head} events"
+                      f" in {seconds:.2f}s", markup=False)
+        console.print(render.status_table([s for s in statuses if s.name in rebuilt]))
+
+
+@app.command()
+@reports_errors
+def verify(ctx: typer.Context, format: FormatOption = JsonOrText.json) -> None:
+    """Check every stream's hash chain and the immutability triggers (exit 1 on a problem)."""
+    with open_ledger(_db(ctx)) as ledger:
+        report = ledger.verify()
+    if format is JsonOrText.json:
+        typer.echo(render.dumps(render.verify_record(report)))
+    else:
+        _stdout().print(render.verify_view(report))
+    if not report.ok:
+        raise fail(f"verify found {len(report.problems)} problem(s)")
+
+
+# -- demo -------------------------------------------------------------------------------------
+
+
+@app.command()
+@reports_errors
+def demo(
+    ctx: typer.Context,
+    db: Annotated[str | None, typer.Option(
+        "--db", metavar="URL",
+        help="Where to load the examples (default: a temporary SQLite file).")] = None,
+    examples: Annotated[Path, typer.Option(
+        "--examples", metavar="DIR", file_okay=False,
+        help="Folder of example *.jsonl files.")] = EXAMPLES_DIR,
+) -> None:
+    """Load the example sessions into embedded SQLite; print their events and state."""
+    # ``$CTXLEDGER_DB`` is deliberately ignored: the demo must not write into a real ledger
+    # unless asked to with --db.
+    run_demo(_stdout(), db_url=db or _db(ctx), examples_dir=examples)
+
+
+def main() -> None:
+    """Console-script entry point (``ctxledger``)."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

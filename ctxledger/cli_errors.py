@@ -1,0 +1,130 @@
+"""How the CLI reports failures: one line on stderr starting ``error: ``, then exit 1.
+
+Bad input and unusable databases (see ``open_ledger``) are expected failures and never
+show a traceback. Anything else is a bug: it is reported on one line too, and
+``CTXLEDGER_DEBUG=1`` re-raises it so the traceback can be read.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
+
+import sqlalchemy as sa
+import typer
+from alembic.util.exc import CommandError
+
+from ctxledger.config import resolve_db_url
+from ctxledger.ledger import Ledger
+from store.errors import LedgerError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEBUG_ENV_VAR = "CTXLEDGER_DEBUG"
+EXIT_ERROR = 1
+"""Exit code for a domain error (bad input, conflict, failed verification, bad database).
+Usage errors exit 2, raised by the CLI framework itself."""
+
+_MAX_MESSAGE = 400
+
+
+def one_line(text: str) -> str:
+    """Collapse whitespace (drivers put newlines and tabs in messages) and cap the length."""
+    flat = re.sub(r"\s+", " ", text).strip()
+    return flat if len(flat) <= _MAX_MESSAGE else flat[: _MAX_MESSAGE - 3] + "..."
+
+
+def safe_url(url: str) -> str:
+    """The URL for messages, with any password masked."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return url
+
+
+def database_error_message(exc: BaseException) -> str:
+    """The driver's own words for a database failure, without SQLAlchemy's SQL dump."""
+    if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None:
+        return one_line(str(exc.orig)) or type(exc.orig).__name__
+    return one_line(str(exc)) or type(exc).__name__
+
+
+class DatabaseUnavailable(LedgerError):
+    """The database named by the URL cannot be opened, migrated or reached."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"database {safe_url(url)}: {reason}")
+
+
+@contextmanager
+def database_errors(url: str) -> Iterator[None]:
+    """Turn every way a database can be unusable into ``DatabaseUnavailable`` naming ``url``."""
+    try:
+        yield
+    except LedgerError:
+        raise
+    except sa.exc.SQLAlchemyError as exc:
+        raise DatabaseUnavailable(url, database_error_message(exc)) from None
+    except CommandError as exc:
+        # e.g. a database written by a newer release, at a revision this one does not know.
+        raise DatabaseUnavailable(url, f"schema: {one_line(str(exc))}") from None
+    except ImportError as exc:
+        raise DatabaseUnavailable(url, f"driver not installed: {one_line(str(exc))}") from None
+
+
+def open_ledger(explicit_url: str | None, **options: Any) -> Ledger:
+    """``Ledger.open`` with opening failures reported as one line naming the URL.
+
+    ``explicit_url`` falls back to ``CTXLEDGER_DB`` and then the default SQLite file.
+    """
+    url = resolve_db_url(explicit_url)
+    with database_errors(url):
+        return Ledger.open(url, **options)
+
+
+def explain(exc: BaseException) -> str | None:
+    """The one-line message for an expected failure, or None when ``exc`` is a bug."""
+    if isinstance(exc, LedgerError):
+        return one_line(str(exc))
+    if isinstance(exc, sa.exc.SQLAlchemyError):
+        return f"database error: {database_error_message(exc)}"
+    if isinstance(exc, CommandError):
+        return f"database schema: {one_line(str(exc))}"
+    if isinstance(exc, OSError):
+        return one_line(str(exc))
+    return None
+
+
+def fail(message: str) -> typer.Exit:
+    """Print ``error: message`` on stderr and return the exit to raise."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code=EXIT_ERROR)
+
+
+def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Wrap a CLI command so every failure ends as one ``error:`` line and exit code 1."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except BrokenPipeError:
+            raise  # the reader went away (``| head``); the framework exits quietly
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            # Exits and usage errors belong to the CLI framework (usage errors exit 2).
+            raise
+        except Exception as exc:
+            message = explain(exc)
+            if message is None:
+                if os.environ.get(DEBUG_ENV_VAR) == "1":
+                    raise
+                message = (f"internal error: {type(exc).__name__}: {one_line(str(exc))}"
+                           f" (set {DEBUG_ENV_VAR}=1 to see the traceback)")
+            raise fail(message) from None
+
+    return wrapper

@@ -1,0 +1,94 @@
+"""JSONL input for ``ctxledger append``: decode it, and name the line of a bad event.
+
+The whole input is one atomic batch. Decoding errors (not UTF-8, not JSON, not an object)
+are found here before the database is touched; event errors are found by the append
+itself, which writes nothing, and ``validate_lines`` then names the offending line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from store.errors import EventValidationError
+from store.validate import coerce_new_event, validate_event
+
+
+class InputError(EventValidationError):
+    """A line of JSONL input is unusable; the message names the line."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputLine:
+    """One non-blank line of input: its 1-based line number and the decoded event."""
+
+    number: int
+    event: dict[str, Any]
+
+
+def parse_jsonl(raw_lines: Iterable[bytes]) -> list[InputLine]:
+    """Decode JSONL bytes into events, skipping blank lines.
+
+    Raises ``InputError`` naming the first line that is not UTF-8 or not a JSON object.
+    """
+    parsed: list[InputLine] = []
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            # A byte-order mark is legal only at the very start of the input.
+            text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"line {number}: not valid UTF-8 (byte {exc.start + 1})") from None
+        if not text.strip():
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                f"line {number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+        except RecursionError:
+            raise InputError(f"line {number}: invalid JSON: nested too deeply") from None
+        if not isinstance(value, dict):
+            raise InputError(
+                f"line {number}: expected a JSON object, got {_json_kind(value)}")
+        parsed.append(InputLine(number, value))
+    return parsed
+
+
+def validate_lines(stream_id: str, lines: Iterable[InputLine], max_event_bytes: int) -> int:
+    """Validate each line as an event of ``stream_id``; returns how many were checked.
+
+    Uses the store's own validation (the same that ``append`` runs), so the error is the
+    store's, prefixed with the line number. Also rejects an event id used twice, naming
+    both lines.
+    """
+    first_line_of_id: dict[str, int] = {}
+    count = 0
+    for line in lines:
+        try:
+            event = coerce_new_event(line.event)
+            normalized, _, _ = validate_event(stream_id, event, max_event_bytes)
+        except EventValidationError as exc:
+            raise InputError(f"line {line.number}: {exc}") from None
+        if event.event_id is not None:
+            assert normalized.event_id is not None
+            earlier = first_line_of_id.setdefault(normalized.event_id, line.number)
+            if earlier != line.number:
+                raise InputError(f"line {line.number}: event id {normalized.event_id}"
+                                 f" is already used on line {earlier}")
+        count += 1
+    return count
+
+
+def _json_kind(value: object) -> str:
+    """The JSON name of a decoded value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array"

@@ -1,0 +1,239 @@
+"""``ctxledger demo``: load the example sessions into a ledger and show what it holds.
+
+Example files (``examples/*.jsonl``) hold one event a line::
+
+    {"stream": "chat-1", "at": "2025-03-14T19:02:00Z", "type": "...", "data": {...}}
+
+with optional ``id`` and ``metadata``. The demo drives the ledger's injectable clock so
+each event's ``recorded_at`` is its ``at``: timelines that span days (tool usage windows,
+previous sessions) come out as written. Events of all files are appended in ``at`` order
+(ties by file name, then line), so positions and recorded times rise together.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import uuid
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.rule import Rule
+from rich.text import Text
+
+from assembler.profiles import profile_names
+from ctxledger import render
+from ctxledger.cli_errors import open_ledger, safe_url
+from ctxledger.ledger import Ledger
+from ctxledger.render_assembly import assembly_view
+from store.catalog import stream_kind
+from store.errors import LedgerError
+from store.records import RecordedEvent
+
+
+def _examples_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    # Inside an installed package if the build ships them there, else the source checkout.
+    for candidate in (here / "examples", here.parent / "examples"):
+        if candidate.is_dir():
+            return candidate
+    return here.parent / "examples"
+
+
+EXAMPLES_DIR = _examples_dir()
+"""The example sessions: ``ctxledger/examples`` when packaged, else the checkout's."""
+
+EXAMPLE_ID_NAMESPACE = uuid.UUID("5b0e3c1e-7d4f-4c57-9a43-2f6f1d0c8e21")
+"""Event ids default to uuid5(namespace, "file:line"), so loading twice is idempotent."""
+
+_LINE_KEYS = frozenset({"stream", "at", "type", "data", "id", "metadata"})
+
+
+class ExampleError(LedgerError):
+    """An example file is malformed or one of its events is rejected; names file and line."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExampleEvent:
+    """One line of an example file, ready to append."""
+
+    file: str
+    line: int
+    stream: str
+    at: datetime
+    event: dict[str, Any]
+    """``{"type", "data", "id"[, "metadata"]}`` as ``Ledger.append`` takes it."""
+
+
+class ScriptedClock:
+    """A clock that says whatever time it was last set to (the current example's ``at``)."""
+
+    def __init__(self, start: datetime) -> None:
+        self._now = start
+
+    def set(self, when: datetime) -> None:
+        """Move the clock to ``when`` (an aware UTC datetime)."""
+        self._now = when
+
+    def __call__(self) -> datetime:
+        return self._now
+
+
+def parse_at(value: object, where: str) -> datetime:
+    """An ISO-8601 timestamp with an explicit zone, converted to UTC."""
+    if not isinstance(value, str):
+        raise ExampleError(f"{where}: 'at' must be an ISO-8601 string")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ExampleError(f"{where}: 'at' is not ISO-8601: {value!r}") from None
+    if parsed.tzinfo is None:
+        raise ExampleError(f"{where}: 'at' needs a zone, e.g. {value}Z")
+    return parsed.astimezone(UTC)
+
+
+def parse_example_line(file: str, number: int, text: str) -> ExampleEvent:
+    """Decode one example line; the event itself is validated when it is appended."""
+    where = f"{file} line {number}"
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ExampleError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    if not isinstance(raw, dict):
+        raise ExampleError(f"{where}: expected a JSON object")
+    unknown = sorted(set(raw) - _LINE_KEYS)
+    if unknown:
+        raise ExampleError(f"{where}: unknown key(s): {', '.join(unknown)}")
+    stream = raw.get("stream")
+    if not isinstance(stream, str) or not stream:
+        raise ExampleError(f"{where}: 'stream' must be a non-empty string")
+    at = parse_at(raw.get("at"), where)
+    event: dict[str, Any] = {
+        "type": raw.get("type"),
+        "data": raw.get("data", {}),
+        "id": raw.get("id") or str(uuid.uuid5(EXAMPLE_ID_NAMESPACE, f"{file}:{number}")),
+    }
+    if "metadata" in raw:
+        event["metadata"] = raw["metadata"]
+    return ExampleEvent(file, number, stream, at, event)
+
+
+def read_example_file(path: Path) -> list[ExampleEvent]:
+    """Every event of one example file; times must not go backwards within a file."""
+    events: list[ExampleEvent] = []
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        event = parse_example_line(path.name, number, text)
+        if events and event.at < events[-1].at:
+            raise ExampleError(f"{path.name} line {number}: 'at' goes back in time"
+                               f" (line {events[-1].line} is later)")
+        events.append(event)
+    return events
+
+
+def example_files(directory: Path) -> list[Path]:
+    """The ``*.jsonl`` files of ``directory`` in name order."""
+    if not directory.is_dir():
+        raise ExampleError(f"no examples directory at {directory}")
+    files = sorted(directory.glob("*.jsonl"))
+    if not files:
+        raise ExampleError(f"no example files (*.jsonl) in {directory}")
+    return files
+
+
+def read_examples(files: Sequence[Path]) -> list[ExampleEvent]:
+    """The events of every file, in append order: by ``at``, then file name, then line."""
+    events = [event for path in files for event in read_example_file(path)]
+    return sorted(events, key=lambda e: (e.at, e.file, e.line))
+
+
+def load_examples(ledger: Ledger, clock: ScriptedClock,
+                  examples: Sequence[ExampleEvent]) -> dict[int, ExampleEvent]:
+    """Append each example at its own time; returns the example behind each position."""
+    by_position: dict[int, ExampleEvent] = {}
+    for example in examples:
+        clock.set(example.at)
+        try:
+            result = ledger.append(example.stream, [example.event])
+        except LedgerError as exc:
+            raise ExampleError(f"{example.file} line {example.line}: {exc}") from None
+        by_position[result.positions[0]] = example
+    return by_position
+
+
+def run_demo(console: Console, *, db_url: str | None = None,
+             examples_dir: Path = EXAMPLES_DIR) -> None:
+    """Load the examples into ``db_url`` (a temporary SQLite file by default) and print
+    each file's events and the projection state of each session it holds."""
+    files = example_files(examples_dir)
+    examples = read_examples(files)
+    if not examples:
+        raise ExampleError(f"the example files in {examples_dir} hold no events")
+    with ExitStack() as stack:
+        kept = db_url is not None
+        if db_url is None:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ctxledger-")))
+            db_url = f"sqlite:///{folder / 'demo.db'}"
+        clock = ScriptedClock(examples[0].at)
+        ledger = stack.enter_context(open_ledger(db_url, clock=clock))
+        by_position = load_examples(ledger, clock, examples)
+        # Read back only the examples' span of the log (the --db may hold other events).
+        first, last = min(by_position), max(by_position)
+        recorded = [e for e in ledger.events(after=first - 1, until=last)
+                    if e.position in by_position]
+
+        # Show the files in log order (the order their first events were appended).
+        names = list(dict.fromkeys(by_position[e.position].file for e in recorded))
+        console.print(Rule("ctxledger demo"))
+        console.print(render.info_table([
+            ("database", safe_url(db_url) + ("" if kept else "  (temporary; --db URL keeps it)")),
+            ("examples", [f"{name} ({_count(examples, name)} events)" for name in names]),
+            ("loaded", f"{len(recorded)} events in {len({e.stream_id for e in recorded})}"
+                       f" streams, head position {ledger.head()}"),
+        ]))
+        for name in names:
+            _print_example(console, ledger, clock, name,
+                           [e for e in recorded if by_position[e.position].file == name])
+        report = ledger.verify()
+        console.print(Rule("verify"))
+        console.print(render.verify_view(report, title=None))
+        if not report.ok:
+            raise ExampleError(f"verify found {len(report.problems)} problem(s)")
+
+
+def _count(examples: Sequence[ExampleEvent], file: str) -> int:
+    return sum(1 for e in examples if e.file == file)
+
+
+def _print_example(console: Console, ledger: Ledger, clock: ScriptedClock, file: str,
+                   events: Sequence[RecordedEvent]) -> None:
+    """One example file: its events, then each of its sessions' state as of its last event."""
+    console.print(Rule(f"examples/{file}"))
+    console.print(render.events_table(events, title=f"{len(events)} events"))
+    last_seen: dict[str, datetime] = {}
+    for event in events:  # position order, so first appearance orders the sessions
+        if stream_kind(event.stream_id) == "session":
+            last_seen[event.stream_id] = event.recorded_at
+    for session, last_at in last_seen.items():
+        # The state's time-based figures (usage windows) are as of the session's last event.
+        clock.set(last_at)
+        console.print()
+        console.print(render.state_table(ledger.state(session), title=f"state {session}"))
+    profile = Path(file).stem
+    if last_seen and profile in profile_names():
+        # Each example file is named after the profile it exercises; assemble its last
+        # session as the app would at that moment.
+        session, last_at = list(last_seen.items())[-1]
+        assembly = ledger.assemble(session, profile, now=last_at)
+        console.print()
+        console.print(Rule(f"assemble {session} --profile {profile}", style="dim"))
+        console.print(assembly_view(assembly))
+        console.print(Panel(Text(assembly.text), title="context text", title_align="left",
+                            expand=False))

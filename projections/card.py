@@ -1,0 +1,56 @@
+"""The current Character Card V2 of each session.
+
+``card.set`` merges: every field present replaces the current value, and a field set to
+``""`` (or null) clears it. One row per field, so a merge is a few blind writes and never
+reads the card first.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import sqlalchemy as sa
+
+from projections.base import Projection, metadata
+from projections.rowstore import RowStore
+from store.canonical import canonical_json
+from store.catalog import stream_kind
+from store.records import RecordedEvent
+from store.schema import PositionType
+
+card_fields = sa.Table(
+    "card_fields",
+    metadata,
+    sa.Column("stream_id", sa.String(200), primary_key=True),
+    sa.Column("field", sa.String(100), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+    sa.Column("position", PositionType, nullable=False),
+)
+"""One card field of one session; ``value`` is canonical JSON (most fields are strings)."""
+
+
+def clears(value: object) -> bool:
+    """True when setting a field to ``value`` removes it from the card."""
+    return value is None or value == ""
+
+
+class CardProjection(Projection):
+    """Card fields per session, merged field by field."""
+
+    name: ClassVar[str] = "card"
+    version: ClassVar[int] = 1
+    tables: ClassVar[tuple[sa.Table, ...]] = (card_fields,)
+    handles: ClassVar[frozenset[str]] = frozenset({"card.set"})
+
+    def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        """Replace or clear each field the event names."""
+        if stream_kind(event.stream_id) != "session":
+            return
+        for field in sorted(event.data):
+            value = event.data[field]
+            if clears(value):
+                rows.delete(card_fields, (event.stream_id, field))
+            else:
+                rows.put(card_fields, {"stream_id": event.stream_id, "field": field,
+                                       "value": canonical_json(value),
+                                       "position": event.position})

@@ -1,0 +1,56 @@
+"""Observations per scope: ``observation.recorded`` in any session of the scope, attributed
+through the session's ``session.started``. The primary key ``(scope, position)`` is the
+index behind "the scope's most recent N observations before a position"."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import sqlalchemy as sa
+
+from projections.base import Projection, metadata
+from projections.rowstore import RowStore
+from projections.session_scopes import record_session_scope, session_scope, session_scope_table
+from store.catalog import stream_kind
+from store.records import RecordedEvent
+from store.schema import PositionType, UTCDateTime
+
+observation_scopes = session_scope_table("observation_session_scopes")
+"""The scope each session's observations are attributed to."""
+
+observations = sa.Table(
+    "observations",
+    metadata,
+    sa.Column("scope", sa.Text, primary_key=True),
+    sa.Column("position", PositionType, primary_key=True),
+    sa.Column("stream_id", sa.String(200), nullable=False),
+    sa.Column("kind", sa.String(20), nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("source", sa.Text),
+    sa.Column("recorded_at", UTCDateTime, nullable=False),
+)
+"""Every observation, keyed by scope and log position."""
+
+
+class ObservationsProjection(Projection):
+    """Observations by scope, in log order."""
+
+    name: ClassVar[str] = "observations"
+    version: ClassVar[int] = 1
+    tables: ClassVar[tuple[sa.Table, ...]] = (observation_scopes, observations)
+    handles: ClassVar[frozenset[str]] = frozenset({"session.started", "observation.recorded"})
+
+    def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        """Record the session's scope, or append the observation to that scope."""
+        if stream_kind(event.stream_id) != "session":
+            return
+        if event.type == "session.started":
+            record_session_scope(observation_scopes, event, rows)
+            return
+        data = event.data
+        rows.put(observations, {
+            "scope": session_scope(observation_scopes, event.stream_id, rows),
+            "position": event.position, "stream_id": event.stream_id, "kind": data["kind"],
+            "content": data["content"], "source": data.get("source"),
+            "recorded_at": event.recorded_at,
+        })

@@ -1,0 +1,390 @@
+"""Load a ``SessionView`` (plain data) from the projection tables.
+
+Every query is a primary-key or index seek, so loading costs O(log n) per section plus
+the rows returned: it never grows with the length of the history otherwise. The whole
+load reads one snapshot (one transaction; REPEATABLE READ on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from projections.card import card_fields
+from projections.checkpoints import checkpoints
+from projections.context_items import FLAGS, context_items
+from projections.documents import documents
+from projections.knowledge import (
+    knowledge_entities,
+    knowledge_snippets,
+    knowledge_sources,
+    personas,
+)
+from projections.observations import observations
+from projections.registry import builtin_names
+from projections.session_scopes import DEFAULT_SCOPE
+from projections.session_stats import ROLES, messages, sessions
+from projections.settings import scope_settings, session_settings
+from projections.token_cache import load_history_memo
+from projections.tool_registry import scope_tools
+from projections.tool_usage import tool_usage, tool_uses
+from projections.view import (
+    Document,
+    Entity,
+    EntityFact,
+    History,
+    HistorySummary,
+    Item,
+    Message,
+    MessageCounts,
+    Observation,
+    Persona,
+    PreviousSession,
+    SessionView,
+    Snippet,
+    Source,
+    Tool,
+    ToolUsage,
+    ViewRequest,
+)
+from store.clock import ensure_utc
+from store.errors import LedgerError
+
+Row = sa.RowMapping
+
+
+@contextmanager
+def read_snapshot(conn: sa.Connection) -> Iterator[None]:
+    """Run the enclosed queries against one snapshot of the database.
+
+    A connection already in a transaction is used as it is (the caller chose what it
+    sees). Otherwise a read-only transaction is opened; on PostgreSQL it is REPEATABLE
+    READ, because READ COMMITTED would let an append land between two queries.
+    """
+    if conn.in_transaction():
+        yield
+        return
+    with conn.begin():
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield
+
+
+def load_session_view(conn: sa.Connection, stream_id: str,
+                      request: ViewRequest) -> SessionView:
+    """A snapshot of ``stream_id``'s projections, with the sections ``request`` asks for.
+
+    An unknown session gives ``exists=False`` in scope ``default`` (scope-wide sections,
+    such as settings defaults, tools and observations, are still loaded).
+    """
+    window = _usage_window(request)
+    with read_snapshot(conn):
+        session = conn.execute(
+            sa.select(sessions).where(sessions.c.stream_id == stream_id)).mappings().first()
+        scope = DEFAULT_SCOPE if session is None else str(session["scope"])
+        settings, sources = load_settings(conn, stream_id, scope)
+        load_usage = request.tools or window is not None
+        return SessionView(
+            stream_id=stream_id,
+            scope=scope,
+            position=load_position(conn),
+            exists=session is not None,
+            title=None if session is None else session["title"],
+            agent=None if session is None else session["agent"],
+            started_at=None if session is None else session["started_at"],
+            ended_at=None if session is None else session["ended_at"],
+            last_activity=None if session is None else session["last_activity"],
+            counts=_counts(session),
+            chapter=None if session is None else session["chapter"],
+            scene=None if session is None else session["scene"],
+            settings=settings,
+            setting_sources=sources,
+            card=load_card(conn, stream_id),
+            history=(None if request.history == "none" else
+                     load_history(conn, session, request) if session is not None else
+                     History(summary=None, messages=(), complete=True, summarized_count=0)),
+            tools=load_tools(conn, scope) if request.tools else (),
+            tool_usage=load_tool_usage(conn, scope, window) if load_usage else (),
+            usage_window=window,
+            observations=load_observations(conn, scope, request.observations),
+            previous_session=(load_previous_session(conn, scope, stream_id)
+                              if request.previous_session else None),
+            items=load_items(conn, stream_id) if request.items else (),
+            documents=load_documents(conn, stream_id) if request.documents else (),
+            sources=load_sources(conn, scope) if request.knowledge else (),
+            snippets=load_snippets(conn, scope) if request.knowledge else (),
+            entities=load_entities(conn, scope) if request.knowledge else (),
+            persona=load_persona(conn, stream_id) if request.knowledge else None,
+        )
+
+
+def _usage_window(request: ViewRequest) -> tuple[datetime, datetime] | None:
+    if request.usage_window is None:
+        return None
+    if request.now is None:
+        raise LedgerError("a usage window needs 'now': set ViewRequest.now")
+    if request.usage_window.total_seconds() < 0:
+        raise LedgerError("the usage window must not be negative")
+    try:
+        now = ensure_utc(request.now, "now")
+    except ValueError as exc:
+        raise LedgerError(str(exc)) from None
+    return now - request.usage_window, now
+
+
+def load_position(conn: sa.Connection) -> int:
+    """The position every built-in projection has reached (0 if one was never built)."""
+    names = builtin_names()
+    found = conn.execute(
+        sa.select(checkpoints.c.position).where(checkpoints.c.name.in_(names))).scalars().all()
+    if len(found) < len(names):
+        return 0
+    return min(int(p) for p in found)
+
+
+def _counts(session: Row | None) -> MessageCounts:
+    if session is None:
+        return MessageCounts()
+    by_role = {role: int(session[f"messages_{role}"]) for role in ROLES}
+    return MessageCounts(**by_role, total=int(session["messages_total"]),
+                         retracted=int(session["messages_retracted"]))
+
+
+def load_settings(conn: sa.Connection, stream_id: str,
+                  scope: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """Resolved settings (session over scope) and where each came from, in key order."""
+    resolved: dict[str, tuple[str, str]] = {}
+    for row in conn.execute(sa.select(scope_settings.c.key, scope_settings.c.value)
+                            .where(scope_settings.c.scope == scope)):
+        resolved[row.key] = (row.value, "scope")
+    for row in conn.execute(sa.select(session_settings.c.key, session_settings.c.value)
+                            .where(session_settings.c.stream_id == stream_id)):
+        resolved[row.key] = (row.value, "session")
+    keys = sorted(resolved)
+    return ({k: json.loads(resolved[k][0]) for k in keys}, {k: resolved[k][1] for k in keys})
+
+
+def load_card(conn: sa.Connection, stream_id: str) -> dict[str, Any]:
+    """The session's card fields, in field-name order."""
+    rows = conn.execute(sa.select(card_fields.c.field, card_fields.c.value)
+                        .where(card_fields.c.stream_id == stream_id)
+                        .order_by(card_fields.c.field))
+    return {row.field: json.loads(row.value) for row in rows}
+
+
+# -- history ------------------------------------------------------------------------------
+
+def _message(row: Row) -> Message:
+    return Message(seq=int(row["seq"]), message_id=row["message_id"], role=row["role"],
+                   name=row["name"], content=row["content"], position=int(row["position"]),
+                   recorded_at=row["recorded_at"])
+
+
+def _messages(conn: sa.Connection, stream_id: str, after_seq: int | None = None,
+              through_seq: int | None = None) -> tuple[Message, ...]:
+    """Non-retracted messages with ``after_seq < seq <= through_seq``, in seq order."""
+    query = sa.select(messages).where(messages.c.stream_id == stream_id,
+                                      messages.c.retracted.is_(False))
+    if after_seq is not None:
+        query = query.where(messages.c.seq > after_seq)
+    if through_seq is not None:
+        query = query.where(messages.c.seq <= through_seq)
+    # seq is the stream version: unique within a session, so it is a total order.
+    rows = conn.execute(query.order_by(messages.c.seq)).mappings()
+    return tuple(_message(row) for row in rows)
+
+
+def load_history(conn: sa.Connection, session: Row, request: ViewRequest) -> History:
+    """The chat history for ``request.history`` (``tail`` or ``full``)."""
+    stream_id = session["stream_id"]
+    summary = None
+    if session["summary_position"] is not None:
+        summary = HistorySummary(
+            summary=session["summary_text"],
+            through_message_id=session["summary_through_message_id"],
+            through_seq=session["summary_through_seq"],
+            position=int(session["summary_position"]))
+    through = None if summary is None else summary.through_seq
+    if request.history == "full" or through is None:
+        everything = _messages(conn, stream_id)
+        summarized = 0 if through is None else sum(1 for m in everything if m.seq <= through)
+        return History(summary=summary, messages=everything, complete=True,
+                       summarized_count=summarized)
+    tail = _messages(conn, stream_id, after_seq=through)
+    # messages_total counts the session's non-retracted messages, so the summarized ones
+    # are the rest: no need to count the (possibly long) summarized prefix.
+    summarized = int(session["messages_total"]) - len(tail)
+    prefix_tokens: int | None = None
+    prefix_through = 0
+    summarized_messages: tuple[Message, ...] = ()
+    if request.token_encoding is not None:
+        memo = load_history_memo(conn, stream_id=stream_id, encoding=request.token_encoding,
+                                 through_seq=through,
+                                 retracted_count=int(session["messages_retracted"]))
+        if memo is not None:
+            prefix_tokens, prefix_through = memo.tokens, memo.through_seq
+        summarized_messages = _messages(conn, stream_id, after_seq=prefix_through,
+                                        through_seq=through)
+    return History(summary=summary, messages=tail, complete=summarized == 0,
+                   summarized_count=summarized, prefix_tokens=prefix_tokens,
+                   prefix_through_seq=prefix_through, summarized_messages=summarized_messages)
+
+
+# -- tools --------------------------------------------------------------------------------
+
+def load_tools(conn: sa.Connection, scope: str) -> tuple[Tool, ...]:
+    """The scope's registered tools, by name."""
+    rows = conn.execute(sa.select(scope_tools).where(scope_tools.c.scope == scope)
+                        .order_by(scope_tools.c.name)).mappings()
+    return tuple(Tool(name=r["name"], tool_type=r["tool_type"], server_name=r["server_name"],
+                      description=r["description"], position=int(r["position"]))
+                 for r in rows)
+
+
+def _use_seek(column: sa.ColumnElement[Any], bound: sa.ColumnElement[bool],
+              newest: bool) -> sa.ScalarSelect[Any]:
+    """``column`` of the tool's newest use satisfying ``bound`` (oldest if not ``newest``):
+    one seek on ``ix_tool_uses_window``, correlated with the outer ``tool_usage`` row."""
+    order = ((tool_uses.c.used_at.desc(), tool_uses.c.seq.desc()) if newest
+             else (tool_uses.c.used_at.asc(), tool_uses.c.seq.asc()))
+    return (sa.select(column)
+            .where(tool_uses.c.scope == tool_usage.c.scope,
+                   tool_uses.c.tool_name == tool_usage.c.tool_name, bound)
+            .order_by(*order).limit(1).scalar_subquery())
+
+
+def load_tool_usage(conn: sa.Connection, scope: str,
+                    window: tuple[datetime, datetime] | None) -> tuple[ToolUsage, ...]:
+    """Usage of every tool used in the scope, by name; window counts when a window is given.
+
+    Uses of a tool are numbered 1, 2, 3... in time order, so the count in ``[lo, hi]`` is
+    the number of the last use at or before ``hi`` minus that of the first use at or after
+    ``lo``, plus one.
+    """
+    columns: list[Any] = [tool_usage.c.tool_name, tool_usage.c.server_name,
+                          tool_usage.c.lifetime_count, tool_usage.c.last_used]
+    if window is not None:
+        lo, hi = window
+        columns += [
+            _use_seek(tool_uses.c.seq, tool_uses.c.used_at >= lo, newest=False).label("first"),
+            _use_seek(tool_uses.c.seq, tool_uses.c.used_at <= hi, newest=True).label("last"),
+            _use_seek(tool_uses.c.used_at, tool_uses.c.used_at <= hi,
+                      newest=True).label("last_at"),
+        ]
+    rows = conn.execute(sa.select(*columns).where(tool_usage.c.scope == scope)
+                        .order_by(tool_usage.c.tool_name)).mappings()
+    out = []
+    for r in rows:
+        count, last_at = 0, None
+        if window is not None and r["first"] is not None and r["last"] is not None:
+            count = max(0, int(r["last"]) - int(r["first"]) + 1)
+            last_at = r["last_at"] if count else None
+        out.append(ToolUsage(tool_name=r["tool_name"], server_name=r["server_name"],
+                             window_count=count, window_last_used=last_at,
+                             lifetime_count=int(r["lifetime_count"]),
+                             lifetime_last_used=r["last_used"]))
+    return tuple(out)
+
+
+# -- scope-wide sections ------------------------------------------------------------------
+
+def load_observations(conn: sa.Connection, scope: str, limit: int) -> tuple[Observation, ...]:
+    """The scope's ``limit`` most recent observations, oldest first."""
+    if limit <= 0:
+        return ()
+    rows = conn.execute(sa.select(observations).where(observations.c.scope == scope)
+                        .order_by(observations.c.position.desc()).limit(limit)).mappings()
+    newest_first = [Observation(kind=r["kind"], content=r["content"], source=r["source"],
+                                recorded_at=r["recorded_at"], position=int(r["position"]),
+                                stream_id=r["stream_id"]) for r in rows]
+    return tuple(reversed(newest_first))
+
+
+def load_previous_session(conn: sa.Connection, scope: str,
+                          stream_id: str) -> PreviousSession | None:
+    """The scope's most recently ended session other than ``stream_id``."""
+    row = conn.execute(
+        sa.select(sessions.c.stream_id, sessions.c.end_summary, sessions.c.ended_at,
+                  sessions.c.ended_position)
+        .where(sessions.c.scope == scope, sessions.c.ended_position.is_not(None),
+               sessions.c.stream_id != stream_id)
+        .order_by(sessions.c.ended_position.desc()).limit(1)).mappings().first()
+    if row is None:
+        return None
+    return PreviousSession(stream_id=row["stream_id"], summary=row["end_summary"],
+                           ended_at=row["ended_at"], position=int(row["ended_position"]))
+
+
+# -- session sections ---------------------------------------------------------------------
+
+def load_items(conn: sa.Connection, stream_id: str) -> tuple[Item, ...]:
+    """The session's context items in put order."""
+    # Each put is its own event, so positions are unique: a total order.
+    rows = conn.execute(sa.select(context_items).where(context_items.c.stream_id == stream_id)
+                        .order_by(context_items.c.position)).mappings()
+    return tuple(Item(item_id=r["item_id"], kind=r["kind"], content=r["content"],
+                      chapter=r["chapter"], position=int(r["position"]),
+                      **{flag: r[flag] for flag in FLAGS})
+                 for r in rows)
+
+
+def load_documents(conn: sa.Connection, stream_id: str) -> tuple[Document, ...]:
+    """The session's documents by doc_id; content as stored (a string or an object)."""
+    rows = conn.execute(sa.select(documents).where(documents.c.stream_id == stream_id)
+                        .order_by(documents.c.doc_id)).mappings()
+    return tuple(Document(doc_id=r["doc_id"], kind=r["kind"], content=json.loads(r["content"]),
+                          position=int(r["position"])) for r in rows)
+
+
+def load_sources(conn: sa.Connection, scope: str) -> tuple[Source, ...]:
+    """The scope's registered sources by (source_id, version)."""
+    rows = conn.execute(sa.select(knowledge_sources).where(knowledge_sources.c.scope == scope)
+                        .order_by(knowledge_sources.c.source_id,
+                                  knowledge_sources.c.version)).mappings()
+    return tuple(Source(source_id=r["source_id"], version=r["version"], trust=float(r["trust"]),
+                        neutral=r["neutral"], compliance=_json(r["compliance"]))
+                 for r in rows)
+
+
+def load_snippets(conn: sa.Connection, scope: str) -> tuple[Snippet, ...]:
+    """The scope's snippets by snippet_id."""
+    rows = conn.execute(sa.select(knowledge_snippets)
+                        .where(knowledge_snippets.c.scope == scope)
+                        .order_by(knowledge_snippets.c.snippet_id)).mappings()
+    return tuple(Snippet(snippet_id=r["snippet_id"], source_id=r["source_id"],
+                         source_version=r["source_version"], text=r["text"],
+                         entities=tuple(json.loads(r["entities"])), position=int(r["position"]))
+                 for r in rows)
+
+
+def load_entities(conn: sa.Connection, scope: str) -> tuple[Entity, ...]:
+    """The scope's entities by entity_id."""
+    rows = conn.execute(sa.select(knowledge_entities)
+                        .where(knowledge_entities.c.scope == scope)
+                        .order_by(knowledge_entities.c.entity_id)).mappings()
+    return tuple(Entity(entity_id=r["entity_id"], name=r["name"],
+                        facts=tuple(EntityFact(text=f["text"], critical=bool(f["critical"]))
+                                    for f in json.loads(r["facts"])),
+                        tags=tuple(json.loads(r["tags"])))
+                 for r in rows)
+
+
+def load_persona(conn: sa.Connection, stream_id: str) -> Persona | None:
+    """The session's persona, if one was set."""
+    row = conn.execute(sa.select(personas).where(personas.c.stream_id == stream_id)
+                       ).mappings().first()
+    if row is None:
+        return None
+    return Persona(agent_id=row["agent_id"],
+                   knowledge_scope=tuple(json.loads(row["knowledge_scope"])),
+                   beliefs=_json(row["beliefs"]))
+
+
+def _json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+

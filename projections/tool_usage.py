@@ -1,0 +1,82 @@
+"""Tool usage per scope: lifetime count and last use per tool, plus every use's exact time.
+
+Each use gets ``seq`` = the tool's lifetime count after that use, so the number of uses
+in a window ``[lo, hi]`` is ``seq(last use <= hi) - seq(first use >= lo) + 1``: two index
+seeks on ``(scope, tool_name, used_at, seq)``, whatever the history length. The formula
+only needs the rows inside the window, so the nightly job may prune older raw rows.
+
+``used_at`` is the event's ``recorded_at`` clamped to be non-decreasing per tool: if the
+clock steps back, a use is stamped with the tool's previous ``last_used``. That keeps
+``seq`` and ``used_at`` in the same order, which the window arithmetic relies on.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import sqlalchemy as sa
+
+from projections.base import Projection, metadata
+from projections.rowstore import RowStore
+from projections.session_scopes import record_session_scope, session_scope, session_scope_table
+from store.catalog import stream_kind
+from store.records import RecordedEvent
+from store.schema import UTCDateTime
+
+tool_usage_scopes = session_scope_table("tool_usage_session_scopes")
+"""The scope each session's uses are attributed to."""
+
+tool_usage = sa.Table(
+    "tool_usage",
+    metadata,
+    sa.Column("scope", sa.Text, primary_key=True),
+    sa.Column("tool_name", sa.Text, primary_key=True),
+    sa.Column("server_name", sa.Text),
+    sa.Column("lifetime_count", sa.Integer, nullable=False),
+    sa.Column("last_used", UTCDateTime, nullable=False),
+)
+"""Lifetime figures per (scope, tool); ``server_name`` is the last one reported."""
+
+tool_uses = sa.Table(
+    "tool_uses",
+    metadata,
+    sa.Column("scope", sa.Text, primary_key=True),
+    sa.Column("tool_name", sa.Text, primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("used_at", UTCDateTime, nullable=False),
+    sa.Index("ix_tool_uses_window", "scope", "tool_name", "used_at", "seq"),
+)
+"""One row per use; ``seq`` is the lifetime count after the use (1, 2, 3...)."""
+
+
+class ToolUsageProjection(Projection):
+    """Lifetime and exact-time usage of tools, attributed to the session's scope."""
+
+    name: ClassVar[str] = "tool_usage"
+    version: ClassVar[int] = 1
+    tables: ClassVar[tuple[sa.Table, ...]] = (tool_usage_scopes, tool_usage, tool_uses)
+    handles: ClassVar[frozenset[str]] = frozenset({"session.started", "tool.used"})
+
+    def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        """Record the session's scope, or count one use (two primary-key reads)."""
+        if stream_kind(event.stream_id) != "session":
+            return
+        if event.type == "session.started":
+            record_session_scope(tool_usage_scopes, event, rows)
+            return
+        data = event.data
+        scope = session_scope(tool_usage_scopes, event.stream_id, rows)
+        name = data["tool_name"]
+        # The previous count is needed for seq, the previous time for clamping.
+        prior = rows.get(tool_usage, (scope, name))
+        count = 1 if prior is None else int(prior["lifetime_count"]) + 1
+        used_at = event.recorded_at
+        if prior is not None and prior["last_used"] > used_at:
+            used_at = prior["last_used"]
+        server = data.get("server_name")
+        if server is None and prior is not None:
+            server = prior["server_name"]
+        rows.put(tool_usage, {"scope": scope, "tool_name": name, "server_name": server,
+                              "lifetime_count": count, "last_used": used_at})
+        rows.put(tool_uses, {"scope": scope, "tool_name": name, "seq": count,
+                             "used_at": used_at})

@@ -1,0 +1,189 @@
+"""The shared budget and decision engine, exercised directly."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from assembler.digest import compute_digest
+from assembler.engine import (
+    Candidate,
+    Engine,
+    EngineError,
+    SectionLayout,
+    ShedStep,
+    total_of,
+)
+from assembler.model import Assembly
+from assembler.reports import SessionReport
+from assembler.text import cut, shorten_to
+from assembler.tokens import CHARS4, TokenCounter
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def report() -> SessionReport:
+    return SessionReport(chars=0, max_chars=1, welcome=False, observations={},
+                         tool_section_chars=0, tool_section_budget=1, more_available=0,
+                         usage_window_start=NOW - timedelta(days=7), usage_window_end=NOW,
+                         max_usage=1, tools=[])
+
+
+def finish(engine: Engine, layout: Sequence[SectionLayout],
+           framing: Sequence[str] = ()) -> Assembly:
+    return engine.finish(profile="session", policy_version="session@1", session="s",
+                         position=1, now=NOW, text="t", layout=layout, report=report(),
+                         framing=framing)
+
+
+def lines(engine: Engine, sizes: Sequence[int], section: str = "s") -> list[Candidate]:
+    return [engine.candidate(f"i{index}", section, "x" * size)
+            for index, size in enumerate(sizes)]
+
+
+def test_admit_while_fits_stops_at_the_first_misfit() -> None:
+    engine = Engine(TokenCounter(CHARS4))
+    candidates = lines(engine, [40, 40, 30, 5])
+    kept = engine.admit_while_fits(candidates, limit=100, unit="chars",
+                                   measure=total_of("chars"), reason_in="fits",
+                                   reason_out="over_section_budget")
+    assert [c.id for c in kept] == ["i0", "i1"]
+    third, fourth = engine.decision(candidates[2]), engine.decision(candidates[3])
+    assert (third.action, third.reason, third.detail["size_with"]) == (
+        "dropped", "over_section_budget", 110)
+    # A later, shorter item does not jump the order.
+    assert (fourth.action, fourth.detail["after_misfit"]) == ("dropped", True)
+    assert engine.decision(candidates[0]).detail == {"size_with": 40, "limit": 100,
+                                                     "unit": "chars"}
+
+
+def test_admit_while_fits_can_skip_misfits() -> None:
+    engine = Engine(TokenCounter(CHARS4))
+    candidates = lines(engine, [40, 40, 30, 5])
+    kept = engine.admit_while_fits(candidates, limit=100, unit="chars",
+                                   measure=total_of("chars"), reason_in="fits",
+                                   reason_out="over", stop_at_first_misfit=False)
+    assert [c.id for c in kept] == ["i0", "i1", "i3"]
+
+
+def test_budgets_in_tokens_use_token_counts() -> None:
+    counter = TokenCounter()
+    engine = Engine(counter)
+    texts = ["alpha beta gamma delta", "one two", "three four five six seven eight"]
+    candidates = [engine.candidate(f"t{i}", "s", text) for i, text in enumerate(texts)]
+    limit = counter.count(texts[0]) + counter.count(texts[1])
+    kept = engine.admit_while_fits(candidates, limit=limit, unit="tokens",
+                                   measure=total_of("tokens"), reason_in="fits",
+                                   reason_out="over_tier_budget")
+    assert [c.id for c in kept] == ["t0", "t1"]
+    assert engine.decision(candidates[2]).detail["unit"] == "tokens"
+
+
+def test_shed_drops_in_order_and_stops_once_it_fits() -> None:
+    engine = Engine(TokenCounter(CHARS4))
+    a, b, c, d = lines(engine, [50, 30, 20, 10])
+    for item in (a, b, c, d):
+        engine.include(item, "candidate")
+    result = engine.shed_until_fits([a, b, c, d], [ShedStep((c,)), ShedStep((b, d)),
+                                                   ShedStep((a,))],
+                                    limit=60, unit="chars", measure=total_of("chars"),
+                                    reason="over_total_budget")
+    assert [x.id for x in result.kept] == ["i0"]
+    assert result.fits and result.size == 50
+    assert engine.decision(c).detail["size_before"] == 110
+    assert engine.decision(b).detail["size_after"] == 50
+    assert engine.decision(a).action == "included"
+    dropped = engine.decision(d)
+    assert (dropped.action, dropped.reason, dropped.detail["previous_reason"]) == (
+        "dropped", "over_total_budget", "candidate")
+
+
+def test_shed_can_shorten_and_reports_a_miss() -> None:
+    engine = Engine(TokenCounter(CHARS4))
+    long, keep = lines(engine, [100, 80])
+    engine.include(long, "x")
+    engine.include(keep, "x")
+
+    def shrink(item: Candidate, overflow: int) -> str:
+        return shorten_to(item.text, item.chars - overflow)
+
+    result = engine.shed_until_fits([long, keep], [ShedStep((long,), shrink=shrink)],
+                                    limit=150, unit="chars", measure=total_of("chars"),
+                                    reason="over")
+    assert result.fits and result.size == 150
+    decision = engine.decision(long)
+    assert decision.action == "truncated"
+    assert (decision.detail["chars_before"], decision.detail["chars_after"]) == (100, 70)
+    assert engine.current(long).text.endswith("...")
+
+    engine2 = Engine(TokenCounter(CHARS4))
+    (only,) = lines(engine2, [100])
+    engine2.include(only, "x")
+    missed = engine2.shed_until_fits([only], [], limit=10, unit="chars",
+                                     measure=total_of("chars"), reason="over")
+    assert not missed.fits and missed.size == 100
+
+
+def test_finish_totals_and_checks_the_layout() -> None:
+    counter = TokenCounter()
+    engine = Engine(counter)
+    one = engine.candidate("one", "first", "The first item.")
+    two = engine.candidate("two", "second", "The second item, a bit longer.")
+    gone = engine.candidate("gone", "second", "never shown")
+    engine.include(one, "ok")
+    engine.include(two, "ok")
+    engine.exclude(gone, "masked", "outside_knowledge_scope")
+    assembly = finish(engine, [SectionLayout("first", [one], framing=["## First"], tier="hot"),
+                               SectionLayout("second", [two], tier="warm")],
+                      framing=["HEADER"])
+    first, second = assembly.sections
+    assert first.framing_tokens == counter.count("## First")
+    assert first.tokens == counter.count("The first item.") + first.framing_tokens
+    assert assembly.tokens.sections == {"first": first.tokens, "second": second.tokens}
+    assert assembly.tokens.tiers == {"hot": first.tokens, "warm": second.tokens}
+    assert assembly.tokens.framing == counter.count("HEADER")
+    assert assembly.tokens.total == first.tokens + second.tokens + counter.count("HEADER")
+    assert [d.item for d in assembly.decisions] == ["one", "two", "gone"]
+    assert assembly.decision("gone").action == "masked"
+    assert assembly.digest == compute_digest(assembly)
+
+
+def test_finish_refuses_inconsistent_decisions() -> None:
+    engine = Engine(TokenCounter(CHARS4))
+    a, b = lines(engine, [4, 4])
+    engine.include(a, "ok")
+    with pytest.raises(EngineError, match="no decision"):
+        finish(engine, [SectionLayout("s", [a])])
+    engine.exclude(b, "dropped", "over")
+    with pytest.raises(EngineError, match="laid out but its decision is 'dropped'"):
+        finish(engine, [SectionLayout("s", [a, b])])
+    with pytest.raises(EngineError, match="missing from the layout"):
+        finish(engine, [])
+    with pytest.raises(EngineError, match="twice"):
+        finish(engine, [SectionLayout("s", [a]), SectionLayout("t", [a])])
+    with pytest.raises(EngineError, match="registered twice"):
+        engine.candidate("i0", "s", "again")
+    with pytest.raises(EngineError, match="cannot record"):
+        engine.exclude(a, "included", "nope")
+
+
+def test_details_are_rounded_and_timestamps_fixed() -> None:
+    engine = Engine(TokenCounter(CHARS4))
+    (item,) = lines(engine, [3])
+    engine.include(item, "ok", score=0.1 + 0.2, when=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+                   negative_zero=-0.0)
+    detail = engine.decision(item).detail
+    assert detail == {"score": 0.3, "when": "2026-01-02T03:04:05.000000Z",
+                      "negative_zero": 0.0}
+    with pytest.raises(EngineError, match="non-finite"):
+        engine.include(item, "ok", score=float("nan"))
+
+
+def test_text_helpers() -> None:
+    assert cut("a" * 121, 120) == "a" * 120 + "..."
+    assert cut("a" * 120, 120) == "a" * 120
+    assert shorten_to("abcdefghij", 6) == "abc..."
+    assert shorten_to("abc", 6) == "abc"
+    assert shorten_to("abcdefghij", 2) == ""

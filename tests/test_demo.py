@@ -1,0 +1,214 @@
+"""``ctxledger demo`` and the example sessions it loads.
+
+The examples are the fixtures later profiles build on, so their contents are checked
+here too: each must hold what its profile will need.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from ctxledger import Ledger
+from ctxledger.cli import app
+from ctxledger.cli_errors import DEBUG_ENV_VAR
+from ctxledger.config import ENV_VAR
+from ctxledger.demo import EXAMPLES_DIR, ExampleEvent, read_example_file, read_examples
+from store.catalog import CATALOG, ItemKind, stream_kind
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    """A runner that cannot reach a real ledger through the environment."""
+    return CliRunner(env={ENV_VAR: None, DEBUG_ENV_VAR: None, "COLUMNS": "160"})
+
+
+def _examples() -> list[ExampleEvent]:
+    return read_examples(sorted(EXAMPLES_DIR.glob("*.jsonl")))
+
+
+def _file(name: str) -> list[ExampleEvent]:
+    return read_example_file(EXAMPLES_DIR / name)
+
+
+def _of_type(events: list[ExampleEvent], type_name: str) -> list[dict[str, Any]]:
+    return [e.event["data"] for e in events if e.event["type"] == type_name]
+
+
+def _sessions(events: list[ExampleEvent]) -> list[str]:
+    return sorted({e.stream for e in events if stream_kind(e.stream) == "session"})
+
+
+# -- the demo command ---------------------------------------------------------------------------
+
+
+def test_demo_prints_every_example_session(runner: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    result = runner.invoke(app, ["demo", "--db", url])
+    assert result.exit_code == 0, result.stderr
+    examples = _examples()
+    for path in EXAMPLES_DIR.glob("*.jsonl"):
+        assert f"examples/{path.name}" in result.stdout
+    for session in _sessions(examples):
+        assert re.search(rf"^state {re.escape(session)}\s*$", result.stdout, re.MULTILINE), \
+            session
+    assert f"{len(examples)} events in" in result.stdout
+    assert re.search(r"result\s+│\s+ok", result.stdout)
+
+    with Ledger.open(url) as ledger:
+        stored = ledger.events()
+    assert len(stored) == len(examples)
+    # The demo drives the clock: every event is recorded at its example's time, in order.
+    assert [(e.stream_id, e.type, e.recorded_at) for e in stored] == \
+        [(x.stream, x.event["type"], x.at) for x in examples]
+
+
+def test_demo_twice_on_one_database_is_idempotent(runner: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    first = runner.invoke(app, ["demo", "--db", url])
+    second = runner.invoke(app, ["--db", url, "demo"])  # the global --db works too
+    assert (first.exit_code, second.exit_code) == (0, 0), second.stderr
+    with Ledger.open(url) as ledger:
+        assert ledger.head() == len(_examples())
+
+
+def test_demo_shows_only_the_examples_of_a_busy_database(runner: CliRunner,
+                                                        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'busy.db'}"
+    with Ledger.open(url) as ledger:
+        ledger.append("unrelated-chat", {"type": "session.started", "data": {}})
+    result = runner.invoke(app, ["demo", "--db", url])
+    assert result.exit_code == 0, result.stderr
+    assert "unrelated-chat" not in result.stdout
+    examples = _examples()
+    assert f"{len(examples)} events in" in result.stdout
+    assert f"head position {len(examples) + 1}" in result.stdout
+
+
+def test_demo_defaults_to_a_temporary_database(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["demo"], env={ENV_VAR: f"sqlite:///{tmp_path / 'real.db'}"})
+    assert result.exit_code == 0, result.stderr
+    assert "temporary" in result.stdout
+    assert not (tmp_path / "real.db").exists()  # $CTXLEDGER_DB is never written by the demo
+
+
+def _demo_with(runner: CliRunner, tmp_path: Path, files: dict[str, str]) -> Result:
+    folder = tmp_path / "examples"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return runner.invoke(app, ["demo", "--db", f"sqlite:///{tmp_path / 'd.db'}",
+                               "--examples", str(folder)])
+
+
+_GOOD = ('{"stream": "s-1", "at": "2025-01-01T10:00:00Z", "type": "session.started",'
+         ' "data": {"scope": "x"}}\n')
+
+
+@pytest.mark.parametrize(("files", "needle"), [
+    pytest.param({}, "no example files", id="empty-folder"),
+    pytest.param({"a.jsonl": _GOOD + "{broken\n"}, "a.jsonl line 2: invalid JSON",
+                 id="broken-json"),
+    pytest.param({"a.jsonl": _GOOD + _GOOD.replace("10:00", "09:00")},
+                 "a.jsonl line 2: 'at' goes back in time", id="time-goes-back"),
+    pytest.param({"a.jsonl": _GOOD.replace("Z", "")}, "a.jsonl line 1: 'at' needs a zone",
+                 id="naive-time"),
+    pytest.param({"a.jsonl": _GOOD + _GOOD.replace("session.started", "session.paused")},
+                 "a.jsonl line 2: unknown event type 'session.paused'", id="unknown-type"),
+    pytest.param({"a.jsonl": _GOOD.replace('"stream"', '"streem"')},
+                 "a.jsonl line 1: unknown key(s): streem", id="unknown-key"),
+])
+def test_bad_examples_are_one_line_errors(runner: CliRunner, tmp_path: Path,
+                                          files: dict[str, str], needle: str) -> None:
+    result = _demo_with(runner, tmp_path, files)
+    assert result.exit_code == 1, result.stdout
+    assert result.stderr.splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith("error: ") and needle in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_examples_of_all_files_are_appended_in_time_order(runner: CliRunner,
+                                                          tmp_path: Path) -> None:
+    late = _GOOD.replace("s-1", "s-late").replace("10:00", "12:00")
+    early = _GOOD.replace("s-1", "s-early").replace("10:00", "08:00")
+    result = _demo_with(runner, tmp_path, {"a.jsonl": late, "b.jsonl": early})
+    assert result.exit_code == 0, result.stderr
+    with Ledger.open(f"sqlite:///{tmp_path / 'd.db'}") as ledger:
+        assert [e.stream_id for e in ledger.events()] == ["s-early", "s-late"]
+
+
+# -- what each example holds (later profiles rely on it) ----------------------------------------
+
+
+def test_every_example_line_is_readable_json_with_the_documented_keys() -> None:
+    for path in sorted(EXAMPLES_DIR.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            raw = json.loads(line)
+            assert {"stream", "at", "type", "data"} <= set(raw) <= {
+                "stream", "at", "type", "data", "id", "metadata"}
+            assert raw["type"] in CATALOG
+
+
+def test_card_example() -> None:
+    events = _file("card.jsonl")
+    (card,) = _of_type(events, "card.set")
+    v2_fields = {"name", "description", "personality", "scenario", "first_mes", "mes_example",
+                 "system_prompt", "post_history_instructions"}
+    assert v2_fields <= set(card) and all(card[f] for f in v2_fields)
+    levels = [(e.stream, e.event["data"]["value"]) for e in events
+              if e.event["type"] == "setting.changed"
+              and e.event["data"]["key"] == "compression_level"]
+    assert {stream_kind(stream) for stream, _ in levels} == {"scope", "session"}
+    messages = _of_type(events, "message.appended")
+    (retracted,) = _of_type(events, "message.retracted")
+    assert retracted["message_id"] in {m["message_id"] for m in messages}
+    assert len(messages) - 1 >= 12
+    (summary,) = _of_type(events, "history.summarized")
+    assert summary["through_message_id"] in {m["message_id"] for m in messages}
+
+
+def test_session_example() -> None:
+    events = _file("session.jsonl")
+    tools = _of_type(events, "tool.registered")
+    assert len(tools) >= 12
+    kinds = Counter(t["tool_type"] for t in tools)
+    assert kinds["builtin"] >= 1 and kinds["mcp_server"] >= 1 and kinds["mcp_tool"] >= 2
+    servers = {t["server_name"] for t in tools if t["tool_type"] == "mcp_server"}
+    for tool in (t for t in tools if t["tool_type"] == "mcp_tool"):
+        match = re.match(r"^mcp__([^_]+(?:_[^_]+)*)__", tool["name"])
+        assert match is not None and match.group(1) in servers
+    uses = [e.at for e in events if e.event["type"] == "tool.used"]
+    assert (max(uses) - min(uses)).days >= 10
+    observations = {o["kind"] for o in _of_type(events, "observation.recorded")}
+    assert observations == {"change", "decision", "finding", "reference"}
+    ended = [e for e in events if e.event["type"] == "session.ended"]
+    assert ended and ended[-1].event["data"]["summary"]
+    current = events[-1].stream
+    assert current not in {e.stream for e in ended}
+    assert {stream_kind(e.stream) for e in events} == {"scope", "session"}
+
+
+def test_novel_example() -> None:
+    events = _file("novel.jsonl")
+    assert _of_type(events, "chapter.moved")
+    assert {i["kind"] for i in _of_type(events, "item.put")} == set(get_args(ItemKind))
+
+
+def test_brief_example() -> None:
+    events = _file("brief.jsonl")
+    sources = {(s["source_id"], s["version"]) for s in _of_type(events, "source.registered")}
+    snippets = _of_type(events, "snippet.added")
+    assert sources and snippets and all(s["entities"] for s in snippets)
+    entities = {e["entity_id"] for e in _of_type(events, "entity.put")}
+    assert {name for s in snippets for name in s["entities"]} <= entities
+    (persona,) = _of_type(events, "persona.set")
+    assert persona["knowledge_scope"]
+    assert _of_type(events, "message.appended")
+    # Provenance cases for later: at least one snippet cites an unregistered version.
+    assert any((s["source_id"], s["source_version"]) not in sources for s in snippets)

@@ -136,7 +136,7 @@ def _statement(dialect: Dialect, name: str) -> DriverStatement:
 
 
 _BY_EVENT_ID = sa.select(
-    events.c.event_id, events.c.stream_id, events.c.type, events.c.data,
+    events.c.event_id, events.c.stream_id, events.c.type, events.c.data, events.c.metadata,
     events.c.position, events.c.stream_version,
 ).where(events.c.event_id.in_(sa.bindparam("ids", expanding=True)))
 
@@ -173,8 +173,9 @@ def find_existing(conn: sa.Connection, stream_id: str,
                 f"event id {first} is already stored but this batch has new events too;"
                 " a retry must resend the original batch unchanged"
             )
-        if (row.stream_id, row.type, row.data) != (stream_id, prepared.event.type,
-                                                   prepared.data_json):
+        # Metadata is covered by the hash, so it is part of "the same content".
+        if (row.stream_id, row.type, row.data, row.metadata) != (
+                stream_id, prepared.event.type, prepared.data_json, prepared.metadata_json):
             raise IdempotencyError(
                 f"event id {prepared.event.event_id} is already stored with different content"
             )

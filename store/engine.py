@@ -21,6 +21,8 @@ from store.errors import LedgerError
 from store.schema import UTCDateTime
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+READ_ONLY_OPTION = "ctxledger_read_only"
+"""Execution option marking a connection that only reads (deferred BEGIN on SQLite)."""
 
 
 def is_memory_sqlite(url: URL) -> bool:
@@ -73,10 +75,14 @@ def _configure_sqlite(engine: Engine, *, memory: bool) -> None:
     def _on_begin(conn: sa.Connection) -> None:
         # Straight to the driver: exec_driver_sql would cost more than the BEGIN itself.
         dbapi_conn: Any = conn.connection.dbapi_connection
+        # Writers take the lock up front; readers stay deferred so WAL lets them run
+        # beside a writer.
+        begin = ("BEGIN" if conn.get_execution_options().get(READ_ONLY_OPTION)
+                 else "BEGIN IMMEDIATE")
         try:
-            dbapi_conn.execute("BEGIN IMMEDIATE")
+            dbapi_conn.execute(begin)
         except sqlite3.Error as exc:
-            raise sa.exc.DBAPIError.instance("BEGIN IMMEDIATE", None, exc, sqlite3.Error,
+            raise sa.exc.DBAPIError.instance(begin, None, exc, sqlite3.Error,
                                              dialect=conn.dialect) from exc
 
 

@@ -21,6 +21,7 @@ from store.append import (
     stream_head,
 )
 from store.clock import Clock, system_clock
+from store.engine import READ_ONLY_OPTION
 from store.errors import EventValidationError, LedgerError
 from store.records import AppendResult, NewEvent, RecordedEvent
 from store.validate import DEFAULT_MAX_EVENT_BYTES, coerce_new_event, validate_event
@@ -114,13 +115,14 @@ class EventLog:
 
     @contextmanager
     def connection(self) -> Iterator[sa.Connection]:
-        """A read connection."""
+        """A read connection: on SQLite its transactions are deferred, so readers run
+        beside a writer (WAL) instead of taking the write lock."""
         if self._lock is None:
             with self.engine.connect() as conn:
-                yield conn
+                yield conn.execution_options(**{READ_ONLY_OPTION: True})
             return
         with self._lock, self.engine.connect() as conn:
-            yield conn
+            yield conn.execution_options(**{READ_ONLY_OPTION: True})
 
     def prepare(self, stream_id: str, batch: Sequence[EventInput]) -> list[PreparedEvent]:
         """Validate a batch before touching the database; raises on the first bad event."""
@@ -156,7 +158,8 @@ class EventLog:
         N requires the stream to be exactly at N (else ``ConcurrencyError``).
         """
         if expected_version is not None and (
-            not isinstance(expected_version, int) or expected_version < 0
+            isinstance(expected_version, bool)  # True would pass as version 1
+            or not isinstance(expected_version, int) or expected_version < 0
         ):
             raise EventValidationError("expected_version must be None or an integer >= 0")
         prepared = self.prepare(stream_id, batch)

@@ -106,8 +106,10 @@ class TokenCounter:
         """Look every unseen text up in the store at once (one round trip, not one each)."""
         if self._store is None:
             return
-        missing = sorted({content_hash(text) for text in texts}
-                         - self._memo.keys() - self._not_stored)
+        # Membership tests, not ``set - memo.keys()``: that would walk the whole memo.
+        memo, absent = self._memo, self._not_stored
+        missing = sorted({key for key in map(content_hash, texts)
+                          if key not in memo and key not in absent})
         if missing:
             self._consult_store(missing)
 

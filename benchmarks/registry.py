@@ -135,6 +135,41 @@ class AtLeast:
 
 
 @dataclass(frozen=True)
+class AtMostTimesPeer:
+    """ours / peer <= factor (times: lower is better), e.g. assembly at 100k vs 1k events."""
+
+    factor: float
+
+    def describe(self) -> str:
+        """e.g. '<= 1.2x'."""
+        return f"<= {self.factor:g}x"
+
+    def judge(self, ours: Measure, peer: Measure | None) -> tuple[float | None, bool]:
+        """Ratio of the times against the factor."""
+        assert peer is not None and peer.value > 0
+        ratio = ours.value / peer.value
+        return ratio, ratio <= self.factor
+
+
+@dataclass(frozen=True)
+class Exactly:
+    """An exact count, e.g. 1 tokenizer call after one new message. The values behind the
+    figure (``Measure.rounds``, e.g. one per history size) must all be exact too."""
+
+    expected: float
+    unit: str
+
+    def describe(self) -> str:
+        """e.g. '= 1 calls'."""
+        return f"= {self.expected:g} {self.unit}"
+
+    def judge(self, ours: Measure, peer: Measure | None) -> tuple[float | None, bool]:
+        """No ratio; the figure and every value behind it must equal the expected count."""
+        values = (ours.value, *ours.rounds)
+        return None, all(value == self.expected for value in values)
+
+
+@dataclass(frozen=True)
 class Comparison:
     """One row of the result table."""
 

@@ -164,6 +164,11 @@ class Ledger:
             new_counts = counter.new_counts()
             counter.mark_persisted()
         memo = getattr(getattr(result.report, "chat_history", None), "memo", None)
+        history = view.history
+        if (memo is not None and history is not None
+                and (history.prefix_through_seq, history.prefix_tokens)
+                == (memo.through_seq, memo.tokens)):
+            memo = None  # the memo just read is the one we would write: no write lock
         if new_counts or memo is not None:
             self._save_caches(session, new_counts, memo)
         return result

@@ -222,17 +222,28 @@ def load_history(conn: sa.Connection, session: Row, request: ViewRequest) -> His
     prefix_tokens: int | None = None
     prefix_through = 0
     summarized_messages: tuple[Message, ...] = ()
+    total_retracted = int(session["messages_retracted"])
+
+    def retracted_at(seq: int) -> int:
+        # Retracted messages with seq <= `seq`: the total minus those after it (a range
+        # of the (stream_id, seq) index that is the tail when `seq` is a recent summary).
+        after = conn.execute(sa.select(sa.func.count()).select_from(messages).where(
+            messages.c.stream_id == stream_id, messages.c.seq > seq,
+            messages.c.retracted.is_(True))).scalar_one()
+        return total_retracted - int(after)
+
+    summarized_retracted = retracted_at(through)
     if request.token_encoding is not None:
         memo = load_history_memo(conn, stream_id=stream_id, encoding=request.token_encoding,
-                                 through_seq=through,
-                                 retracted_count=int(session["messages_retracted"]))
+                                 through_seq=through, retracted_at=retracted_at)
         if memo is not None:
             prefix_tokens, prefix_through = memo.tokens, memo.through_seq
         summarized_messages = _messages(conn, stream_id, after_seq=prefix_through,
                                         through_seq=through)
     return History(summary=summary, messages=tail, complete=summarized == 0,
                    summarized_count=summarized, prefix_tokens=prefix_tokens,
-                   prefix_through_seq=prefix_through, summarized_messages=summarized_messages)
+                   prefix_through_seq=prefix_through, summarized_retracted=summarized_retracted,
+                   summarized_messages=summarized_messages)
 
 
 # -- tools --------------------------------------------------------------------------------

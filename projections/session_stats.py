@@ -72,8 +72,8 @@ class SessionStatsProjection(Projection):
 
     name: ClassVar[str] = "session_stats"
     # v2: appending an explicit message_id again replaces that message instead of
-    # counting it twice.
-    version: ClassVar[int] = 2
+    # counting it twice. v3: a replaced message counts as retracted.
+    version: ClassVar[int] = 3
     tables: ClassVar[tuple[sa.Table, ...]] = (sessions, messages)
     handles: ClassVar[frozenset[str]] = _SESSION_TYPES
 
@@ -99,6 +99,9 @@ class SessionStatsProjection(Projection):
                     old_role = f"messages_{old['role']}"
                     add[old_role] = add.get(old_role, 0) - 1
                     add["messages_total"] -= 1
+                    # The old message is withdrawn like a retraction; counting it keeps
+                    # token memos keyed on retractions from going stale.
+                    add["messages_retracted"] = 1
             rows.put(messages, {
                 "stream_id": event.stream_id,
                 "message_id": message_id,

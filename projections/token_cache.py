@@ -12,7 +12,7 @@ long as the content they describe does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -117,15 +117,19 @@ def store_history_memo(conn: sa.Connection, *, stream_id: str, encoding: str,
 
 
 def load_history_memo(conn: sa.Connection, *, stream_id: str, encoding: str,
-                      through_seq: int, retracted_count: int) -> HistoryMemo | None:
-    """The memo with the greatest ``through_seq <= through_seq`` taken at exactly
-    ``retracted_count`` retractions (a later retraction invalidates older memos)."""
+                      through_seq: int, retracted_at: Callable[[int], int]
+                      ) -> HistoryMemo | None:
+    """The memo with the greatest ``through_seq <= through_seq``, if no message at or
+    before its own ``through_seq`` was retracted since (``retracted_at(seq)`` gives the
+    number retracted now)."""
     memo = history_token_memo.c
     row = conn.execute(
-        sa.select(memo.through_seq, memo.tokens)
+        sa.select(memo.through_seq, memo.tokens, memo.retracted_count)
         .where(memo.stream_id == stream_id, memo.encoding == encoding,
-               memo.through_seq <= through_seq, memo.retracted_count == retracted_count)
+               memo.through_seq <= through_seq)
         .order_by(memo.through_seq.desc())
         .limit(1)
     ).first()
-    return None if row is None else HistoryMemo(int(row.through_seq), int(row.tokens))
+    if row is None or retracted_at(int(row.through_seq)) != int(row.retracted_count):
+        return None
+    return HistoryMemo(int(row.through_seq), int(row.tokens))

@@ -84,6 +84,9 @@ class History:
     """Memoized token total (``ViewRequest.token_encoding``) of the non-retracted messages
     with ``seq <= prefix_through_seq``; None when no memo applies."""
     prefix_through_seq: int = 0
+    summarized_retracted: int = 0
+    """Retracted messages with ``seq <= summary.through_seq``: the version of a memo
+    stored for this summary (later retractions, in the tail, do not change it)."""
     summarized_messages: tuple[Message, ...] = ()
     """With ``tail``: the summarized messages NOT covered by the memo
     (``prefix_through_seq < seq <= summary.through_seq``), so the tokens of everything the

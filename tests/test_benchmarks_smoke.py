@@ -34,13 +34,31 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "1000-event batches vs raw sqlite3 executemany",
         "1000-event batches vs eventsourcing batch save",
         "rebuild of every projection",
+        # --quick sizes: 300, 600 and 1,000 events.
+        "card assembly at 600 vs 300 events",
+        "card assembly at 1k vs 300 events",
+        "session assembly at 600 vs 300 events",
+        "session assembly at 1k vs 300 events",
+        "card re-assembly at 1k events, nothing new",
+        "card re-assembly at 1k events after one new message",
+        "card re-assembly after a retraction, 1k vs 300 events",
+        "session re-assembly at 1k events, nothing new",
+        "session re-assembly at 1k events after one new observation",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
-        assert row["ours"]["value"] > 0 and row["ours"]["unit"] == "ev/s"
+        unit = row["ours"]["unit"]
+        if row["leg"] in ("single", "batch", "rebuild"):
+            assert unit == "ev/s"
+        elif row["leg"] == "assemble" or row["peer"] is not None:
+            assert unit == row["peer"]["unit"] == "ms"
+        else:
+            assert unit == "calls"
+        # A tokenizer call count may be 0; rates and times may not.
+        assert row["ours"]["value"] >= 0 if unit == "calls" else row["ours"]["value"] > 0
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
-    for leg in ("single", "batch", "rebuild"):
+    for leg in ("single", "batch", "rebuild", "assemble", "reassemble"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

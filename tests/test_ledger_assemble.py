@@ -168,3 +168,31 @@ def test_assemble_bad_policy_json_is_one_line(chat_db: str, tmp_path: Path) -> N
                                       str(bad)])
     assert result.exit_code == 1
     assert "compression_level" in result.output and "Traceback" not in result.output
+
+
+def test_history_memo_survives_tail_retraction_but_not_prefix_changes(ledger: Ledger) -> None:
+    _chat(ledger, 8, level="chat_only")
+    ledger.append("chat", {"type": "history.summarized",
+                           "data": {"through_message_id": "m3", "summary": "Early talk."}})
+
+    def summarized_from() -> int | None:
+        report = ledger.assemble("chat", "card", now=NOW).report
+        assert isinstance(report, CardReport)
+        return report.chat_history.summarized_from
+
+    def without_memo() -> int | None:
+        policy = ledger.assemble("chat", "card", now=NOW).policy_version
+        with ledger.engine.begin() as conn:
+            conn.exec_driver_sql("DELETE FROM history_token_memo")
+        assert ledger.assemble("chat", "card", now=NOW).policy_version == policy
+        return summarized_from()
+
+    summarized_from()  # writes the memo
+    # Retracting a tail message keeps the memo valid; the figure matches a fresh count.
+    ledger.append("chat", {"type": "message.retracted", "data": {"message_id": "m7"}})
+    assert summarized_from() == without_memo()
+    # Re-using a summarized message's id moves it out of the prefix: the memo must not apply.
+    summarized_from()
+    ledger.append("chat", {"type": "message.appended", "data": {
+        "message_id": "m1", "role": "user", "content": "A much longer replacement line."}})
+    assert summarized_from() == without_memo()

@@ -52,14 +52,15 @@ def test_an_explicit_message_id_appended_again_replaces_the_message(ledger: Ledg
     ledger.append("s", [msg("user", "draft", "m1"), msg("assistant", "reply", "m2")])
     ledger.append("s", msg("assistant", "edited", "m1"))
     view = ledger.view("s", ViewRequest(history="full"))
-    assert view.counts == MessageCounts(assistant=2, total=2)
+    # The replaced draft is withdrawn: it counts as retracted, like an edit by retraction.
+    assert view.counts == MessageCounts(assistant=2, total=2, retracted=1)
     assert view.history is not None
     assert [(m.message_id, m.role, m.content) for m in view.history.messages] == [
         ("m2", "assistant", "reply"), ("m1", "assistant", "edited")]
     # Re-appending a retracted id brings a message back without undoing the retraction count.
     ledger.append("s", ev("message.retracted", message_id="m2"))
     ledger.append("s", msg("user", "back", "m2"))
-    assert ledger.view("s").counts == MessageCounts(user=1, assistant=1, total=2, retracted=1)
+    assert ledger.view("s").counts == MessageCounts(user=1, assistant=1, total=2, retracted=2)
 
 
 def test_chapter_scene_scope_and_activity(ledger: Ledger) -> None:

@@ -441,7 +441,7 @@ def _summarized_history(engine: Engine, view: SessionView, history: History,
     tail_tokens = sum(candidate.tokens for candidate in kept[1:])
     tokens = kept[0].tokens + tail_tokens
     memo = HistoryMemo(encoding=counter.encoding, through_seq=through,
-                       retracted_count=view.counts.retracted, tokens=replaced)
+                       retracted_count=history.summarized_retracted, tokens=replaced)
     return _HistoryResult(kept, tokens, ChatHistoryReport(
         tokens=tokens, summarized_from=replaced + tail_tokens, messages=len(kept) - 1,
         summarized_messages=history.summarized_count, summary_through_seq=through,

@@ -13,18 +13,26 @@ from every cache, so an assembly whose content was all counted before never load
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from assembler.encodings import EncodingLoader, default_loader
+
+# The cache key and the cache row are the token-count projection's own: one definition,
+# so the assembler and the table can never disagree on them.
+from projections import token_cache
+from projections.token_cache import content_hash as content_hash
 
 CHARS4 = "chars4"
 """The encoding name for the ceil(len/4) estimate."""
 
 DEFAULT_ENCODING = "cl100k_base"
+
+CachedCount = token_cache.TokenCount
+"""One row of the token cache (encoding, content_hash, tokens, method): what the facade
+persists after an assembly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,29 +43,12 @@ class TokenCount:
     method: str
 
 
-class CachedCount(NamedTuple):
-    """One row of the token cache: what the facade persists after an assembly.
-
-    Field order is ``projections.token_cache.store_counts``'s row order.
-    """
-
-    encoding: str
-    content_hash: str
-    tokens: int
-    method: str
-
-
 class TokenCountStore(Protocol):
     """A persistent token cache the counter may consult for texts it has not seen."""
 
     def load(self, encoding: str, hashes: Sequence[str]) -> Mapping[str, TokenCount]:
         """The stored counts among ``hashes`` for ``encoding`` (missing ones left out)."""
         ...
-
-
-def content_hash(text: str) -> str:
-    """The cache key of ``text``: hex SHA-256 of its UTF-8 bytes."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def chars4(text: str) -> int:

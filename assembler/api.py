@@ -4,11 +4,10 @@ How the facade (``Ledger.assemble``) drives them, in one read transaction::
 
     settings = load_session_view(conn, session, ViewRequest()).settings   # cheap
     policy   = policy_for(profile, settings)          # or parse_policy(FILE) for replay
-    view     = load_session_view(conn, session, request_for(profile, policy, now))
     counter  = counter_for(policy, store=<token_counts table adapter>)
-    result   = assemble(view, profile, now, policy, counter)
-    # then persist counter.new_counts() (token_counts) and, for card,
-    # result.report.chat_history.memo (history_token_memo)
+    view     = load_session_view(conn, session, request_for(profile, policy, now, counter))
+    result, caches = assemble_with_caches(view, profile, now, policy, counter)
+    # then persist counter.new_counts() (token_counts) and every cache write in `caches`
 
 ``assemble`` is a pure function of (view, profile, now, policy): no SQL, no clock, no
 randomness; the counter only memoizes counts, which are functions of the text.
@@ -30,6 +29,7 @@ from assembler.model import Assembly
 from assembler.policy import Policy, PolicyError
 from assembler.profiles import get_profile
 from assembler.tokens import TokenCounter, TokenCountStore
+from projections.token_cache import CacheWrite
 from projections.view import SessionView, ViewRequest
 from store.clock import ensure_utc
 
@@ -57,11 +57,16 @@ def parse_policy(data: Mapping[str, Any] | str | bytes) -> Policy:
                           ) from None
 
 
-def request_for(profile: str, policy: Policy, now: datetime) -> ViewRequest:
-    """What the read view must hold to assemble ``profile`` under ``policy`` at ``now``."""
+def request_for(profile: str, policy: Policy, now: datetime,
+                counter: TokenCounter | None = None) -> ViewRequest:
+    """What the read view must hold to assemble ``profile`` under ``policy`` at ``now``.
+
+    ``counter`` (default: a fresh one for the policy) measures a windowed history as the
+    assembly will count it; pass the one you will assemble with, to share its memo.
+    """
     found = get_profile(profile)
     _check_policy(found.name, found.policy_type, policy)
-    return found.request(policy, _utc(now))
+    return found.request(policy, _utc(now), counter or counter_for(policy))
 
 
 def counter_for(policy: Policy, *, store: TokenCountStore | None = None,
@@ -77,6 +82,13 @@ def assemble(view: SessionView, profile: str, now: datetime, policy: Policy | No
     ``policy`` defaults to ``policy_for(profile, view.settings)``; ``counter`` to a fresh
     counter for the policy's encoding (pass one to share its memo across assemblies).
     """
+    return assemble_with_caches(view, profile, now, policy, counter)[0]
+
+
+def assemble_with_caches(view: SessionView, profile: str, now: datetime,
+                         policy: Policy | None = None, counter: TokenCounter | None = None
+                         ) -> tuple[Assembly, tuple[CacheWrite, ...]]:
+    """``assemble``, plus the cache rows the profile computed on the way (to persist)."""
     found = get_profile(profile)
     if not view.exists:
         raise AssemblyError(f"unknown session {view.stream_id!r}")
@@ -88,7 +100,8 @@ def assemble(view: SessionView, profile: str, now: datetime, policy: Policy | No
     elif counter.encoding != policy.token_encoding:
         raise AssemblyError(f"token counter uses {counter.encoding!r} but the policy says "
                             f"{policy.token_encoding!r}")
-    return found.assemble(Engine(counter), view, _utc(now), policy)
+    engine = Engine(counter)
+    return found.assemble(engine, view, _utc(now), policy), engine.cache_writes
 
 
 def _check_policy(profile: str, expected: type[Policy], policy: Policy) -> None:
@@ -100,5 +113,5 @@ def _check_policy(profile: str, expected: type[Policy], policy: Policy) -> None:
 def _utc(now: datetime) -> datetime:
     try:
         return ensure_utc(now, "now")
-    except ValueError as exc:
-        raise AssemblyError(str(exc)) from None
+    except (ValueError, OverflowError) as exc:
+        raise AssemblyError(f"now: {exc}") from None

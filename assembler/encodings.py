@@ -18,6 +18,7 @@ itself) are loaded directly.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 import threading
@@ -31,6 +32,8 @@ from typing import Any
 import tiktoken
 
 from store.errors import LedgerError
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_DOWNLOAD_TIMEOUT = 10.0
 """Seconds allowed for downloading one vocabulary file (connect plus transfer)."""
@@ -213,6 +216,8 @@ def load_encoding(name: str, *, fetch: Fetch = http_fetch,
             return LoadedEncoding(name, _tiktoken_encoding(name), f"tiktoken:{name}")
         except Exception as exc:  # network, disk or hash trouble all mean "not available"
             problem = _one_line(exc)
+            _log.info("token encoding %s: the vocabulary could not be downloaded (%s); "
+                      "trying the offline copy", name, problem)
 
     offline = OFFLINE_FALLBACKS.get(name)
     if offline is not None:
@@ -245,6 +250,11 @@ class EncodingLoader:
                 loaded = load_encoding(name, fetch=self._fetch, timeout=self._timeout)
                 self._loaded[name] = loaded
             return loaded
+
+    def loaded(self) -> list[str]:
+        """Names of the encodings loaded so far, sorted."""
+        with self._lock:
+            return sorted(self._loaded)
 
 
 _default_loader = EncodingLoader()

@@ -1,26 +1,32 @@
 """The budget and decision engine every profile assembles through.
 
 A profile registers each thing it might put in the context as a ``Candidate`` (text plus
-its token count), then decides about it through the engine: a rule (``include``,
-``exclude``), a greedy fill under a budget (``admit_while_fits``), or shedding in a
-given order until a budget holds (``shed_until_fits``, which drops or shortens). The
-decision is recorded by the same call that makes it, so an ``Assembly`` cannot say one
-thing and do another. ``finish`` lays the kept candidates out in sections, checks that
+its token count, optionally a priority), then decides about it through the engine: a rule
+(``include``, ``exclude``, ``rewrite``), a greedy fill under a budget
+(``admit_while_fits``), or shedding in a given order until a budget holds
+(``shed_until_fits``, which drops or shortens). The decision is recorded by the same call
+that makes it, so an ``Assembly`` cannot say one thing and do another.
+
+``finish`` takes the prompt as a list of *pieces*: kept candidates and ``Frame`` texts
+(headers, separators, a template's literals). The engine renders the text itself by
+joining them, so the text is exactly the kept items plus their framing; it checks that
 every candidate was decided and that exactly the kept ones are laid out, totals the
-tokens, and seals the result with its digest.
+tokens (items plus framing, where each stands), and seals the result with its digest.
 
 Budgets are in tokens or characters (``Unit``); what counts against a budget is a
 ``Measure`` of the kept candidates, so a profile can measure a sum of items or the length
-of the text it would render.
+of the text it would render. ``ranked`` is the one ranking helper: scores rounded before
+they are compared, then explicit tie-breakers, and a tie on the whole key is an error.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from assembler.digest import seal
 from assembler.model import (
@@ -28,13 +34,15 @@ from assembler.model import (
     Action,
     Assembly,
     Decision,
+    DetailScalar,
     DetailValue,
     Section,
     SectionItem,
     TokenTotals,
 )
-from assembler.reports import ProfileReport
+from assembler.report import ProfileReport
 from assembler.tokens import TokenCounter
+from projections.token_cache import CacheWrite
 from store.clock import format_utc
 
 SCORE_DIGITS = 6
@@ -42,7 +50,9 @@ SCORE_DIGITS = 6
 
 Unit = Literal["tokens", "chars"]
 
-DetailInput = int | float | str | bool | datetime | None
+DetailInput = int | float | str | bool | datetime | None | Sequence[Any]
+
+T = TypeVar("T")
 
 
 class EngineError(RuntimeError):
@@ -58,6 +68,7 @@ class Candidate:
     text: str
     tokens: int
     tier: str | None = None
+    priority: int | None = None
 
     @property
     def chars(self) -> int:
@@ -105,14 +116,56 @@ class ShedResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Frame:
+    """Text of the prompt that belongs to no item: a header, a separator, a template's
+    literal words. ``section`` attributes its tokens to a section (None: the context)."""
+
+    text: str
+    section: str | None = None
+
+
+Piece = Candidate | Frame
+"""One part of the rendered prompt, in order."""
+
+
+@dataclass(frozen=True, slots=True)
 class SectionLayout:
-    """A section as laid out in the prompt: kept candidates in rendered order."""
+    """A section as laid out in the prompt: its name, tier and order among sections."""
 
     name: str
-    items: Sequence[Candidate]
-    framing: Sequence[str] = ()
-    """Text of the section that belongs to no item (a header, an overflow line)."""
     tier: str | None = None
+
+
+def joined(parts: Iterable[Sequence[Piece]], separator: str,
+           section: str | None = None) -> list[Piece]:
+    """The non-empty ``parts`` one after another with a ``Frame(separator)`` between."""
+    out: list[Piece] = []
+    for part in parts:
+        if not part:
+            continue
+        if out:
+            out.append(Frame(separator, section))
+        out.extend(part)
+    return out
+
+
+def ranked(items: Iterable[T], key: Callable[[T], tuple[Any, ...]]) -> list[T]:
+    """``items`` sorted by ``key`` ascending, as a total order.
+
+    Floats in the key are rounded (``round_score``) before they are compared, so two
+    scores that differ only by float noise tie and the explicit tie-breakers that follow
+    decide; negate a score to rank it descending. Two items with equal whole keys are an
+    ``EngineError``: the key must end in something unique (a name, an id, a position).
+    """
+    def rounded(item: T) -> tuple[Any, ...]:
+        return tuple(round_score(part) if isinstance(part, float) else part
+                     for part in key(item))
+
+    keyed = sorted(((rounded(item), item) for item in items), key=lambda pair: pair[0])
+    for (first, _), (second, _) in itertools.pairwise(keyed):
+        if first == second:
+            raise EngineError(f"ranking key {first!r} is not unique: add a tie-breaker")
+    return [item for _, item in keyed]
 
 
 def round_score(value: float) -> float:
@@ -121,14 +174,22 @@ def round_score(value: float) -> float:
     return rounded + 0.0
 
 
-def _detail_value(value: DetailInput) -> DetailValue:
+def _detail_scalar(value: Any) -> DetailScalar:
     if isinstance(value, datetime):
         return format_utc(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise EngineError(f"non-finite number in a decision detail: {value!r}")
         return round_score(value)
-    return value
+    if value is None or isinstance(value, int | str | bool):
+        return value
+    raise EngineError(f"a decision detail must be a scalar, got {type(value).__name__}")
+
+
+def _detail_value(value: DetailInput) -> DetailValue:
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [_detail_scalar(part) for part in value]
+    return _detail_scalar(value)
 
 
 @dataclass(slots=True)
@@ -146,15 +207,32 @@ class Engine:
         self.counter = counter
         self._slots: dict[str, _Slot] = {}
         self._order: list[str] = []
+        self._cache_writes: list[CacheWrite] = []
+
+    # -- caches -------------------------------------------------------------------------
+
+    def remember(self, write: CacheWrite) -> None:
+        """Queue a cache write for the caller to persist after the assembly.
+
+        Caches (memos of expensive sums) are not part of the ``Assembly``, so they never
+        reach its digest: the same inputs give the same digest with or without them.
+        """
+        self._cache_writes.append(write)
+
+    @property
+    def cache_writes(self) -> tuple[CacheWrite, ...]:
+        """The cache writes queued with ``remember``, in order."""
+        return tuple(self._cache_writes)
 
     # -- candidates ---------------------------------------------------------------------
 
     def candidate(self, item_id: str, section: str, text: str, *,
-                  tier: str | None = None) -> Candidate:
+                  tier: str | None = None, priority: int | None = None) -> Candidate:
         """Register a candidate; its tokens are counted (memoized) here."""
         if item_id in self._slots:
             raise EngineError(f"candidate {item_id!r} registered twice")
-        candidate = Candidate(item_id, section, text, self.counter.count(text), tier)
+        candidate = Candidate(item_id, section, text, self.counter.count(text), tier,
+                              priority)
         self._slots[item_id] = _Slot(candidate)
         self._order.append(item_id)
         return candidate
@@ -169,7 +247,8 @@ class Engine:
         if slot.action is None:
             raise EngineError(f"no decision yet for {candidate.id!r}")
         return Decision(item=candidate.id, section=candidate.section, action=slot.action,
-                        reason=slot.reason, detail=dict(slot.detail))
+                        reason=slot.reason, priority=candidate.priority,
+                        detail=dict(slot.detail))
 
     # -- decisions ----------------------------------------------------------------------
 
@@ -188,15 +267,24 @@ class Engine:
     def truncate(self, candidate: Candidate, text: str, reason: str,
                  **detail: DetailInput) -> Candidate:
         """Keep a shortened ``candidate`` whose text is now ``text``."""
+        return self._replace_text(candidate, text, "truncated", reason, detail)
+
+    def rewrite(self, candidate: Candidate, text: str, reason: str,
+                **detail: DetailInput) -> Candidate:
+        """Keep ``candidate`` with its text rewritten (e.g. an instruction removed)."""
+        return self._replace_text(candidate, text, "rewritten", reason, detail)
+
+    def _replace_text(self, candidate: Candidate, text: str, action: Action, reason: str,
+                      detail: Mapping[str, DetailInput]) -> Candidate:
         slot = self._slot(candidate)
         before = slot.candidate
-        shortened = Candidate(before.id, before.section, text, self.counter.count(text),
-                              before.tier)
-        slot.candidate = shortened
-        self._record(shortened, "truncated", reason, {
-            "tokens_before": before.tokens, "tokens_after": shortened.tokens,
-            "chars_before": before.chars, "chars_after": shortened.chars, **detail})
-        return shortened
+        changed = Candidate(before.id, before.section, text, self.counter.count(text),
+                            before.tier, before.priority)
+        slot.candidate = changed
+        self._record(changed, action, reason, {
+            "tokens_before": before.tokens, "tokens_after": changed.tokens,
+            "chars_before": before.chars, "chars_after": changed.chars, **detail})
+        return changed
 
     # -- budgets ------------------------------------------------------------------------
 
@@ -270,63 +358,84 @@ class Engine:
     # -- output -------------------------------------------------------------------------
 
     def finish(self, *, profile: str, policy_version: str, session: str, position: int,
-               now: datetime, text: str, layout: Sequence[SectionLayout],
-               report: ProfileReport, framing: Sequence[str] = (),
-               warnings: Sequence[str] = ()) -> Assembly:
-        """Check the decisions against ``layout`` and build the sealed ``Assembly``."""
+               now: datetime, pieces: Sequence[Piece], sections: Sequence[SectionLayout],
+               report: ProfileReport, warnings: Sequence[str] = ()) -> Assembly:
+        """Render ``pieces`` into the text, check the decisions, build the sealed result.
+
+        ``sections`` names every section in prompt order (with its tier); each kept
+        candidate in ``pieces`` must belong to one of them, and a section with nothing
+        in it is left out.
+        """
         undecided = [item for item in self._order if self._slots[item].action is None]
         if undecided:
             raise EngineError(f"no decision for candidates {undecided}")
+        known = [part.name for part in sections]
+        if len(set(known)) != len(known):
+            raise EngineError("a section is named twice")
+        items: dict[str, list[SectionItem]] = {name: [] for name in known}
+        framing: dict[str | None, int] = {name: 0 for name in known}
+        framing[None] = 0
+        texts: list[str] = []
         laid_out: list[str] = []
-        sections: list[Section] = []
-        for part in layout:
-            items: list[SectionItem] = []
-            for candidate in part.items:
-                slot = self._slot(candidate)
-                if slot.action not in KEPT_ACTIONS:
-                    raise EngineError(
-                        f"{candidate.id!r} is laid out but its decision is {slot.action!r}")
-                kept = slot.candidate
-                items.append(SectionItem(id=kept.id, tokens=kept.tokens, chars=kept.chars))
-                laid_out.append(kept.id)
-            framing_tokens = sum(self.counter.count(piece) for piece in part.framing)
-            sections.append(Section(
-                name=part.name, tier=part.tier, items=items, framing_tokens=framing_tokens,
-                tokens=framing_tokens + sum(item.tokens for item in items)))
+        methods: set[str] = set()
+        for piece in pieces:
+            if isinstance(piece, Frame):
+                if piece.section not in framing:
+                    raise EngineError(f"framing for unknown section {piece.section!r}")
+                if piece.text:
+                    framing[piece.section] += self.counter.count(piece.text)
+                    methods.add(self.counter.measure(piece.text).method)
+                texts.append(piece.text)
+                continue
+            slot = self._slot(piece)
+            if slot.action not in KEPT_ACTIONS:
+                raise EngineError(
+                    f"{piece.id!r} is laid out but its decision is {slot.action!r}")
+            kept = slot.candidate
+            if kept.text != piece.text:
+                raise EngineError(f"{piece.id!r} is laid out with a stale text")
+            if kept.section not in items:
+                raise EngineError(f"{kept.id!r} is in unknown section {kept.section!r}")
+            items[kept.section].append(SectionItem(id=kept.id, tokens=kept.tokens,
+                                                   chars=kept.chars))
+            laid_out.append(kept.id)
+            texts.append(kept.text)
         if len(set(laid_out)) != len(laid_out):
             raise EngineError("a candidate is laid out twice")
         kept_ids = [item for item in self._order if self._slots[item].action in KEPT_ACTIONS]
         if sorted(kept_ids) != sorted(laid_out):
             missing = sorted(set(kept_ids) - set(laid_out))
             raise EngineError(f"kept candidates missing from the layout: {missing}")
+        for item in self._order:
+            methods.add(self.counter.measure(self._slots[item].candidate.text).method)
 
-        by_section: dict[str, int] = {}
-        for section in sections:
-            if section.name in by_section:
-                raise EngineError(f"section {section.name!r} laid out twice")
-            by_section[section.name] = section.tokens
+        built: list[Section] = []
+        for part in sections:
+            members = items[part.name]
+            if not members and not framing[part.name]:
+                continue
+            built.append(Section(
+                name=part.name, tier=part.tier, items=members,
+                framing_tokens=framing[part.name],
+                tokens=framing[part.name] + sum(item.tokens for item in members)))
+        by_section = {section.name: section.tokens for section in built}
         tiers: dict[str, int] = {}
-        for section in sections:
+        for section in built:
             if section.tier is not None:
                 tiers[section.tier] = tiers.get(section.tier, 0) + section.tokens
-        framing_total = sum(self.counter.count(piece) for piece in framing)
-        methods = sorted({self.counter.measure(self._slots[item].candidate.text).method
-                          for item in self._order}
-                         | {self.counter.measure(piece).method for piece in framing}
-                         | {self.counter.measure(piece).method
-                            for part in layout for piece in part.framing})
         tokens = TokenTotals(
             encoding=self.counter.encoding, sections=by_section, tiers=tiers,
-            framing=framing_total, total=framing_total + sum(by_section.values()),
-            methods=methods)
+            framing=framing[None], total=framing[None] + sum(by_section.values()),
+            methods=sorted(methods))
         decisions = [Decision(item=item, section=self._slots[item].candidate.section,
                               action=self._slots[item].action or "dropped",
                               reason=self._slots[item].reason,
+                              priority=self._slots[item].candidate.priority,
                               detail=dict(self._slots[item].detail))
                      for item in self._order]
         return seal(Assembly(
             profile=profile, policy_version=policy_version, session=session,
-            position=position, now=now, text=text, sections=sections, tokens=tokens,
+            position=position, now=now, text="".join(texts), sections=built, tokens=tokens,
             decisions=decisions, warnings=list(warnings), report=report, digest=""))
 
     # -- internals ----------------------------------------------------------------------

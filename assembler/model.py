@@ -9,19 +9,40 @@ digest, is the same in every process.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SerializeAsAny,
+)
 
-from assembler.reports import ProfileReport
+from assembler.report import ProfileReport, validate_report
+from store.clock import format_utc
 
-Action = Literal["included", "expired", "dropped", "truncated", "masked", "rejected"]
-"""What happened to a candidate. ``included`` and ``truncated`` items are in the text."""
+FORMAT_VERSION = 2
+"""Version of what an ``Assembly`` holds and hashes. Any change to the hashed output (a new
+field, another number format) is a deliberate bump, so old digests stay explainable:
+1 = the first release; 2 = ``format_version`` itself, one datetime form, no cache state
+in reports, framing counted where it stands, the history window."""
 
-KEPT_ACTIONS: frozenset[str] = frozenset({"included", "truncated"})
+UtcTime = Annotated[datetime, PlainSerializer(format_utc, return_type=str, when_used="json")]
+"""A datetime that serializes in the one fixed form (``store.clock.format_utc``) used
+everywhere in hashed output, whatever pydantic's own default form is."""
 
-DetailValue = int | float | str | bool | None
-"""A number (or label) that drove a decision."""
+Action = Literal["included", "rewritten", "truncated", "expired", "dropped", "masked",
+                 "rejected"]
+"""What happened to a candidate. ``included``, ``rewritten`` (kept with parts of its text
+removed or replaced, e.g. sanitized) and ``truncated`` items are in the text."""
+
+KEPT_ACTIONS: frozenset[str] = frozenset({"included", "rewritten", "truncated"})
+
+DetailScalar = int | float | str | bool | None
+DetailValue = DetailScalar | list[DetailScalar]
+"""A number (or label, or list of them) that drove a decision."""
 
 
 class _Frozen(BaseModel):
@@ -36,6 +57,8 @@ class Decision(_Frozen):
     action: Action
     reason: str
     """A stable machine-readable code, e.g. ``expired_by_level_and_count``."""
+    priority: int | None = None
+    """The candidate's priority, for profiles that rank by one (``novel``)."""
     detail: dict[str, DetailValue] = Field(default_factory=dict)
 
 
@@ -83,20 +106,21 @@ class TokenTotals(_Frozen):
 class Assembly(_Frozen):
     """One assembled context, with every decision that shaped it."""
 
+    format_version: int = FORMAT_VERSION
     profile: str
     policy_version: str
     session: str
     position: int
     """The log position the read view reflects."""
-    now: datetime
+    now: UtcTime
     text: str
     """The rendered context."""
     sections: list[Section]
     tokens: TokenTotals
     decisions: list[Decision]
     warnings: list[str] = Field(default_factory=list)
-    report: ProfileReport
-    """Profile-specific figures (card breakdown, tool ranking...)."""
+    report: Annotated[SerializeAsAny[ProfileReport], BeforeValidator(validate_report)]
+    """Profile-specific figures (card breakdown, tool ranking...), the profile's own model."""
     digest: str
     """SHA-256 of the canonical JSON of everything above except ``tokens.methods``."""
 

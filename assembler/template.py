@@ -60,6 +60,29 @@ class Template:
         _render(self.nodes, values, values if conditions is None else conditions, out)
         return "".join(out).rstrip()
 
+    def render_parts(self, values: Mapping[str, str],
+                     slots: Sequence[str]) -> list[tuple[str | None, str]]:
+        """The rendering as ``(variable, text)`` parts in order, for laying it out.
+
+        Variables in ``slots`` come out as their own parts (``(name, value)``); everything
+        else (the template's words, other variables) as ``(None, text)``. Joined, the parts
+        give ``render(values)`` except that whitespace is only stripped from the trailing
+        words, never from a slot's value.
+        """
+        raw: list[tuple[str | None, str]] = []
+        _parts(self.nodes, values, frozenset(slots), raw)
+        while raw and raw[-1][0] is None and not raw[-1][1].rstrip():
+            raw.pop()
+        if raw and raw[-1][0] is None:
+            raw[-1] = (None, raw[-1][1].rstrip())
+        merged: list[tuple[str | None, str]] = []
+        for name, text in raw:
+            if name is None and merged and merged[-1][0] is None:
+                merged[-1] = (None, merged[-1][1] + text)
+            elif name is not None or text:
+                merged.append((name, text))
+        return merged
+
     def variables(self) -> list[str]:
         """Every variable the template mentions, sorted."""
         found: set[str] = set()
@@ -114,6 +137,18 @@ def _render(nodes: Sequence[_Node], values: Mapping[str, str], conditions: Mappi
             out.append(values.get(node.name, ""))
         elif conditions.get(node.name, "").strip():
             _render(node.body, values, conditions, out)
+
+
+def _parts(nodes: Sequence[_Node], values: Mapping[str, str], slots: frozenset[str],
+           out: list[tuple[str | None, str]]) -> None:
+    for node in nodes:
+        if isinstance(node, _Text):
+            out.append((None, node.text))
+        elif isinstance(node, _Var):
+            value = values.get(node.name, "")
+            out.append((node.name if node.name in slots and value else None, value))
+        elif values.get(node.name, "").strip():
+            _parts(node.body, values, slots, out)
 
 
 def _collect(nodes: Sequence[_Node], found: set[str]) -> None:

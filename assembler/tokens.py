@@ -16,23 +16,28 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from assembler.encodings import EncodingLoader, default_loader
 
-# The cache key and the cache row are the token-count projection's own: one definition,
-# so the assembler and the table can never disagree on them.
-from projections import token_cache
-from projections.token_cache import content_hash as content_hash
+# The cache key is the store's SHA-256 helper, the same function the token-count table is
+# keyed by, so the assembler and the table cannot disagree on it.
+from store.canonical import sha256_hex as content_hash
 
 CHARS4 = "chars4"
 """The encoding name for the ceil(len/4) estimate."""
 
 DEFAULT_ENCODING = "cl100k_base"
 
-CachedCount = token_cache.TokenCount
-"""One row of the token cache (encoding, content_hash, tokens, method): what the facade
-persists after an assembly."""
+
+
+class CachedCount(NamedTuple):
+    """One row of the token cache: what the facade persists after an assembly."""
+
+    encoding: str
+    content_hash: str
+    tokens: int
+    method: str
 
 
 @dataclass(frozen=True, slots=True)

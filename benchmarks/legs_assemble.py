@@ -12,7 +12,7 @@ shows the median warm assembly at 10k and 100k against the one at 1k (<= 1.2x).
 ``reassemble``: on the same databases, a fresh ``Ledger`` assembles once (warm-up), then
 assembles again with no new event, then after each of a few new messages (card) or new
 observations (session), one at a time. The figure is how many times the tokenizer really
-ran (``ledger._counters[encoding].calls``): 0 with nothing new, 1 for the one new text.
+ran (``ledger.tokenizer_calls()``): 0 with nothing new, 1 for the one new text.
 The card's new messages are then retracted one by one, newest first (a regenerated
 reply), and each re-assembly after a retraction is timed at every size (<= 1.2x).
 
@@ -120,7 +120,7 @@ def built(ctx: Context, profile: str, events: int) -> Built:
 
 def _calls(ledger: Ledger) -> int:
     """Real tokenizer runs so far, over every encoding's long-lived counter."""
-    return sum(counter.calls for counter in ledger._counters.values())
+    return ledger.tokenizer_calls()
 
 
 # -- assemble -------------------------------------------------------------------------------

@@ -350,6 +350,9 @@ def assemble(
         "--policy", metavar="FILE", dir_okay=False,
         help="A whole policy as JSON, instead of the one the session's settings give.")] = None,
     format: FormatOption = JsonOrText.json,
+    text: Annotated[bool, typer.Option(
+        "--text/--no-text",
+        help="With --format text: show the context text after the breakdown.")] = True,
 ) -> None:
     """Build a session's context with a profile; JSON prints the whole Assembly."""
     if profile not in profile_names():
@@ -362,6 +365,8 @@ def assemble(
             policy_text = policy.read_text(encoding="utf-8")
         except OSError as exc:
             raise fail(f"cannot read policy file {str(policy)!r}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise fail(f"policy file {str(policy)!r} is not UTF-8 text") from None
     with open_ledger(_db(ctx)) as ledger:
         if not ledger.view(session).exists:
             raise fail(f"unknown session {session!r}")
@@ -369,7 +374,7 @@ def assemble(
     if format is JsonOrText.json:
         typer.echo(result.model_dump_json(indent=2))
     else:
-        _stdout().print(assembly_view(result))
+        _stdout().print(assembly_view(result, show_text=text))
 
 
 # -- maintenance ------------------------------------------------------------------------------

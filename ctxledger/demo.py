@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.panel import Panel
 from rich.rule import Rule
-from rich.text import Text
 
+from assembler.model import Assembly
 from assembler.profiles import profile_names
 from ctxledger import render
 from ctxledger.cli_errors import open_ledger, safe_url
@@ -212,28 +211,57 @@ def _count(examples: Sequence[ExampleEvent], file: str) -> int:
     return sum(1 for e in examples if e.file == file)
 
 
+def _sessions_last_seen(events: Sequence[RecordedEvent]) -> dict[str, datetime]:
+    last_seen: dict[str, datetime] = {}
+    for event in events:  # position order, so first appearance orders the sessions
+        if stream_kind(event.stream_id) == "session":
+            last_seen[event.stream_id] = event.recorded_at
+    return last_seen
+
+
+def example_assembly(ledger: Ledger, file: str,
+                     events: Sequence[RecordedEvent]) -> tuple[str, Assembly] | None:
+    """The assembly an example file exists for: its last session with the profile the
+    file is named after, at that session's last event (None when no profile fits).
+
+    Each example file is named after the profile it exercises; the app would assemble its
+    last session at that moment. The README's and the golden tests' digests come from here.
+    """
+    last_seen = _sessions_last_seen(events)
+    profile = Path(file).stem
+    if not last_seen or profile not in profile_names():
+        return None
+    session, last_at = list(last_seen.items())[-1]
+    return session, ledger.assemble(session, profile, now=last_at)
+
+
+def example_assemblies(ledger: Ledger, by_position: Mapping[int, ExampleEvent]
+                       ) -> dict[str, tuple[str, Assembly]]:
+    """``example_assembly`` of every loaded example file, by file name."""
+    first, last = min(by_position), max(by_position)
+    recorded = [e for e in ledger.events(after=first - 1, until=last) if e.position in by_position]
+    out: dict[str, tuple[str, Assembly]] = {}
+    for name in sorted({example.file for example in by_position.values()}):
+        found = example_assembly(
+            ledger, name, [e for e in recorded if by_position[e.position].file == name])
+        if found is not None:
+            out[name] = found
+    return out
+
+
 def _print_example(console: Console, ledger: Ledger, clock: ScriptedClock, file: str,
                    events: Sequence[RecordedEvent]) -> None:
     """One example file: its events, then each of its sessions' state as of its last event."""
     console.print(Rule(f"examples/{file}"))
     console.print(render.events_table(events, title=f"{len(events)} events"))
-    last_seen: dict[str, datetime] = {}
-    for event in events:  # position order, so first appearance orders the sessions
-        if stream_kind(event.stream_id) == "session":
-            last_seen[event.stream_id] = event.recorded_at
-    for session, last_at in last_seen.items():
+    for session, last_at in _sessions_last_seen(events).items():
         # The state's time-based figures (usage windows) are as of the session's last event.
         clock.set(last_at)
         console.print()
         console.print(render.state_table(ledger.state(session), title=f"state {session}"))
-    profile = Path(file).stem
-    if last_seen and profile in profile_names():
-        # Each example file is named after the profile it exercises; assemble its last
-        # session as the app would at that moment.
-        session, last_at = list(last_seen.items())[-1]
-        assembly = ledger.assemble(session, profile, now=last_at)
+    found = example_assembly(ledger, file, events)
+    if found is not None:
+        session, assembly = found
         console.print()
-        console.print(Rule(f"assemble {session} --profile {profile}", style="dim"))
-        console.print(assembly_view(assembly))
-        console.print(Panel(Text(assembly.text), title="context text", title_align="left",
-                            expand=False))
+        console.print(Rule(f"assemble {session} --profile {assembly.profile}", style="dim"))
+        console.print(assembly_view(assembly, show_text=True))

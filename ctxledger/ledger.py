@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -11,7 +12,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from assembler import Assembly, Policy, TokenCounter
-from assembler.api import assemble, counter_for, parse_policy, policy_for, request_for
+from assembler.api import (
+    assemble_with_caches,
+    parse_policy,
+    policy_for,
+    request_for,
+)
+from assembler.encodings import default_loader
+from assembler.tokens import DEFAULT_ENCODING
 from ctxledger import migrate
 from ctxledger.config import resolve_db_url
 from ctxledger.token_store import TableTokenStore
@@ -19,7 +27,7 @@ from projections.base import Projection
 from projections.read_view import load_session_view, read_snapshot
 from projections.registry import builtin_projections
 from projections.runner import ProjectionRunner, ProjectionStatus
-from projections.token_cache import store_counts, store_history_memo
+from projections.token_cache import CacheWrite, store_counts
 from projections.view import SessionView, ViewRequest
 from store.clock import Clock, ensure_utc, format_utc, system_clock
 from store.engine import create_engine
@@ -32,6 +40,8 @@ from store.verify import VerifyReport
 RebuildProgress = Callable[[int, int], None]
 # Beyond this many cached counts a long-lived counter starts afresh (bounded memory).
 _COUNTER_MEMO_LIMIT = 200_000
+
+_log = logging.getLogger(__name__)
 
 
 class Ledger:
@@ -50,17 +60,21 @@ class Ledger:
             projections if projections is not None else builtin_projections(), clock=clock)
         self.log = EventLog(engine, clock=clock, max_event_bytes=max_event_bytes,
                             in_transaction=self.runner.apply_inline)
-        self._counters: dict[str, TokenCounter] = {}
-        self._assemble_lock = threading.Lock()
+        # One token counter per thread and encoding: a counter's memo is not thread-safe,
+        # and a shared lock would make threads assembling different sessions wait.
+        self._local = threading.local()
 
     @classmethod
     def open(cls, url: str | None = None, *, clock: Clock = system_clock,
              max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES, upgrade: bool = True,
-             progress: RebuildProgress | None = None, **engine_kwargs: Any) -> Ledger:
+             progress: RebuildProgress | None = None, load_vocabulary: bool = True,
+             **engine_kwargs: Any) -> Ledger:
         """Open (creating or migrating) the database at ``url``.
 
         ``url`` defaults to ``$CTXLEDGER_DB`` or ``sqlite:///ctxledger.db``. Projections
-        that are new, changed or behind are brought up to date before returning.
+        that are new, changed or behind are brought up to date before returning. With
+        ``load_vocabulary`` the default token encoding's vocabulary is loaded now, so no
+        assembly pays for it (or fails on it) midway; other encodings load on first use.
         """
         engine = create_engine(resolve_db_url(url), **engine_kwargs)
         try:
@@ -68,6 +82,8 @@ class Ledger:
                 migrate.upgrade(engine)
             ledger = cls(engine, clock=clock, max_event_bytes=max_event_bytes)
             ledger.refresh_projections(progress=progress)
+            if load_vocabulary:
+                default_loader().get(DEFAULT_ENCODING)
         except BaseException:
             engine.dispose()
             raise
@@ -103,7 +119,7 @@ class Ledger:
                ) -> list[RecordedEvent]:
         """Read events: one stream, or the whole log after a position, up to ``until``."""
         until_position = until if isinstance(until, int) else None
-        until_time = until if isinstance(until, datetime) else None
+        until_time = ensure_utc(until, "until") if isinstance(until, datetime) else None
         if stream_id is not None:
             if until_time is not None:
                 # The same prefix of the log as read_all, even if the clock stepped back.
@@ -144,44 +160,57 @@ class Ledger:
 
         ``now`` defaults to the ledger's clock. ``policy`` replaces the policy the
         session's settings give (a ``Policy``, its JSON data, or JSON text). Reads one
-        snapshot of the projections; token counts and the history memo computed on the
-        way are saved afterwards, so the next assembly only counts what changed.
+        snapshot of the projections; token counts and caches computed on the way are
+        saved afterwards, so the next assembly only counts what changed. Safe to call
+        from several threads at once.
         """
         when = ensure_utc(now, "now") if now is not None else self.clock()
-        with self._assemble_lock, self.log.connection() as conn, read_snapshot(conn):
+        with self.log.connection() as conn, read_snapshot(conn):
             settings = load_session_view(conn, session, ViewRequest()).settings
             chosen = (policy_for(profile, settings) if policy is None
                       else policy if isinstance(policy, Policy) else parse_policy(policy))
-            view = load_session_view(conn, session, request_for(profile, chosen, when))
-            counter = self._counters.get(chosen.token_encoding)
-            if counter is None or counter.cached > _COUNTER_MEMO_LIMIT:
-                counter = self._counters[chosen.token_encoding] = counter_for(chosen)
+            counter = self._counter(chosen.token_encoding)
             counter.attach(TableTokenStore(conn))
             try:
-                result = assemble(view, profile, when, chosen, counter)
+                view = load_session_view(conn, session,
+                                         request_for(profile, chosen, when, counter))
+                result, caches = assemble_with_caches(view, profile, when, chosen, counter)
             finally:
                 counter.attach(None)
             new_counts = counter.new_counts()
             counter.mark_persisted()
-        memo = getattr(getattr(result.report, "chat_history", None), "memo", None)
-        history = view.history
-        if (memo is not None and history is not None
-                and (history.prefix_through_seq, history.prefix_tokens)
-                == (memo.through_seq, memo.tokens)):
-            memo = None  # the memo just read is the one we would write: no write lock
-        if new_counts or memo is not None:
-            self._save_caches(session, new_counts, memo)
+        if new_counts or caches:
+            self._save_caches(new_counts, caches)
         return result
 
-    def _save_caches(self, session: str, counts: Sequence[Any], memo: Any) -> None:
-        # A cache write failing must not fail the assembly the caller already has.
+    def tokenizer_calls(self) -> int:
+        """Texts this thread's assemblies had to tokenize (found in no cache) so far.
+
+        Re-assembling after one new message should add exactly one.
+        """
+        counters: dict[str, TokenCounter] = getattr(self._local, "counters", {})
+        return sum(counter.calls for counter in counters.values())
+
+    def _counter(self, encoding: str) -> TokenCounter:
+        counters: dict[str, TokenCounter] | None = getattr(self._local, "counters", None)
+        if counters is None:
+            counters = self._local.counters = {}
+        counter = counters.get(encoding)
+        if counter is None or counter.cached > _COUNTER_MEMO_LIMIT:
+            counter = counters[encoding] = TokenCounter(encoding)
+        return counter
+
+    def _save_caches(self, counts: Sequence[Any], caches: Sequence[CacheWrite]) -> None:
+        # A cache write failing (e.g. the database is busy) must not fail the assembly the
+        # caller already has: the next assembly computes the same numbers again.
         try:
             with self.log.transaction() as conn:
                 store_counts(conn, counts)
-                if memo is not None:
-                    store_history_memo(conn, stream_id=session, **memo.model_dump())
-        except sa.exc.OperationalError:
-            pass
+                for write in caches:
+                    write.persist(conn)
+        except sa.exc.OperationalError as exc:
+            _log.warning("token caches not saved (%s); the next assembly recounts",
+                         str(exc).splitlines()[0])
 
     def record_assembly(self, session: str, assembly: Assembly) -> AppendResult:
         """Append ``context.assembled`` for an assembly the app sent, for later audit."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -38,6 +39,7 @@ from projections.view import (
     Entity,
     EntityFact,
     History,
+    HistoryMeasure,
     HistorySummary,
     Item,
     Message,
@@ -174,7 +176,9 @@ def load_card(conn: sa.Connection, stream_id: str) -> dict[str, Any]:
     rows = conn.execute(sa.select(card_fields.c.field, card_fields.c.value)
                         .where(card_fields.c.stream_id == stream_id)
                         .order_by(card_fields.c.field))
-    return {row.field: json.loads(row.value) for row in rows}
+    # Re-sorted here: PostgreSQL orders text by collation, SQLite by bytes.
+    return {row.field: json.loads(row.value)
+            for row in sorted(rows, key=lambda row: str(row.field))}
 
 
 # -- history ------------------------------------------------------------------------------
@@ -199,8 +203,86 @@ def _messages(conn: sa.Connection, stream_id: str, after_seq: int | None = None,
     return tuple(_message(row) for row in rows)
 
 
+# The history window is read newest first in pages that grow, so a short window costs a
+# query or two and a long one O(log) queries, never the whole history.
+_FIRST_PAGE = 16
+_MAX_PAGE = 512
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    messages: tuple[Message, ...]
+    """Loaded messages, in seq order."""
+    unloaded: int
+    oldest_unloaded: Message | None
+
+
+def _window(conn: sa.Connection, stream_id: str, after_seq: int | None, budget: int,
+            measure: HistoryMeasure) -> tuple[list[Message], bool]:
+    """Messages after ``after_seq``, newest first, until ``measure`` of them is over
+    ``budget`` (that message included); also whether the range's start was reached."""
+    loaded: list[Message] = []
+    used = 0
+    below: int | None = None
+    page = _FIRST_PAGE
+    while True:
+        query = sa.select(messages).where(messages.c.stream_id == stream_id,
+                                          messages.c.retracted.is_(False))
+        if after_seq is not None:
+            query = query.where(messages.c.seq > after_seq)
+        if below is not None:
+            query = query.where(messages.c.seq < below)
+        batch = [_message(row) for row in conn.execute(
+            query.order_by(messages.c.seq.desc()).limit(page)).mappings()]
+        if not batch:
+            return loaded, True
+        costs = list(measure(batch))
+        if len(costs) != len(batch):
+            raise LedgerError("history_measure must give one cost per message")
+        for message, cost in zip(batch, costs, strict=True):
+            loaded.append(message)
+            used += cost
+            if used > budget:
+                return loaded, False
+        if len(batch) < page:
+            return loaded, True
+        below = batch[-1].seq
+        page = min(page * 2, _MAX_PAGE)
+
+
+def _load_window(conn: sa.Connection, session: Row, after_seq: int | None,
+                 request: ViewRequest) -> _Window:
+    """The history window for ``request``, with the count and oldest of what it left out."""
+    stream_id = session["stream_id"]
+    if request.history_budget is None or request.history_measure is None:
+        return _Window(_messages(conn, stream_id, after_seq=after_seq), 0, None)
+    newest_first, reached = _window(conn, stream_id, after_seq, request.history_budget,
+                                    request.history_measure)
+    loaded = tuple(reversed(newest_first))
+    if reached or not loaded:
+        return _Window(loaded, 0, None)
+    older = [messages.c.stream_id == stream_id, messages.c.retracted.is_(False),
+             messages.c.seq < loaded[0].seq]
+    if after_seq is not None:
+        older.append(messages.c.seq > after_seq)
+    if after_seq is None:
+        # Every non-retracted message is in range: the session row counts them.
+        unloaded = int(session["messages_total"]) - len(loaded)
+    else:
+        # A gap between a summary and the window: counted over the gap alone, which the
+        # assembly reports as something to summarize.
+        unloaded = int(conn.execute(
+            sa.select(sa.func.count()).select_from(messages).where(*older)).scalar_one())
+    if unloaded <= 0:
+        return _Window(loaded, 0, None)
+    oldest = conn.execute(sa.select(messages).where(*older).order_by(messages.c.seq)
+                          .limit(1)).mappings().first()
+    return _Window(loaded, unloaded, None if oldest is None else _message(oldest))
+
+
 def load_history(conn: sa.Connection, session: Row, request: ViewRequest) -> History:
-    """The chat history for ``request.history`` (``tail`` or ``full``)."""
+    """The chat history for ``request.history`` (``tail`` or ``full``), windowed when the
+    request has a ``history_budget``."""
     stream_id = session["stream_id"]
     summary = None
     if session["summary_position"] is not None:
@@ -210,15 +292,28 @@ def load_history(conn: sa.Connection, session: Row, request: ViewRequest) -> His
             through_seq=session["summary_through_seq"],
             position=int(session["summary_position"]))
     through = None if summary is None else summary.through_seq
+    total = int(session["messages_total"])
     if request.history == "full" or through is None:
-        everything = _messages(conn, stream_id)
-        summarized = 0 if through is None else sum(1 for m in everything if m.seq <= through)
-        return History(summary=summary, messages=everything, complete=True,
-                       summarized_count=summarized)
-    tail = _messages(conn, stream_id, after_seq=through)
+        window = _load_window(conn, session, None, request)
+        loaded = window.messages
+        complete = window.unloaded == 0
+        if through is None:
+            summarized = 0
+        elif complete:
+            summarized = sum(1 for m in loaded if m.seq <= through)
+        else:
+            summarized = int(conn.execute(
+                sa.select(sa.func.count()).select_from(messages).where(
+                    messages.c.stream_id == stream_id, messages.c.retracted.is_(False),
+                    messages.c.seq <= through)).scalar_one())
+        return History(summary=summary, messages=loaded, complete=complete,
+                       summarized_count=summarized, unloaded=window.unloaded,
+                       oldest_unloaded=window.oldest_unloaded)
+    window = _load_window(conn, session, through, request)
+    tail = window.messages
     # messages_total counts the session's non-retracted messages, so the summarized ones
     # are the rest: no need to count the (possibly long) summarized prefix.
-    summarized = int(session["messages_total"]) - len(tail)
+    summarized = total - len(tail) - window.unloaded
     prefix_tokens: int | None = None
     prefix_through = 0
     summarized_messages: tuple[Message, ...] = ()
@@ -240,10 +335,12 @@ def load_history(conn: sa.Connection, session: Row, request: ViewRequest) -> His
             prefix_tokens, prefix_through = memo.tokens, memo.through_seq
         summarized_messages = _messages(conn, stream_id, after_seq=prefix_through,
                                         through_seq=through)
-    return History(summary=summary, messages=tail, complete=summarized == 0,
+    return History(summary=summary, messages=tail,
+                   complete=summarized == 0 and window.unloaded == 0,
                    summarized_count=summarized, prefix_tokens=prefix_tokens,
                    prefix_through_seq=prefix_through, summarized_retracted=summarized_retracted,
-                   summarized_messages=summarized_messages)
+                   summarized_messages=summarized_messages, unloaded=window.unloaded,
+                   oldest_unloaded=window.oldest_unloaded)
 
 
 # -- tools --------------------------------------------------------------------------------
@@ -252,9 +349,10 @@ def load_tools(conn: sa.Connection, scope: str) -> tuple[Tool, ...]:
     """The scope's registered tools, by name."""
     rows = conn.execute(sa.select(scope_tools).where(scope_tools.c.scope == scope)
                         .order_by(scope_tools.c.name)).mappings()
-    return tuple(Tool(name=r["name"], tool_type=r["tool_type"], server_name=r["server_name"],
-                      description=r["description"], position=int(r["position"]))
-                 for r in rows)
+    return tuple(sorted((Tool(name=r["name"], tool_type=r["tool_type"],
+                              server_name=r["server_name"], description=r["description"],
+                              position=int(r["position"])) for r in rows),
+                        key=lambda tool: tool.name))
 
 
 def _use_seek(column: sa.ColumnElement[Any], bound: sa.ColumnElement[bool],
@@ -299,7 +397,7 @@ def load_tool_usage(conn: sa.Connection, scope: str,
                              window_count=count, window_last_used=last_at,
                              lifetime_count=int(r["lifetime_count"]),
                              lifetime_last_used=r["last_used"]))
-    return tuple(out)
+    return tuple(sorted(out, key=lambda usage: usage.tool_name))
 
 
 # -- scope-wide sections ------------------------------------------------------------------
@@ -348,8 +446,10 @@ def load_documents(conn: sa.Connection, stream_id: str) -> tuple[Document, ...]:
     """The session's documents by doc_id; content as stored (a string or an object)."""
     rows = conn.execute(sa.select(documents).where(documents.c.stream_id == stream_id)
                         .order_by(documents.c.doc_id)).mappings()
-    return tuple(Document(doc_id=r["doc_id"], kind=r["kind"], content=json.loads(r["content"]),
-                          position=int(r["position"])) for r in rows)
+    return tuple(sorted((Document(doc_id=r["doc_id"], kind=r["kind"],
+                                  content=json.loads(r["content"]),
+                                  position=int(r["position"])) for r in rows),
+                        key=lambda doc: doc.doc_id))
 
 
 def load_sources(conn: sa.Connection, scope: str) -> tuple[Source, ...]:
@@ -357,9 +457,10 @@ def load_sources(conn: sa.Connection, scope: str) -> tuple[Source, ...]:
     rows = conn.execute(sa.select(knowledge_sources).where(knowledge_sources.c.scope == scope)
                         .order_by(knowledge_sources.c.source_id,
                                   knowledge_sources.c.version)).mappings()
-    return tuple(Source(source_id=r["source_id"], version=r["version"], trust=float(r["trust"]),
-                        neutral=r["neutral"], compliance=_json(r["compliance"]))
-                 for r in rows)
+    return tuple(sorted((Source(source_id=r["source_id"], version=r["version"],
+                                trust=float(r["trust"]), neutral=r["neutral"],
+                                compliance=_json(r["compliance"])) for r in rows),
+                        key=lambda source: (source.source_id, source.version)))
 
 
 def load_snippets(conn: sa.Connection, scope: str) -> tuple[Snippet, ...]:
@@ -367,10 +468,11 @@ def load_snippets(conn: sa.Connection, scope: str) -> tuple[Snippet, ...]:
     rows = conn.execute(sa.select(knowledge_snippets)
                         .where(knowledge_snippets.c.scope == scope)
                         .order_by(knowledge_snippets.c.snippet_id)).mappings()
-    return tuple(Snippet(snippet_id=r["snippet_id"], source_id=r["source_id"],
-                         source_version=r["source_version"], text=r["text"],
-                         entities=tuple(json.loads(r["entities"])), position=int(r["position"]))
-                 for r in rows)
+    return tuple(sorted((Snippet(snippet_id=r["snippet_id"], source_id=r["source_id"],
+                                 source_version=r["source_version"], text=r["text"],
+                                 entities=tuple(json.loads(r["entities"])),
+                                 position=int(r["position"])) for r in rows),
+                        key=lambda snippet: snippet.snippet_id))
 
 
 def load_entities(conn: sa.Connection, scope: str) -> tuple[Entity, ...]:
@@ -378,11 +480,12 @@ def load_entities(conn: sa.Connection, scope: str) -> tuple[Entity, ...]:
     rows = conn.execute(sa.select(knowledge_entities)
                         .where(knowledge_entities.c.scope == scope)
                         .order_by(knowledge_entities.c.entity_id)).mappings()
-    return tuple(Entity(entity_id=r["entity_id"], name=r["name"],
-                        facts=tuple(EntityFact(text=f["text"], critical=bool(f["critical"]))
-                                    for f in json.loads(r["facts"])),
-                        tags=tuple(json.loads(r["tags"])))
-                 for r in rows)
+    return tuple(sorted((Entity(entity_id=r["entity_id"], name=r["name"],
+                                facts=tuple(EntityFact(text=f["text"],
+                                                       critical=bool(f["critical"]))
+                                            for f in json.loads(r["facts"])),
+                                tags=tuple(json.loads(r["tags"]))) for r in rows),
+                        key=lambda entity: entity.entity_id))
 
 
 def load_persona(conn: sa.Connection, stream_id: str) -> Persona | None:

@@ -7,12 +7,16 @@ in a documented order; mappings are built in sorted key order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 HistoryMode = Literal["none", "tail", "full"]
+
+HistoryMeasure = Callable[[Sequence["Message"]], Sequence[int]]
+"""The cost (in the budget's unit) of each of a page of messages, as the profile will
+count them. The read view calls it to know when the history window is full."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +30,11 @@ class ViewRequest:
     """Tool usage counted over ``[now - usage_window, now]``; requires ``now``."""
     token_encoding: str | None = None
     """With ``history="tail"``: the encoding whose memoized prefix total to load."""
+    history_budget: int | None = None
+    """Load the history newest first and stop once ``history_measure`` of the loaded
+    messages is over this budget (the message that crosses it is loaded too, so the
+    profile sees the first one that does not fit). None loads every message."""
+    history_measure: HistoryMeasure | None = None
     observations: int = 0
     """How many of the scope's most recent observations to load."""
     previous_session: bool = False
@@ -91,6 +100,11 @@ class History:
     """With ``tail``: the summarized messages NOT covered by the memo
     (``prefix_through_seq < seq <= summary.through_seq``), so the tokens of everything the
     summary replaced = ``prefix_tokens + count(summarized_messages)`` at O(what changed)."""
+    unloaded: int = 0
+    """With a ``history_budget``: non-retracted messages of the requested range (after the
+    summary for ``tail``, all for ``full``) older than ``messages``, left unread."""
+    oldest_unloaded: Message | None = None
+    """The oldest of those (None when ``unloaded`` is 0), to name the range they form."""
 
 
 @dataclass(frozen=True, slots=True)

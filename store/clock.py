@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from store.errors import TimestampError
+
 Clock = Callable[[], datetime]
 """A zero-argument callable returning an aware UTC ``datetime``."""
 
@@ -17,8 +19,11 @@ def system_clock() -> datetime:
 def ensure_utc(value: datetime, what: str = "timestamp") -> datetime:
     """Return ``value`` in UTC; naive datetimes are rejected because their zone is unknown."""
     if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError(f"{what} must be timezone-aware (got naive {value.isoformat()})")
-    return value.astimezone(UTC)
+        raise TimestampError(f"{what} must be timezone-aware (got naive {value.isoformat()})")
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise TimestampError(f"{what} {value.isoformat()} is out of range") from None
 
 
 def format_utc(value: datetime) -> str:

@@ -7,6 +7,13 @@ class LedgerError(Exception):
     """Base class for every domain error ctxledger raises on bad input or state."""
 
 
+class TimestampError(LedgerError, ValueError):
+    """A timestamp is naive (no time zone) or out of the representable range.
+
+    Also a ``ValueError``, which is what such a value is to code that only knows Python.
+    """
+
+
 class EventValidationError(LedgerError):
     """An event's type, data or size is not acceptable; nothing was written."""
 

@@ -11,7 +11,7 @@ import pytest
 from assembler import TokenCounter, assemble, counter_for, policy_for, request_for
 from assembler.errors import AssemblyError
 from assembler.profiles import profile_names
-from assembler.reports import CardReport
+from assembler.profiles.card import CardReport
 from assembler.tokens import TokenCount
 from projections.view import (
     History,

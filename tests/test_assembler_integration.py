@@ -7,14 +7,17 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import sqlalchemy as sa
 from freezegun import freeze_time
 
-from assembler import Assembly, assemble, counter_for, policy_for, request_for
-from assembler.reports import CardReport, SessionReport
+from assembler import Assembly, counter_for, policy_for, request_for
+from assembler.api import assemble_with_caches
+from assembler.profiles.card import CardReport
+from assembler.profiles.session import SessionReport
 from assembler.tokens import TokenCount, TokenCounter
 from ctxledger import Ledger
 from projections.read_view import load_session_view
-from projections.token_cache import load_counts, store_counts, store_history_memo
+from projections.token_cache import history_token_memo, load_counts, store_counts
 from projections.view import ViewRequest
 
 CARD = {"name": "Mara", "system_prompt": "You are {{char}}.",
@@ -39,14 +42,21 @@ def facade_assemble(ledger: Ledger, session: str, profile: str,
     with ledger.log.transaction() as conn:
         settings = load_session_view(conn, session, ViewRequest()).settings
         policy = policy_for(profile, settings)
-        view = load_session_view(conn, session, request_for(profile, policy, now))
         counter = counter_for(policy, store=TableStore(conn))
-        assembly = assemble(view, profile, now, policy, counter)
+        view = load_session_view(conn, session, request_for(profile, policy, now, counter))
+        assembly, caches = assemble_with_caches(view, profile, now, policy, counter)
         store_counts(conn, counter.new_counts())
-        if isinstance(assembly.report, CardReport) and assembly.report.chat_history.memo:
-            store_history_memo(conn, stream_id=session,
-                               **assembly.report.chat_history.memo.model_dump())
+        for write in caches:
+            write.persist(conn)
     return assembly, counter
+
+
+def memo_rows(ledger: Ledger, session: str) -> list[tuple[int, int]]:
+    """The history memos stored for ``session``: (through_seq, tokens)."""
+    with ledger.log.connection() as conn:
+        return [(int(row.through_seq), int(row.tokens)) for row in conn.execute(
+            sa.select(history_token_memo.c.through_seq, history_token_memo.c.tokens)
+            .where(history_token_memo.c.stream_id == session))]
 
 
 def card_report(assembly: Assembly) -> CardReport:
@@ -89,7 +99,7 @@ def test_card_on_real_projections(ledger: Ledger) -> None:
     first, _ = facade_assemble(ledger, "chat", "card", now)
     history = card_report(first).chat_history
     assert history.summarized_messages == 3 and history.messages == 1
-    assert history.memo is not None
+    assert len(memo_rows(ledger, "chat")) == 1
     assert "They set sail." in first.text and "Line number 2" not in first.text
 
     say(ledger, "chat", "m6", "A new line after the summary.")

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from assembler.reports import CardReport, SessionReport
+from assembler.profiles.card import CardReport
+from assembler.profiles.session import SessionReport
 from ctxledger import Ledger
 from ctxledger.cli import app
 
@@ -57,14 +58,13 @@ def test_card_fields_follow_level_and_count(ledger: Ledger) -> None:
 def test_reassembling_after_one_message_counts_only_the_new_content(ledger: Ledger) -> None:
     _chat(ledger, 20, level="none")
     first = ledger.assemble("chat", "card", now=NOW)
-    counter = ledger._counters[first.tokens.encoding]
-    before = counter.calls
+    before = ledger.tokenizer_calls()
     assert ledger.assemble("chat", "card", now=NOW).digest == first.digest
-    assert counter.calls == before  # nothing changed, nothing counted
+    assert ledger.tokenizer_calls() == before  # nothing changed, nothing counted
     ledger.append("chat", {"type": "message.appended",
                            "data": {"role": "user", "content": "A brand new line."}})
     ledger.assemble("chat", "card", now=NOW)
-    assert counter.calls == before + 1
+    assert ledger.tokenizer_calls() == before + 1
 
 
 def test_counts_survive_in_the_cache_table(tmp_path: Path) -> None:
@@ -75,7 +75,7 @@ def test_counts_survive_in_the_cache_table(tmp_path: Path) -> None:
     with Ledger.open(url) as reopened:  # a new process would start with an empty memo
         again = reopened.assemble("chat", "card", now=NOW)
         assert again.digest == digest
-        assert reopened._counters[again.tokens.encoding].calls == 0
+        assert reopened.tokenizer_calls() == 0
 
 
 def test_session_profile_ranks_tools_over_the_window(ledger: Ledger) -> None:

@@ -17,8 +17,7 @@ import tiktoken
 from assembler import assemble, counter_for, policy_for, request_for
 from assembler.errors import AssemblyError
 from assembler.model import Assembly
-from assembler.profiles.card import LEVELS, CardPolicy, render_message
-from assembler.reports import CardReport
+from assembler.profiles.card import LEVELS, CardPolicy, CardReport, render_message
 from assembler.tokens import TokenCounter
 from projections.view import (
     History,
@@ -169,7 +168,9 @@ def test_breakdown_rows_tokens_and_totals() -> None:
     assert report.total_tokens == sum(r.tokens for r in report.breakdown
                                       if r.status != "expired")
     assert report.saved_tokens == tokens(expand(CARD["mes_example"]))
-    assert assembly.tokens.sections["card"] == report.total_tokens
+    card = assembly.sections[0]
+    # The section also holds the template's own words, counted where they stand.
+    assert card.tokens == report.total_tokens + card.framing_tokens > report.total_tokens
     assert [item.id for item in assembly.sections[0].items] == [
         "system_prompt", "description", "personality", "scenario", "first_mes"]
 
@@ -232,7 +233,11 @@ def test_custom_template_from_setting() -> None:
     assert report.memory == (f"[Captain Mara talking to Jo]\n"
                              f"{expand(CARD['description'], user='Jo')}\n--\n|")
     assert assembly.text.startswith(report.memory + "\n\n")
-    assert assembly.tokens.framing == tokens("[Captain Mara talking to Jo]\n\n--\n|")
+    # The template's words are the card section's framing; the break before the history
+    # is the context's own.
+    assert assembly.sections[0].framing_tokens == (
+        tokens("[Captain Mara talking to Jo]\n") + tokens("\n--\n|"))
+    assert assembly.tokens.framing == tokens("\n\n")
 
 
 def test_default_template_substitutes_card_macros() -> None:
@@ -280,12 +285,11 @@ def test_summary_plus_tail_with_no_gap_and_summarized_from() -> None:
                     *(f"message:{m.message_id}" for m in tail)]
     tail_tokens = sum(tokens(line) for line in lines)
     replaced = sum(tokens(render_message(m)) for m in messages[:5])
-    assert history.tokens == tokens(summary_text) + tail_tokens
+    # Four line breaks: one after the summary and one between each two messages.
+    assert history.tokens == tokens(summary_text) + tail_tokens + 4 * tokens("\n")
     assert history.summarized_from == replaced + tail_tokens
     assert (history.messages, history.summarized_messages) == (4, 5)
-    assert history.memo is not None
-    assert (history.memo.through_seq, history.memo.tokens, history.memo.encoding) == (
-        summary.through_seq, replaced, "cl100k_base")
+    assert "memo" not in history.model_dump()  # cache state is not output
     block = assembly.decision(f"summarized:{summary.through_message_id}")
     assert (block.action, block.reason, block.detail["messages"], block.detail["tokens"]) == (
         "dropped", "summarized", 5, replaced)
@@ -315,7 +319,7 @@ def test_unresolved_summary_means_every_message() -> None:
                              position=800)
     assembly = run(messages, {"compression_level": "aggressive"}, summary=summary)
     history = report_of(assembly).chat_history
-    assert history.messages == 6 and history.summarized_from is None and history.memo is None
+    assert history.messages == 6 and history.summarized_from is None
     decision = assembly.decision("summary:gone")
     assert (decision.action, decision.reason) == ("rejected", "summary_unresolved")
     assert all(m.content in assembly.text for m in messages)
@@ -379,8 +383,9 @@ def test_pressure_flag_above_80_percent_of_context_limit() -> None:
 def test_used_tokens_cover_memory_and_history() -> None:
     assembly = run(make_messages(3))
     report = report_of(assembly)
-    assert report.used_tokens == (report.total_tokens + assembly.tokens.framing
-                                  + report.chat_history.tokens)
+    card = assembly.sections[0]
+    assert report.used_tokens == (report.total_tokens + card.framing_tokens
+                                  + assembly.tokens.framing + report.chat_history.tokens)
     assert assembly.tokens.total == report.used_tokens
 
 
@@ -396,4 +401,5 @@ def test_counts_are_cached_between_assemblies() -> None:
     second = assemble(load(messages, request_for("card", policy, NOW)), "card", NOW, policy,
                       counter)
     assert counter.calls == calls + 1  # only the new message was counted
-    assert second.tokens.total == first.tokens.total + tokens("user: One more line.")
+    assert second.tokens.total == (first.tokens.total + tokens("user: One more line.")
+                                   + tokens("\n"))

@@ -1,7 +1,8 @@
 """The profile registry: every profile the assembler knows, by name.
 
-A new profile (``novel``, ``brief``) is a ``Profile`` subclass with its ``Policy``
-subclass, registered here; the engine, policies, api and digest serve it unchanged.
+A new profile (``novel``, ``brief``) is a module or folder with its ``Profile`` subclass,
+``Policy`` subclass and report model, plus one line in ``_REGISTERED`` below; the engine,
+policies, api, digest, facade and CLI serve it unchanged.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from assembler.profiles.base import Profile
 from assembler.profiles.card import CardPolicy, CardProfile
 from assembler.profiles.session import SessionPolicy, SessionProfile
 
-_PROFILES: dict[str, Profile] = {
-    profile.name: profile for profile in (CardProfile(), SessionProfile())
-}
+_REGISTERED: tuple[Profile, ...] = (
+    CardProfile(),
+    SessionProfile(),
+)
+_PROFILES: dict[str, Profile] = {profile.name: profile for profile in _REGISTERED}
 
 
 def profile_names() -> list[str]:

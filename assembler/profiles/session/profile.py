@@ -22,132 +22,47 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import ClassVar, Literal
+from datetime import datetime
+from typing import TYPE_CHECKING, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from assembler.engine import Candidate, Engine, SectionLayout, ShedStep
+from assembler.engine import (
+    Candidate,
+    Engine,
+    Frame,
+    Piece,
+    SectionLayout,
+    ShedStep,
+    joined,
+)
 from assembler.errors import AssemblyError
 from assembler.model import Assembly
 from assembler.policy import Policy
-from assembler.profiles.base import Profile
-from assembler.profiles.tool_ranking import (
-    MCP_SERVER_PATTERN,
+from assembler.profiles.base import Profile, report_of
+from assembler.profiles.session.policy import (
+    DROP_TOOLS,
+    SECTION_PREVIOUS,
+    SECTION_TOOLS,
+    SECTION_WELCOME,
+    SHORTEN_PREVIOUS,
+    ObservationGroup,
+    SessionPolicy,
+)
+from assembler.profiles.session.report import SessionReport, ToolRank
+from assembler.profiles.session.tool_ranking import (
     RankedEntry,
-    RankingWeights,
     ToolEntry,
     build_entries,
     rank_entries,
 )
-from assembler.reports import SessionReport, ToolRank
+from assembler.report import ProfileReport
 from assembler.text import ELLIPSIS, cut, one_line, shorten_to
 from assembler.timefmt import relative_time
+from assembler.tokens import TokenCounter
 from projections.view import Observation, SessionView, ViewRequest
 from store.clock import ensure_utc
 
-SECTION_PREVIOUS = "previous_session"
-SECTION_TOOLS = "tools"
-SECTION_WELCOME = "welcome"
-DROP_TOOLS = "tools"
-"""The name of the tool section in ``trim_order``."""
-SHORTEN_PREVIOUS = "previous_session"
-"""The name of the "shorten the previous summary" step in ``trim_order``."""
-
-
-class ObservationGroup(BaseModel):
-    """How one observation kind is shown."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: str
-    section: str
-    heading: str
-
-
-DEFAULT_GROUPS: tuple[ObservationGroup, ...] = (
-    ObservationGroup(kind="change", section="changes", heading="## Recent Changes"),
-    ObservationGroup(kind="decision", section="decisions", heading="## Active Decisions"),
-    ObservationGroup(kind="finding", section="findings", heading="## Recent Findings"),
-    ObservationGroup(kind="reference", section="references", heading="## Reference Docs"),
-)
-
-
-class SessionPolicy(Policy):
-    """Policy of the ``session`` profile. Settings (key -> field):
-
-    ``session_max_chars`` -> max_chars, ``tool_section_budget`` -> tool_section_budget,
-    ``usage_window_days`` -> usage_window_days, ``observation_limit`` ->
-    observation_limit, ``observation_max_chars`` -> observation_max_chars,
-    ``welcome_message`` -> welcome_message, ``token_encoding`` -> token_encoding;
-    ``policy.session`` -> any field (weights, decay, headings, trim order...).
-    """
-
-    SETTINGS: ClassVar[Mapping[str, str]] = {
-        "session_max_chars": "max_chars",
-        "tool_section_budget": "tool_section_budget",
-        "usage_window_days": "usage_window_days",
-        "observation_limit": "observation_limit",
-        "observation_max_chars": "observation_max_chars",
-        "welcome_message": "welcome_message",
-        "token_encoding": "token_encoding",
-    }
-
-    profile: Literal["session"] = "session"
-    max_chars: int = Field(default=6000, gt=0)
-    tool_section_budget: int = Field(default=500, gt=0)
-    usage_window_days: int = Field(default=7, ge=1)
-    frequency_weight: float = Field(default=0.7, ge=0.0)
-    recency_weight: float = Field(default=0.3, ge=0.0)
-    recency_decay: float = Field(default=0.693, ge=0.0)
-    recency_half_life_days: float = Field(default=7.0, gt=0.0)
-    mcp_server_pattern: str = MCP_SERVER_PATTERN
-    excluded_tool_types: tuple[str, ...] = ("builtin",)
-    observation_limit: int = Field(default=20, ge=0)
-    """How many of the scope's most recent observations are candidates."""
-    observation_max_chars: int = Field(default=120, ge=1)
-    groups: tuple[ObservationGroup, ...] = DEFAULT_GROUPS
-    trim_order: tuple[str, ...] = (DROP_TOOLS, "reference", "finding", "change", "decision",
-                                   SHORTEN_PREVIOUS)
-    """What goes, in order, when the text is over ``max_chars``: the tool section, an
-    observation kind (oldest first), or shortening the previous summary."""
-    header: str = "[ctxledger - Session Context]"
-    previous_heading: str = "## Previous Session"
-    tools_heading: str = "## Available Tools"
-    welcome_message: str = (
-        "[ctxledger] First session detected. Memory system is active and capturing "
-        "observations.\nObservations and tool usage recorded in this scope will appear "
-        "here next time.")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> SessionPolicy:
-        try:
-            re.compile(self.mcp_server_pattern)
-        except re.error as exc:
-            raise ValueError(f"mcp_server_pattern is not a regular expression: {exc}") from None
-        kinds = [group.kind for group in self.groups]
-        sections = [group.section for group in self.groups]
-        if len(set(kinds)) != len(kinds) or len(set(sections)) != len(sections):
-            raise ValueError("observation groups need distinct kinds and sections")
-        if {SECTION_PREVIOUS, SECTION_TOOLS, SECTION_WELCOME} & set(sections):
-            raise ValueError("observation group sections clash with built-in sections")
-        for step in self.trim_order:
-            if step not in (DROP_TOOLS, SHORTEN_PREVIOUS, *kinds):
-                raise ValueError(f"trim_order step {step!r} is not 'tools', "
-                                 "'previous_session' or an observation kind")
-        return self
-
-    @property
-    def usage_window(self) -> timedelta:
-        """The tool-usage window."""
-        return timedelta(days=self.usage_window_days)
-
-    @property
-    def weights(self) -> RankingWeights:
-        """The score formula's numbers."""
-        return RankingWeights(self.frequency_weight, self.recency_weight, self.recency_decay,
-                              self.recency_half_life_days)
-
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 @dataclass(frozen=True, slots=True)
 class _Group:
@@ -169,6 +84,7 @@ class _Layout:
     groups: list[_Group]
     tools_frame: Candidate | None
     tool_lines: list[Candidate]
+    tools_more: Candidate | None
 
 
 class SessionProfile(Profile):
@@ -176,8 +92,9 @@ class SessionProfile(Profile):
 
     name: ClassVar[str] = "session"
     policy_type: ClassVar[type[Policy]] = SessionPolicy
+    report_type: ClassVar[type[ProfileReport]] = SessionReport
 
-    def request(self, policy: Policy, now: datetime) -> ViewRequest:
+    def request(self, policy: Policy, now: datetime, counter: TokenCounter) -> ViewRequest:
         """Previous session, recent observations, tools and their usage in the window."""
         assert isinstance(policy, SessionPolicy)
         return ViewRequest(now=now, usage_window=policy.usage_window,
@@ -202,7 +119,7 @@ class SessionProfile(Profile):
                                          weights=policy.weights)
         prior = view.previous_session
         engine.counter.prefetch([
-            "", policy.header, policy.welcome_message, policy.previous_heading,
+            "", "\n", "\n\n", policy.header, policy.welcome_message, policy.previous_heading,
             policy.tools_heading, *(group.heading for group in policy.groups),
             *((prior.summary,) if prior is not None and prior.summary else ()),
             *(observation_line(item, now, policy) for item in view.observations),
@@ -225,44 +142,37 @@ class SessionProfile(Profile):
             engine.exclude(candidate, "rejected" if item.reason == "excluded_tool_type"
                            else "dropped", item.reason, tool_type=item.tool.tool_type,
                            entry=item.entry_id)
-        tools_frame, tool_lines, more = _tool_section(engine, ranked, policy)
+        tools_frame, tool_lines, tools_more, more = _tool_section(engine, ranked, policy)
 
         layout = _Layout(policy.header, policy.welcome_message, previous_frame, previous,
-                         groups, tools_frame, tool_lines)
+                         groups, tools_frame, tool_lines, tools_more)
         kept = _kept_candidates(layout)
         steps = _trim_steps(layout, policy)
+        placeholder = Frame(policy.welcome_message, SECTION_WELCOME)
 
         def measure(current: Sequence[Candidate]) -> int:
-            return len(render(layout, {candidate.id: candidate for candidate in current}))
+            pieces = render(layout, {candidate.id: candidate for candidate in current},
+                            placeholder)
+            return sum(len(piece.text) for piece in pieces)
 
         shed = engine.shed_until_fits(kept, steps, limit=policy.max_chars, unit="chars",
                                       measure=measure, reason="over_total_budget")
         final = {candidate.id: candidate for candidate in shed.kept}
-        text = render(layout, final)
+        welcome = not _has_context(layout, final)
+        greeting: Piece = placeholder
+        if welcome:
+            greeting = engine.candidate(SECTION_WELCOME, SECTION_WELCOME,
+                                        policy.welcome_message)
+            engine.include(greeting, "no_previous_session_or_observations")
+        pieces = render(layout, final, greeting)
+        text = "".join(piece.text for piece in pieces)
         warnings: list[str] = []
         if not shed.fits:
             warnings.append(f"session context is {len(text)} characters, over the "
                             f"{policy.max_chars}-character cap after every trim step")
-
-        welcome = not _has_context(layout, final)
-        sections: list[SectionLayout] = []
-        if welcome:
-            candidate = engine.candidate(SECTION_WELCOME, SECTION_WELCOME,
-                                         policy.welcome_message)
-            engine.include(candidate, "no_previous_session_or_observations")
-            sections.append(SectionLayout(SECTION_WELCOME, [candidate]))
-        if previous_frame is not None and previous is not None and previous.id in final:
-            sections.append(SectionLayout(SECTION_PREVIOUS,
-                                          [final[previous_frame.id], final[previous.id]]))
-        for group in groups:
-            lines = [final[line.id] for line in group.lines if line.id in final]
-            if lines:
-                sections.append(SectionLayout(group.spec.section, [final[group.frame.id],
-                                                                   *lines]))
-        if tools_frame is not None and tools_frame.id in final:
-            sections.append(SectionLayout(
-                SECTION_TOOLS, [final[tools_frame.id],
-                                *(final[line.id] for line in tool_lines if line.id in final)]))
+        sections = [SectionLayout(SECTION_WELCOME), SectionLayout(SECTION_PREVIOUS),
+                    *(SectionLayout(group.spec.section) for group in groups),
+                    SectionLayout(SECTION_TOOLS)]
 
         shown = {line.id for line in tool_lines if line.id in final}
         report = SessionReport(
@@ -270,9 +180,9 @@ class SessionProfile(Profile):
             previous_session=prior.stream_id if prior is not None else None,
             observations={group.spec.kind: sum(line.id in final for line in group.lines)
                           for group in groups},
-            tool_section_chars=len(_tool_section_text(layout, final)),
+            tool_section_chars=_tool_section_chars(layout, final),
             tool_section_budget=policy.tool_section_budget,
-            more_available=more if tools_frame is not None and tools_frame.id in final else 0,
+            more_available=more if tools_more is not None and tools_more.id in final else 0,
             usage_window_start=window_start, usage_window_end=now, max_usage=max_usage,
             tools=[ToolRank(entry=item.entry.id, name=item.entry.name,
                             tool_type=item.entry.tool_type, rank=item.rank, score=item.score,
@@ -283,9 +193,14 @@ class SessionProfile(Profile):
                    for item in ranked])
         return engine.finish(
             profile=self.name, policy_version=policy.version, session=view.stream_id,
-            position=view.position, now=now, text=text, layout=sections,
-            framing=[policy.header] if not welcome else [], report=report,
-            warnings=warnings)
+            position=view.position, now=now, pieces=pieces, sections=sections,
+            report=report, warnings=warnings)
+
+    def render(self, assembly: Assembly) -> RenderableType:
+        """The ranked tools with their scores, window usage and whether they were shown."""
+        from assembler.profiles.session.view import session_table
+
+        return session_table(report_of(assembly, SessionReport))
 
 
 def _utc_or_none(value: datetime | None) -> datetime | None:
@@ -344,11 +259,14 @@ def tool_line(entry: ToolEntry, lifetime_count: int) -> str:
     return f"- {entry.name}{usage}"
 
 
-def _tool_section(engine: Engine, ranked: Sequence[RankedEntry],
-                  policy: SessionPolicy) -> tuple[Candidate | None, list[Candidate], int]:
-    """Admit ranked lines under the section budget; the frame holds header and overflow."""
+def _tool_section(engine: Engine, ranked: Sequence[RankedEntry], policy: SessionPolicy
+                  ) -> tuple[Candidate | None, list[Candidate], Candidate | None, int]:
+    """Admit ranked lines under the section budget, then ``(N more available)`` if it fits.
+
+    Returns the heading, the kept lines, the overflow line (when it is in) and N.
+    """
     if not ranked:
-        return None, [], 0
+        return None, [], None, 0
     heading = policy.tools_heading
     candidates = [engine.candidate(item.entry.id, SECTION_TOOLS,
                                    tool_line(item.entry, item.usage.lifetime_count))
@@ -366,17 +284,22 @@ def _tool_section(engine: Engine, ranked: Sequence[RankedEntry],
                                    measure=section_chars, reason_in="ranked_within_budget",
                                    reason_out="over_section_budget", details=details)
     more = len(candidates) - len(kept)
-    frame_text = heading
-    overflow_shown = False
+    overflow: Candidate | None = None
     if more:
-        overflow = f"({more} more available)"
-        if section_chars(kept) + 1 + len(overflow) <= policy.tool_section_budget:
-            frame_text = f"{heading}\n{overflow}"
-            overflow_shown = True
-    frame = engine.candidate(f"section:{SECTION_TOOLS}", SECTION_TOOLS, frame_text)
+        overflow = engine.candidate(f"{SECTION_TOOLS}:more", SECTION_TOOLS,
+                                    f"({more} more available)")
+        size = section_chars([*kept, overflow])
+        if size <= policy.tool_section_budget:
+            overflow = engine.include(overflow, "overflow_line_fits", more_available=more,
+                                      size_with=size, limit=policy.tool_section_budget)
+        else:
+            engine.exclude(overflow, "dropped", "over_section_budget", more_available=more,
+                           size_with=size, limit=policy.tool_section_budget)
+            overflow = None
+    frame = engine.candidate(f"section:{SECTION_TOOLS}", SECTION_TOOLS, heading)
     engine.include(frame, "section_has_content", lines=len(kept), more_available=more,
-                   overflow_line=overflow_shown, budget=policy.tool_section_budget)
-    return frame, kept, more if overflow_shown else 0
+                   overflow_line=overflow is not None, budget=policy.tool_section_budget)
+    return frame, kept, overflow, more if overflow is not None else 0
 
 
 def _kept_candidates(layout: _Layout) -> list[Candidate]:
@@ -387,6 +310,8 @@ def _kept_candidates(layout: _Layout) -> list[Candidate]:
         kept += [group.frame, *group.lines]
     if layout.tools_frame is not None:
         kept += [layout.tools_frame, *layout.tool_lines]
+        if layout.tools_more is not None:
+            kept.append(layout.tools_more)
     return kept
 
 
@@ -396,7 +321,8 @@ def _trim_steps(layout: _Layout, policy: SessionPolicy) -> list[ShedStep]:
     for step in policy.trim_order:
         if step == DROP_TOOLS:
             if layout.tools_frame is not None:
-                steps.append(ShedStep((layout.tools_frame, *layout.tool_lines)))
+                more = (layout.tools_more,) if layout.tools_more is not None else ()
+                steps.append(ShedStep((layout.tools_frame, *layout.tool_lines, *more)))
         elif step == SHORTEN_PREVIOUS:
             if layout.previous is not None and layout.previous_frame is not None:
                 steps.append(ShedStep((layout.previous,), shrink=_shorten_summary,
@@ -427,27 +353,34 @@ def _has_context(layout: _Layout, kept: Mapping[str, Candidate]) -> bool:
     return any(line.id in kept for group in layout.groups for line in group.lines)
 
 
-def _tool_section_text(layout: _Layout, kept: Mapping[str, Candidate]) -> str:
-    if layout.tools_frame is None or layout.tools_frame.id not in kept:
-        return ""
-    heading, _, overflow = kept[layout.tools_frame.id].text.partition("\n")
-    lines = [kept[line.id].text for line in layout.tool_lines if line.id in kept]
-    return "\n".join([heading, *lines, *([overflow] if overflow else [])])
+def _tool_section_chars(layout: _Layout, kept: Mapping[str, Candidate]) -> int:
+    parts = [c for c in (layout.tools_frame, *layout.tool_lines, layout.tools_more)
+             if c is not None and c.id in kept]
+    return len("\n".join(kept[c.id].text for c in parts))
 
 
-def render(layout: _Layout, kept: Mapping[str, Candidate]) -> str:
-    """The text for the kept candidates (by id): context part, then the tool section."""
+def render(layout: _Layout, kept: Mapping[str, Candidate], welcome: Piece) -> list[Piece]:
+    """The prompt as pieces for the kept candidates (by id): the context part (or the
+    ``welcome`` piece), then the tool section."""
     if not _has_context(layout, kept):
-        context = layout.welcome
+        context: list[Piece] = [welcome]
     else:
-        lines = [layout.header, ""]
+        blocks: list[list[Piece]] = [[Frame(layout.header)]]
         if layout.previous is not None and layout.previous_frame is not None \
                 and layout.previous.id in kept and kept[layout.previous.id].text:
-            lines += [kept[layout.previous_frame.id].text, kept[layout.previous.id].text, ""]
+            blocks.append([kept[layout.previous_frame.id],
+                           Frame("\n", SECTION_PREVIOUS), kept[layout.previous.id]])
         for group in layout.groups:
-            shown = [kept[line.id].text for line in group.lines if line.id in kept]
+            shown = [kept[line.id] for line in group.lines if line.id in kept]
             if shown:
-                lines += [kept[group.frame.id].text, *shown, ""]
-        context = "\n".join(lines).rstrip("\n")
-    tools = _tool_section_text(layout, kept)
-    return f"{context}\n\n{tools}" if tools else context
+                blocks.append(joined([[kept[group.frame.id]], *([line] for line in shown)],
+                                     "\n", group.spec.section))
+        context = joined(blocks, "\n\n")
+    tools: list[Piece] = []
+    if layout.tools_frame is not None and layout.tools_frame.id in kept:
+        lines = [kept[line.id] for line in layout.tool_lines if line.id in kept]
+        more = ([kept[layout.tools_more.id]]
+                if layout.tools_more is not None and layout.tools_more.id in kept else [])
+        tools = joined([[kept[layout.tools_frame.id]], *([line] for line in [*lines, *more])],
+                       "\n", SECTION_TOOLS)
+    return joined([context, tools], "\n\n")

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from assembler.engine import round_score
+from assembler.engine import ranked, round_score
 from projections.view import Tool, ToolUsage
 
 MCP_SERVER_PATTERN = r"^mcp__([^_]+(?:_[^_]+)*)__"
@@ -158,10 +158,13 @@ def rank_entries(entries: Sequence[ToolEntry], usage: Sequence[ToolUsage], *, no
         used = _entry_usage(entry, direct, servers)
         score, age_days = _score(used, max_usage, now, weights)
         scored.append((score, used.lifetime_count, entry.name, entry.id, entry, used, age_days))
-    scored.sort(key=lambda row: (-row[0], -row[1], row[2], row[3]))
-    ranked = [RankedEntry(entry, rank, score, used, age_days)
-              for rank, (score, _, _, _, entry, used, age_days) in enumerate(scored, start=1)]
-    return ranked, max_usage
+    # Score descending, then lifetime usage descending, then name; the entry id (unique)
+    # makes it a total order.
+    ordered = ranked(scored, key=lambda row: (-row[0], -row[1], row[2], row[3]))
+    entries_ranked = [RankedEntry(entry, rank, score, used, age_days)
+                      for rank, (score, _, _, _, entry, used, age_days)
+                      in enumerate(ordered, start=1)]
+    return entries_ranked, max_usage
 
 
 def _entry_usage(entry: ToolEntry, direct: dict[str, ToolUsage],

@@ -1,0 +1,240 @@
+"""The ``card`` profile's policy: compression levels, the expiration table, the memory
+template, and the context budget (SPEC §3 "Profile card"), as data with SPEC's defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from assembler.policy import Policy, PolicyError
+from assembler.template import Template, TemplateError, parse_template
+
+LEVELS: tuple[str, ...] = ("none", "chat_only", "chat_dialogue", "aggressive")
+"""CardShark's COMPRESSION_LEVEL_HIERARCHY: a higher index is more aggressive."""
+
+TEMPLATE_VARIABLES: tuple[str, ...] = (
+    "system", "description", "personality", "scenario", "examples", "first_mes", "user",
+    "char")
+
+DEFAULT_TEMPLATE = (
+    "{{#if system}}{{system}}\n\n{{/if}}"
+    "{{#if description}}{{char}}'s description:\n{{description}}\n\n{{/if}}"
+    "{{#if personality}}{{char}}'s personality: {{personality}}\n\n{{/if}}"
+    "{{#if scenario}}Scenario: {{scenario}}\n\n{{/if}}"
+    "{{#if examples}}Example dialogue:\n{{examples}}\n\n{{/if}}"
+    "{{#if first_mes}}{{char}}'s first message:\n{{first_mes}}{{/if}}"
+)
+"""Fields in SPEC order, each block present only when its field is (not expired, not empty)."""
+
+
+class FieldRule(BaseModel):
+    """How one card field expires (CardShark's ``FieldExpirationConfig`` plus its labels)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str = Field(min_length=1)
+    """The Character Card V2 field, e.g. ``mes_example``."""
+    label: str
+    variable: str
+    """The template variable it fills, e.g. ``examples``."""
+    permanent: bool = False
+    expires_at_message: int | None = Field(default=None, ge=0)
+    min_level: str = "none"
+    """The lowest compression level that expires it."""
+
+
+DEFAULT_FIELDS: tuple[FieldRule, ...] = (
+    FieldRule(key="system_prompt", label="System Prompt", variable="system", permanent=True),
+    FieldRule(key="description", label="Description", variable="description", permanent=True),
+    FieldRule(key="personality", label="Personality", variable="personality", permanent=True),
+    FieldRule(key="scenario", label="Scenario", variable="scenario", expires_at_message=3,
+              min_level="aggressive"),
+    FieldRule(key="mes_example", label="Example Dialogue", variable="examples",
+              expires_at_message=5, min_level="chat_dialogue"),
+    FieldRule(key="first_mes", label="First Message", variable="first_mes",
+              expires_at_message=3, min_level="aggressive"),
+)
+
+
+class CardPolicy(Policy):
+    """Policy of the ``card`` profile. Settings (key -> field):
+
+    ``compression_level`` -> compression_level, ``card_template`` -> template,
+    ``context_limit`` -> context_limit, ``user_name`` -> user_name,
+    ``card_expiration`` -> fields (an object ``{field_key: {rule fields}}`` merged into the
+    table), ``card_pressure_threshold`` -> pressure_threshold, ``response_reserve`` ->
+    response_reserve, ``token_encoding`` -> token_encoding; ``policy.card`` -> any field.
+    """
+
+    SETTINGS: ClassVar[Mapping[str, str]] = {
+        "compression_level": "compression_level",
+        "card_template": "template",
+        "context_limit": "context_limit",
+        "user_name": "user_name",
+        "card_expiration": "fields",
+        "card_pressure_threshold": "pressure_threshold",
+        "response_reserve": "response_reserve",
+        "token_encoding": "token_encoding",
+    }
+
+    profile: Literal["card"] = "card"
+    levels: tuple[str, ...] = LEVELS
+    compression_level: str = "none"
+    history_min_level: str = "chat_only"
+    """From this level up, a summary replaces the messages it covers."""
+    fields: tuple[FieldRule, ...] = DEFAULT_FIELDS
+    template: str = DEFAULT_TEMPLATE
+    user_name: str = "User"
+    context_limit: int | None = Field(default=None, gt=0)
+    response_reserve: int = Field(default=0, ge=0)
+    """Tokens kept free for the model's reply: the context fits ``context_limit`` minus
+    this."""
+    pressure_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    summary_header: str = "[Summary of the conversation so far]"
+    overflow_order: tuple[str, ...] = ("first_mes", "scenario", "mes_example", "summary")
+    """What gives way, in this order, when the card, the summary and the newest message
+    are over the budget together: card fields (by key) and ``summary``. Permanent fields
+    and the newest message never give way; if they alone are over, the context
+    overshoots with a warning."""
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, levels: tuple[str, ...]) -> tuple[str, ...]:
+        if not levels or levels[0] != "none" or len(set(levels)) != len(levels):
+            raise ValueError("levels must be distinct and start with 'none'")
+        return levels
+
+    @field_validator("compression_level", "history_min_level")
+    @classmethod
+    def _known_level(cls, level: str, info: ValidationInfo) -> str:
+        levels = info.data.get("levels", LEVELS)
+        if level not in levels:
+            raise ValueError(f"{level!r} is not one of {', '.join(levels)}")
+        return level
+
+    @field_validator("fields")
+    @classmethod
+    def _rule_levels(cls, fields: tuple[FieldRule, ...],
+                     info: ValidationInfo) -> tuple[FieldRule, ...]:
+        levels = info.data.get("levels", LEVELS)
+        for rule in fields:
+            if rule.min_level not in levels:
+                raise ValueError(f"{rule.key}.min_level {rule.min_level!r} is not one of "
+                                 f"{', '.join(levels)}")
+        return fields
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CardPolicy:
+        keys = [rule.key for rule in self.fields]
+        variables = [rule.variable for rule in self.fields]
+        if len(set(keys)) != len(keys) or len(set(variables)) != len(variables):
+            raise ValueError("field keys and template variables must be distinct")
+        for variable in variables:
+            if variable not in TEMPLATE_VARIABLES or variable in ("user", "char"):
+                raise ValueError(f"field variable {variable!r} is not a card template variable")
+        return self
+
+    @model_validator(mode="after")
+    def _overflow(self) -> CardPolicy:
+        rules = {rule.key: rule for rule in self.fields}
+        for name in self.overflow_order:
+            if name == "summary":
+                continue
+            if name not in rules:
+                raise ValueError(f"overflow_order names unknown field {name!r}")
+            if rules[name].permanent:
+                raise ValueError(f"overflow_order names permanent field {name!r}")
+        if len(set(self.overflow_order)) != len(self.overflow_order):
+            raise ValueError("overflow_order names an item twice")
+        return self
+
+    @property
+    def budget(self) -> int | None:
+        """``context_limit − response_reserve`` (at least 0), or None without a limit."""
+        if self.context_limit is None:
+            return None
+        return max(0, self.context_limit - self.response_reserve)
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, template: str) -> str:
+        try:
+            parse_template(template, TEMPLATE_VARIABLES)
+        except TemplateError as exc:
+            raise ValueError(str(exc)) from None
+        return template
+
+    @classmethod
+    def overlay_setting(cls, field: str, current: Any, value: Any) -> Any:
+        """``card_expiration`` merges per field key; other settings replace."""
+        if field != "fields":
+            return value
+        if not isinstance(value, Mapping):
+            raise PolicyError("setting 'card_expiration' must be an object of field rules")
+        rules = [dict(rule) for rule in current]
+        by_key = {rule["key"]: rule for rule in rules}
+        for key in sorted(value):
+            change = value[key]
+            if not isinstance(change, Mapping):
+                raise PolicyError(f"setting 'card_expiration': {key!r} must be an object")
+            if key in by_key:
+                by_key[key].update(change)
+            else:
+                rules.append({"key": key, **change})
+        return rules
+
+    # -- rules --------------------------------------------------------------------------
+
+    def level_rank(self, level: str) -> int:
+        """Position of ``level`` in the hierarchy (0 = none)."""
+        return self.levels.index(level)
+
+    def level_includes(self, current: str, required: str) -> bool:
+        """True when ``current`` is at or above ``required`` (compressionLevelIncludes)."""
+        return self.level_rank(current) >= self.level_rank(required)
+
+    def rule(self, key: str) -> FieldRule:
+        """The expiration rule of field ``key``."""
+        for rule in self.fields:
+            if rule.key == key:
+                return rule
+        raise KeyError(key)
+
+    def expiry(self, rule: FieldRule, level: str, message_count: int) -> tuple[bool, str]:
+        """Whether ``rule``'s field is expired, with the reason code either way."""
+        if rule.permanent:
+            return False, "permanent"
+        if rule.expires_at_message is None:
+            return False, "no_expiry_threshold"
+        if level == self.levels[0]:
+            return False, "compression_off"
+        if not self.level_includes(level, rule.min_level):
+            return False, "level_below_minimum"
+        if message_count < rule.expires_at_message:
+            return False, "below_message_threshold"
+        return True, "expired_by_level_and_count"
+
+    def should_expire(self, key: str, level: str, message_count: int) -> bool:
+        """CardShark's ``shouldExpireField``: unknown fields never expire."""
+        try:
+            rule = self.rule(key)
+        except KeyError:
+            return False
+        return self.expiry(rule, level, message_count)[0]
+
+    def parsed_template(self) -> Template:
+        """The parsed memory template."""
+        return parse_template(self.template, TEMPLATE_VARIABLES)
+
+    def summarizes(self) -> bool:
+        """Whether this level replaces summarized messages by their summary."""
+        return self.level_includes(self.compression_level, self.history_min_level)

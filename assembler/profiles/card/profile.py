@@ -1,0 +1,345 @@
+"""Profile ``card`` (CardShark): character-card fields that expire, plus chat history.
+
+Rules (SPEC §3 "Profile card"):
+
+- ``compression_level`` is one of none < chat_only < chat_dialogue < aggressive (default
+  none; session setting over scope setting over default), read at every assembly, so
+  lowering it brings fields back.
+- A field is expired when it is not permanent, the level is not none, the level is at or
+  above the field's lowest expiring level, and the message count (non-retracted messages)
+  is at or above its threshold. The expiration table is policy data.
+- The memory text is the template (default, or the setting ``card_template``) with the
+  expired fields blank; ``{{char}}`` is the card's ``name`` (``Character`` when it has
+  none) and ``{{user}}`` the setting ``user_name``, also inside field texts. The
+  breakdown has one row per field; ``total_tokens`` counts the included fields,
+  ``saved_tokens`` the expired ones.
+- From chat_only up, a usable ``history.summarized`` (through message K) makes the history
+  the summary plus the messages after K; otherwise it is the messages. The report gives
+  "chat history X tokens (summarized from Y)".
+- With ``context_limit``, the context fits ``context_limit − response_reserve``: the
+  history is a window filled newest first (``assembler.history_window``); if the card,
+  the summary and the newest message alone are over, ``overflow_order`` gives way; if
+  what must be kept is still over, the context overshoots with a warning. It is flagged
+  when use is above ``pressure_threshold`` (80%) of the limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from assembler.engine import Candidate, Engine, Frame, Piece, SectionLayout, ShedStep, joined
+from assembler.errors import AssemblyError
+from assembler.history_window import WindowMessage, fill_window, message_item
+from assembler.model import Assembly
+from assembler.policy import Policy
+from assembler.profiles.base import Profile, report_of
+from assembler.profiles.card.policy import CardPolicy
+from assembler.profiles.card.report import (
+    CardReport,
+    ChatHistoryReport,
+    FieldRow,
+    FieldStatus,
+)
+from assembler.report import ProfileReport
+from assembler.template import substitute_macros
+from assembler.tokens import TokenCounter
+from projections.token_cache import HistoryMemoWrite
+from projections.view import History, Message, SessionView, ViewRequest
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+SECTION_CARD = "card"
+SECTION_HISTORY = "chat_history"
+DEFAULT_CHAR_NAME = "Character"
+MEMORY_SEPARATOR = "\n\n"
+"""Between the memory text and the chat history."""
+LINE_SEPARATOR = "\n"
+"""Between the lines of the chat history."""
+
+
+def render_message(message: Message) -> str:
+    """One chat line. It depends only on the message, so memoized totals stay valid."""
+    return f"{message.name or message.role}: {message.content}"
+
+
+def _summary_text(summary: str, policy: CardPolicy) -> str:
+    return f"{policy.summary_header}\n{summary}"
+
+
+def _field_text(card: Mapping[str, Any], key: str, *, user: str, char: str) -> str:
+    raw = card.get(key)
+    if raw is None:
+        return ""
+    text = raw if isinstance(raw, str) else str(raw)
+    return substitute_macros(text, user=user, char=char)
+
+
+class CardProfile(Profile):
+    """The ``card`` profile."""
+
+    name: ClassVar[str] = "card"
+    policy_type: ClassVar[type[Policy]] = CardPolicy
+    report_type: ClassVar[type[ProfileReport]] = CardReport
+
+    def request(self, policy: Policy, now: datetime, counter: TokenCounter) -> ViewRequest:
+        """``tail`` (+ the token memo) when summaries apply, else ``full``; windowed to the
+        budget when there is a ``context_limit``."""
+        assert isinstance(policy, CardPolicy)
+        separator = counter.count(LINE_SEPARATOR)
+
+        def measure(messages: Sequence[Message]) -> list[int]:
+            lines = [render_message(message) for message in messages]
+            counter.prefetch(lines)
+            return [counter.count(line) + separator for line in lines]
+
+        budget = policy.budget
+        window: dict[str, Any] = {} if budget is None else {
+            "history_budget": budget, "history_measure": measure}
+        if policy.summarizes():
+            return ViewRequest(history="tail", now=now, token_encoding=policy.token_encoding,
+                               **window)
+        return ViewRequest(history="full", now=now, **window)
+
+    def assemble(self, engine: Engine, view: SessionView, now: datetime,
+                 policy: Policy) -> Assembly:
+        """Expire card fields, render the memory text, fit the chat history."""
+        assert isinstance(policy, CardPolicy)
+        history = view.history
+        if history is None:
+            raise AssemblyError(
+                f"session {view.stream_id!r}: the read view holds no chat history "
+                "(the card profile requests history 'tail' or 'full')")
+        level = policy.compression_level
+        count = view.counts.total
+        char = _field_text(view.card, "name", user=policy.user_name, char="") \
+            or DEFAULT_CHAR_NAME
+        user = policy.user_name
+        counter = engine.counter
+
+        field_texts = {rule.key: _field_text(view.card, rule.key, user=user, char=char)
+                       for rule in policy.fields}
+        counter.prefetch([*field_texts.values(), LINE_SEPARATOR, MEMORY_SEPARATOR,
+                          *(render_message(message) for message in history.messages)])
+        fields: dict[str, Candidate] = {}
+        active: set[str] = set()
+        registered: dict[str, Candidate] = {}
+        for rule in policy.fields:
+            candidate = registered[rule.key] = engine.candidate(rule.key, SECTION_CARD,
+                                                                field_texts[rule.key])
+            expired, reason = policy.expiry(rule, level, count)
+            detail: dict[str, int | str | bool | None] = {
+                "level": level, "level_rank": policy.level_rank(level),
+                "min_level": rule.min_level, "min_level_rank": policy.level_rank(rule.min_level),
+                "message_count": count, "expires_at_message": rule.expires_at_message,
+                "permanent": rule.permanent, "tokens": candidate.tokens}
+            if expired:
+                engine.exclude(candidate, "expired", reason, **detail)
+                continue
+            active.add(rule.key)
+            if not candidate.text:
+                engine.exclude(candidate, "dropped", "empty_field", **detail)
+            else:
+                fields[rule.key] = engine.include(candidate, reason, **detail)
+
+        summarizing = policy.summarizes() and history.summary is not None \
+            and history.summary.through_seq is not None
+        if not summarizing and not history.complete and policy.budget is None:
+            raise AssemblyError(
+                f"session {view.stream_id!r}: the read view holds part of the history only, "
+                f"but level {level!r} sends every message")
+        replaced = self._remember_memo(engine, view, history, summarizing)
+        summary = _summary(engine, history, policy, summarizing, replaced)
+        loaded = [WindowMessage(message, engine.candidate(
+            message_item(message), SECTION_HISTORY, render_message(message)))
+            for message in history.messages]
+
+        def card_pieces(kept: Mapping[str, Candidate]) -> list[Piece]:
+            values = {"user": user, "char": char}
+            values.update({rule.variable: kept[rule.key].text
+                           for rule in policy.fields if rule.key in kept})
+            slots = {rule.variable: rule.key for rule in policy.fields}
+            parts = policy.parsed_template().render_parts(values, list(slots))
+            return [kept[slots[name]] if name is not None else Frame(text, SECTION_CARD)
+                    for name, text in parts]
+
+        def size_before_history(kept: Sequence[Candidate]) -> int:
+            """Card, summary and newest message: what the window starts from."""
+            by_id = {candidate.id: candidate for candidate in kept}
+            card = card_pieces({key: by_id[key] for key in fields if key in by_id})
+            size = _tokens(counter, card)
+            history_items = [c for c in (summary, newest) if c is not None and c.id in by_id]
+            if card and history_items:
+                size += counter.count(MEMORY_SEPARATOR)
+            size += sum(c.tokens for c in history_items)
+            if len(history_items) == 2:
+                size += counter.count(LINE_SEPARATOR)
+            return size
+
+        newest = loaded[-1].candidate if loaded else None
+        budget = policy.budget
+        warnings: list[str] = []
+        kept_fields = dict(fields)
+        if budget is not None:
+            before = [*fields.values(), *(c for c in (summary, newest) if c is not None)]
+            by_id = {candidate.id: candidate for candidate in before}
+            order = [f"summary:{history.summary.through_message_id}"
+                     if name == "summary" and history.summary is not None else name
+                     for name in policy.overflow_order]
+            steps = [ShedStep((by_id[name],)) for name in order if name in by_id]
+            shed = engine.shed_until_fits(before, steps, limit=budget, unit="tokens",
+                                          measure=size_before_history, reason="over_budget")
+            kept_ids = {candidate.id for candidate in shed.kept}
+            kept_fields = {key: c for key, c in fields.items() if c.id in kept_ids}
+            if summary is not None and summary.id not in kept_ids:
+                summary = None
+
+        card = card_pieces(kept_fields)
+        laid_out = {piece.id for piece in card if isinstance(piece, Candidate)}
+        for key in [key for key in kept_fields if key not in laid_out]:
+            engine.exclude(kept_fields.pop(key), "dropped", "not_in_template",
+                           template_variable=policy.rule(key).variable)
+        base = _tokens(counter, card) + (counter.count(MEMORY_SEPARATOR)
+                                         if card and (summary or loaded) else 0)
+        if summary is not None:
+            base += summary.tokens
+        window = fill_window(
+            engine, loaded, base=base, budget=budget,
+            separator_tokens=counter.count(LINE_SEPARATOR),
+            first_needs_separator=summary is not None,
+            reason="after_summary" if summarizing else "chat_message",
+            unloaded=history.unloaded, oldest_unloaded=history.oldest_unloaded,
+            **({"through_seq": history.summary.through_seq}
+               if summarizing and history.summary is not None else {}))
+
+        history_pieces = joined([[summary] if summary else [],
+                                 *([c] for c in window.kept)], LINE_SEPARATOR,
+                                SECTION_HISTORY)
+        pieces = joined([card, history_pieces], MEMORY_SEPARATOR)
+        memory = "".join(piece.text for piece in card)
+        history_tokens = _tokens(counter, history_pieces)
+        used = _tokens(counter, pieces)
+
+        gap = None
+        if summarizing and window.dropped_range is not None:
+            gap = window.dropped_range
+            warnings.append(
+                f"history gap: {window.dropped} messages (seq {gap[0]}-{gap[1]}) between the "
+                f"summary (through seq {history.summary.through_seq if history.summary else 0})"
+                f" and the kept messages were dropped to fit the budget of {budget} tokens; "
+                f"summarize through seq {gap[1]} to close it")
+        if budget is not None and used > budget:
+            warnings.append(
+                f"context is {used} tokens, over the budget of {budget} (context_limit "
+                f"{policy.context_limit} - response_reserve {policy.response_reserve}): "
+                "the permanent card fields and the newest message alone do not fit")
+        limit = policy.context_limit
+        # Exact decimal arithmetic: 0.8 * limit in floats can land a hair off the boundary.
+        pressure = limit is not None and used > Fraction(repr(policy.pressure_threshold)) * limit
+        if pressure:
+            warnings.append(
+                f"context pressure: {used} tokens is above "
+                f"{policy.pressure_threshold:.0%} of context_limit {limit}")
+
+        rows = [FieldRow(field_key=rule.key, label=rule.label,
+                         tokens=registered[rule.key].tokens,
+                         status=_status(rule.key, rule.permanent, active, kept_fields,
+                                        fields),
+                         expired_at_message=(None if rule.key in active
+                                             else rule.expires_at_message))
+                for rule in policy.fields]
+        kept_tail = sum(c.tokens for c in window.kept)
+        report = CardReport(
+            compression_level=level, message_count=count, memory=memory, breakdown=rows,
+            total_tokens=sum(c.tokens for c in kept_fields.values()),
+            saved_tokens=sum(row.tokens for row in rows if row.status == "expired"),
+            chat_history=ChatHistoryReport(
+                tokens=history_tokens,
+                summarized_from=None if summary is None or replaced is None
+                else replaced + kept_tail,
+                messages=len(window.kept),
+                summarized_messages=history.summarized_count if summarizing else 0,
+                dropped_messages=window.dropped,
+                summary_through_seq=(history.summary.through_seq
+                                     if summarizing and history.summary else None),
+                gap=gap),
+            used_tokens=used, context_limit=limit, response_reserve=policy.response_reserve,
+            budget=budget, over_budget=budget is not None and used > budget,
+            pressure_threshold=policy.pressure_threshold, pressure=pressure)
+        return engine.finish(
+            profile=self.name, policy_version=policy.version, session=view.stream_id,
+            position=view.position, now=now, pieces=pieces,
+            sections=[SectionLayout(SECTION_CARD), SectionLayout(SECTION_HISTORY)],
+            report=report, warnings=warnings)
+
+    def _remember_memo(self, engine: Engine, view: SessionView, history: History,
+                       summarizing: bool) -> int | None:
+        """Tokens of everything the summary replaced, memoized for the next assembly."""
+        summary = history.summary
+        if not summarizing or summary is None or summary.through_seq is None:
+            return None
+        counter = engine.counter
+        lines = [render_message(message) for message in history.summarized_messages]
+        counter.prefetch(lines)
+        replaced = (history.prefix_tokens or 0) + sum(counter.count(line) for line in lines)
+        if (history.prefix_through_seq, history.prefix_tokens) != (summary.through_seq,
+                                                                   replaced):
+            engine.remember(HistoryMemoWrite(
+                stream_id=view.stream_id, encoding=counter.encoding,
+                through_seq=summary.through_seq,
+                retracted_count=history.summarized_retracted, tokens=replaced))
+        return replaced
+
+    def render(self, assembly: Assembly) -> RenderableType:
+        """The card breakdown table (expired rows struck through) and the history line."""
+        from assembler.profiles.card.view import card_table
+
+        return card_table(report_of(assembly, CardReport))
+
+
+def _tokens(counter: TokenCounter, pieces: Sequence[Piece]) -> int:
+    return sum(piece.tokens if isinstance(piece, Candidate) else counter.count(piece.text)
+               for piece in pieces)
+
+
+def _summary(engine: Engine, history: History, policy: CardPolicy, summarizing: bool,
+             replaced: int | None) -> Candidate | None:
+    """Register the summary (and the block of messages it stands for); decide it unless it
+    goes into the context, which the budget may still change."""
+    summary = history.summary
+    if summary is None:
+        return None
+    candidate = engine.candidate(f"summary:{summary.through_message_id}", SECTION_HISTORY,
+                                 _summary_text(summary.summary, policy))
+    if summary.through_seq is None:
+        engine.exclude(candidate, "rejected", "summary_unresolved",
+                       through_message_id=summary.through_message_id)
+        return None
+    if not summarizing:
+        engine.exclude(candidate, "dropped", "level_below_history_minimum",
+                       level=policy.compression_level,
+                       history_min_level=policy.history_min_level)
+        return None
+    if any(message.seq <= summary.through_seq for message in history.messages):
+        raise AssemblyError(f"the read view's tail overlaps the summary (through seq "
+                            f"{summary.through_seq})")
+    block = engine.candidate(f"summarized:{summary.through_message_id}", SECTION_HISTORY, "")
+    engine.exclude(block, "dropped", "summarized", through_seq=summary.through_seq,
+                   messages=history.summarized_count, tokens=replaced)
+    return engine.include(candidate, "summary_replaces_messages",
+                          through_seq=summary.through_seq,
+                          summarized_messages=history.summarized_count,
+                          replaced_tokens=replaced)
+
+
+def _status(key: str, permanent: bool, active: set[str], kept: Mapping[str, Candidate],
+            nonempty: Mapping[str, Candidate]) -> FieldStatus:
+    if key not in active:
+        return "expired"
+    if permanent:
+        return "permanent"
+    # An empty field is active with 0 tokens; a non-empty one left out gave way.
+    return "dropped" if key in nonempty and key not in kept else "active"

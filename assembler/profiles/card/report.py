@@ -1,0 +1,84 @@
+"""The ``card`` profile's report: the field breakdown (CardShark's ``MemoryContextResult``)
+and the chat history figures."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from assembler.report import ProfileReport
+
+FieldStatus = Literal["permanent", "active", "expired", "dropped"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FieldRow(_Frozen):
+    """One row of the card breakdown (CardShark's ``FieldTokenInfo``)."""
+
+    field_key: str
+    label: str
+    tokens: int
+    status: FieldStatus
+    """``dropped``: active by the expiration table, left out to fit the budget."""
+    expired_at_message: int | None = None
+    """The threshold it expired at, only when ``status`` is ``expired``."""
+
+
+class ChatHistoryReport(_Frozen):
+    """Chat history figures: "chat history X tokens (summarized from Y)"."""
+
+    tokens: int
+    """X: tokens of the history as sent (summary, messages and the line breaks between)."""
+    summarized_from: int | None = None
+    """Y: tokens of everything the summary replaced plus the messages sent verbatim; None
+    without a summary in the context."""
+    messages: int
+    """Messages sent verbatim (kept)."""
+    summarized_messages: int = 0
+    """Messages the summary stands for."""
+    dropped_messages: int = 0
+    """Messages neither sent nor summarized: left out to fit the budget."""
+    summary_through_seq: int | None = None
+    gap: tuple[int, int] | None = None
+    """``(first_seq, last_seq)`` of messages dropped between the summary and the kept
+    tail (a summary through ``last_seq`` would close it)."""
+
+    def describe(self) -> str:
+        """``chat history X tokens (summarized from Y)`` (the part in brackets only with
+        a summary)."""
+        text = f"chat history {self.tokens} tokens"
+        if self.summarized_from is not None:
+            text += f" (summarized from {self.summarized_from})"
+        return text
+
+
+class CardReport(ProfileReport):
+    """The ``card`` profile's breakdown."""
+
+    profile: Literal["card"] = "card"
+    compression_level: str
+    message_count: int
+    memory: str
+    """The memory text alone (the rendered template), for apps that send it separately."""
+    breakdown: list[FieldRow]
+    total_tokens: int
+    """Tokens of the included card fields."""
+    saved_tokens: int
+    """Tokens of the expired card fields."""
+    chat_history: ChatHistoryReport
+    used_tokens: int
+    """Everything sent: the memory text and the chat history."""
+    context_limit: int | None = None
+    response_reserve: int = 0
+    budget: int | None = None
+    """``context_limit − response_reserve``: what the context may use."""
+    over_budget: bool = False
+    """True when what must be kept (permanent fields, the newest message) alone is over
+    the budget, so the context overshoots (with a warning)."""
+    pressure_threshold: float
+    pressure: bool
+    """True when ``used_tokens`` is above ``pressure_threshold`` of ``context_limit``."""

@@ -32,6 +32,11 @@ class Settings:
     rounds: int
     """Each leg runs this many times, peers interleaved; the median is reported."""
     quick: bool
+    turns: int = 5_000
+    """Chat turns of the turn-loop leg (ctxledger)."""
+    peer_turns: int = 2_000
+    """Chat turns of the turn-loop leg's peer (LangGraph stores the whole state per
+    checkpoint: its database grows with the square of the turns)."""
 
 
 @dataclass
@@ -149,6 +154,27 @@ class AtMostTimesPeer:
         assert peer is not None and peer.value > 0
         ratio = ours.value / peer.value
         return ratio, ratio <= self.factor
+
+
+@dataclass(frozen=True)
+class TimesLessThanPeer:
+    """peer / ours >= factor (times or sizes: lower is better), e.g. '>= 10x faster'.
+
+    The ratio column shows peer / ours for these rows, the factor the target names."""
+
+    factor: float
+    word: str
+    """What lower means: 'faster', 'smaller'."""
+
+    def describe(self) -> str:
+        """e.g. '>= 10x faster'."""
+        return f">= {self.factor:g}x {self.word}"
+
+    def judge(self, ours: Measure, peer: Measure | None) -> tuple[float | None, bool]:
+        """How many times lower ours is than the peer's, against the factor."""
+        assert peer is not None and ours.value > 0
+        ratio = peer.value / ours.value
+        return ratio, ratio >= self.factor
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from registry import LEGS, Comparison, Context, Settings
 from workload import DEFAULT_SEED, FULL_EVENTS, describe_mix, generate_mix
 
-LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble")
+LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble", "legs_turnloop", "legs_cold")
 """Modules whose import registers legs, in the order their legs run."""
 
-QUICK = Settings(events=3_000, single_events=600, batch_size=1_000, rounds=1, quick=True)
+QUICK = Settings(events=3_000, single_events=600, batch_size=1_000, rounds=1, quick=True,
+                 turns=30, peer_turns=30)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -46,6 +47,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3,
                         help="runs per leg, contenders interleaved; medians are reported")
     parser.add_argument("--batch-size", type=int, default=1_000)
+    parser.add_argument("--turns", type=int, default=5_000,
+                        help="chat turns of the turnloop leg (ctxledger)")
+    parser.add_argument("--peer-turns", type=int, default=2_000,
+                        help="chat turns of the turnloop leg's LangGraph peer, compared at "
+                             "this turn (its database grows with the square of the turns: "
+                             "about 8 GB at 2,000)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and one round: a smoke run, not a measurement")
     parser.add_argument("--only", action="append", default=None, metavar="LEG",
@@ -57,6 +64,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name in ("events", "single", "rounds", "batch_size"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("turns", "peer_turns"):
+        if getattr(args, name) < 10:
+            parser.error(f"--{name.replace('_', '-')} must be at least 10")
     return args
 
 
@@ -65,7 +75,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if args.quick:
         return QUICK
     return Settings(events=args.events, single_events=min(args.single, args.events),
-                    batch_size=args.batch_size, rounds=args.rounds, quick=False)
+                    batch_size=args.batch_size, rounds=args.rounds, quick=False,
+                    turns=args.turns, peer_turns=min(args.peer_turns, args.turns))
 
 
 def environment() -> dict[str, str]:
@@ -79,6 +90,9 @@ def environment() -> dict[str, str]:
     return {
         "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
         "sqlalchemy": version("sqlalchemy"), "eventsourcing": version("eventsourcing"),
+        "langgraph": version("langgraph"),
+        "langgraph-checkpoint-sqlite": version("langgraph-checkpoint-sqlite"),
+        "langchain-core": version("langchain-core"),
         "ctxledger": version("ctxledger"), "machine": platform.machine(),
         "cpus": str(len(__import__("os").sched_getaffinity(0))),
     }

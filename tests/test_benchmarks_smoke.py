@@ -5,6 +5,7 @@ A smoke run only: no figure is asserted (a test suite does not time things).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -15,6 +16,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "benchmarks" / "run.py"
+
+
+def _langgraph_installed() -> bool:
+    try:
+        return importlib.util.find_spec("langgraph.checkpoint.sqlite") is not None
+    except ModuleNotFoundError:
+        return False
 
 
 @pytest.mark.slow
@@ -28,6 +36,11 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(out.read_text())
     labels = [row["label"] for row in report["results"]]
+    # --quick turn loop: 30 turns each; without langgraph the peer's rows are skipped.
+    peer_rows = ["chat turn vs LangGraph at 30 turns",
+                 "database size vs LangGraph at 30 turns"] if _langgraph_installed() else []
+    if not peer_rows:
+        assert "LangGraph peer skipped" in done.stdout
     assert labels == [
         "single appends vs raw sqlite3 (commit per row)",
         "single appends vs eventsourcing (save per event)",
@@ -44,12 +57,18 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "card re-assembly after a retraction, 1k vs 300 events",
         "session re-assembly at 1k events, nothing new",
         "session re-assembly at 1k events after one new observation",
+        "ctxledger chat turn at 30 vs 10 turns",
+        *peer_rows,
+        # --quick sizes: 300 and 1,000 events.
+        "cold assembly (new process) at 1k vs 300 events",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
         unit = row["ours"]["unit"]
         if row["leg"] in ("single", "batch", "rebuild"):
             assert unit == "ev/s"
+        elif row["label"].startswith("database size"):
+            assert unit == row["peer"]["unit"] == "MB"
         elif row["leg"] == "assemble" or row["peer"] is not None:
             assert unit == row["peer"]["unit"] == "ms"
         else:
@@ -58,7 +77,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert row["ours"]["value"] >= 0 if unit == "calls" else row["ours"]["value"] > 0
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
-    for leg in ("single", "batch", "rebuild", "assemble", "reassemble"):
+    for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

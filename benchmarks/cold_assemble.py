@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     try:
         assembly = ledger.assemble(session, profile, now=when)
         assembled = time.perf_counter()
-        calls = sum(counter.calls for counter in ledger._counters.values())
+        calls = ledger.tokenizer_calls()
     finally:
         ledger.close()
     history = getattr(assembly.report, "chat_history", None)

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import ConflictingIdError
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
-from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field
@@ -97,15 +97,40 @@ def nightly_rollup(retention_days: int = 30) -> None:
 # -- the scheduler -----------------------------------------------------------------------------
 
 
+class _JobEditor(BaseScheduler):  # type: ignore[misc]
+    """A scheduler that never runs anything: APScheduler's API over the job store only.
+
+    A paused ``BackgroundScheduler`` would do, except that its thread, woken by an edit
+    while it shuts down, may process an overdue job and so move a missed night away.
+    """
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the job store (and the unused executor)."""
+        super().shutdown(wait)
+
+    def wakeup(self) -> None:
+        """Nothing to wake: no thread runs jobs here."""
+
+
+@contextmanager
+def job_editor(url: str) -> Iterator[BaseScheduler]:
+    """APScheduler's job API (``get_job``, ``add_job``, ``modify_job``) on the ledger's
+    job store, with nothing ever run."""
+    editor = _JobEditor(timezone=UTC, jobstores={"default": job_store(url)})
+    editor.start(paused=True)
+    try:
+        yield editor
+    finally:
+        editor.shutdown(wait=False)
+
+
 def ensure_job(url: str, settings: SchedulerSettings,
                ) -> tuple[Literal["added", "kept", "updated"], datetime | None]:
     """Store the rollup job unless it is stored already; returns what was done and the
     job's next run time. A stored job keeps its next run time (a missed night stays
     due); a changed time of day or retention is written without moving it."""
     trigger = rollup_trigger(settings)
-    helper = BackgroundScheduler(timezone=UTC, jobstores={"default": job_store(url)})
-    helper.start(paused=True)
-    try:
+    with job_editor(url) as helper:
         job = helper.get_job(JOB_ID)
         if job is None:
             try:
@@ -121,8 +146,6 @@ def ensure_job(url: str, settings: SchedulerSettings,
         job = helper.modify_job(JOB_ID, trigger=trigger, kwargs=settings.job_kwargs(),
                                 **JOB_OPTIONS)
         return "updated", job.next_run_time
-    finally:
-        helper.shutdown(wait=False)
 
 
 class _Shutdown(Exception):

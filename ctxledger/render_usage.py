@@ -25,12 +25,19 @@ def sparkline(values: Sequence[int]) -> str:
     return "".join("·" if v <= 0 else SPARK_LEVELS[round(v * steps / top)] for v in values)
 
 
-def rollup_view(report: RollupReport) -> RenderableType:
-    """The days one rollup run wrote (a summary line when there were none)."""
-    head = Text(f"rolled up {len(report.rolled)} day(s) before {format_utc(report.now)[:10]};"
+def rollup_summary(report: RollupReport) -> Text:
+    """One line: how many days were rolled up, their span and rows, the retention."""
+    days = report.rolled
+    span = f" ({days[0].day} .. {days[-1].day}, {sum(d.rows for d in days)} rows)" if days else ""
+    return Text(f"rolled up {len(days)} day(s) before {format_utc(report.now)[:10]}{span};"
                 f" retention {report.retention_days} days"
                 + (f"; {len(report.skipped)} already done elsewhere" if report.skipped else "")
                 + ("; stopped early" if report.stopped else ""))
+
+
+def rollup_view(report: RollupReport) -> RenderableType:
+    """The days one rollup run wrote (a summary line when there were none)."""
+    head = rollup_summary(report)
     if not report.rolled:
         return head
     table = Table(title_justify="left")

@@ -32,6 +32,8 @@ class Settings:
     rounds: int
     """Each leg runs this many times, peers interleaved; the median is reported."""
     quick: bool
+    rollup_events: int = 300_000
+    """Size of the log the rollup leg rolls up (30 days of it)."""
 
 
 @dataclass

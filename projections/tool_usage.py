@@ -46,6 +46,9 @@ tool_uses = sa.Table(
     sa.Column("seq", sa.Integer, primary_key=True),
     sa.Column("used_at", UTCDateTime, nullable=False),
     sa.Index("ix_tool_uses_window", "scope", "tool_name", "used_at", "seq"),
+    # The nightly job reads one day of uses and prunes the oldest: range scans, not
+    # a scan of the whole retention per day.
+    sa.Index("ix_tool_uses_used_at", "used_at"),
 )
 """One row per use; ``seq`` is the lifetime count after the use (1, 2, 3...)."""
 

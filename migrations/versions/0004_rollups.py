@@ -6,6 +6,7 @@ Create Date: 2026-11-22
 
 - ``usage_daily_messages.messages`` becomes ``appended`` and gains ``retracted``;
 - ``usage_daily_servers`` holds MCP tool uses summed per server;
+- ``tool_uses`` gets an index on ``used_at`` (the job reads and prunes by day);
 - ``apscheduler_jobs`` is APScheduler 3's ``SQLAlchemyJobStore`` table, created here so
   the schema stays Alembic's (the job store's own ``create`` then finds it).
 
@@ -37,6 +38,8 @@ def upgrade() -> None:
         batch.alter_column("retracted", server_default=None, existing_type=sa.Integer,
                            existing_nullable=False)
 
+    op.create_index("ix_tool_uses_used_at", "tool_uses", ["used_at"])
+
     op.create_table(
         "usage_daily_servers",
         sa.Column("scope", sa.Text, primary_key=True),
@@ -60,6 +63,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("apscheduler_jobs")
     op.drop_table("usage_daily_servers")
+    op.drop_index("ix_tool_uses_used_at", "tool_uses")
     with op.batch_alter_table("usage_daily_messages") as batch:
         batch.drop_column("retracted")
         batch.alter_column("appended", new_column_name="messages",

@@ -135,24 +135,37 @@ def lock_rollups(conn: sa.Connection) -> None:
 
 def compute_day(conn: sa.Connection, day: date, *, server_of: ServerOf,
                 until: datetime | None = None, scope: str | None = None) -> DayFigures:
-    """The figures of ``day`` from raw rows, up to ``until`` (default: the day's end).
+    """The figures of ``day`` from raw rows, up to ``until`` included (default: the whole
+    day, up to its end excluded).
 
     ``scope`` restricts them to one scope (the read side); the job takes every scope.
     """
     start = day_start(day)
-    end = start + DAY if until is None else min(until, start + DAY)
-    tools = _tool_rows(conn, start, end, scope)
+    span = _Span(start, start + DAY, until if until is not None and until < start + DAY
+                 else None)
+    tools = _tool_rows(conn, span, scope)
     return DayFigures(day, tools, _server_rows(tools, server_of),
-                      _message_rows(conn, start, end, scope),
-                      _token_rows(conn, start, end, scope))
+                      _message_rows(conn, span, scope), _token_rows(conn, span, scope))
 
 
-def _tool_rows(conn: sa.Connection, start: datetime, end: datetime,
-               scope: str | None) -> list[Row]:
+@dataclass(frozen=True)
+class _Span:
+    """``[start, end)``, or ``[start, until]`` when a day is read up to ``now``."""
+
+    start: datetime
+    end: datetime
+    until: datetime | None
+
+    def holds(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        last = column <= self.until if self.until is not None else column < self.end
+        return sa.and_(column >= self.start, last)
+
+
+def _tool_rows(conn: sa.Connection, span: _Span, scope: str | None) -> list[Row]:
     t = tool_uses.c
     query = (sa.select(t.scope, t.tool_name, sa.func.count().label("uses"),
                        sa.func.max(t.used_at).label("last_used"))
-             .where(t.used_at >= start, t.used_at < end)
+             .where(span.holds(t.used_at))
              .group_by(t.scope, t.tool_name).order_by(t.scope, t.tool_name))
     if scope is not None:
         query = query.where(t.scope == scope)
@@ -176,20 +189,18 @@ def _server_rows(tools: Iterable[Row], server_of: ServerOf) -> list[Row]:
     return [totals[key] for key in sorted(totals)]
 
 
-def _day_events(types: tuple[str, ...], start: datetime, end: datetime,
-                scope: str | None, *columns: sa.ColumnElement[Any]) -> sa.Select[Any]:
+def _day_events(types: tuple[str, ...], span: _Span, scope: str | None,
+                *columns: sa.ColumnElement[Any]) -> sa.Select[Any]:
     """The day's events of ``types`` with their session's scope (``default`` if unknown)."""
     scope_col = sa.func.coalesce(sessions.c.scope, DEFAULT_SCOPE)
     query = (sa.select(scope_col.label("scope"), *columns)
              .select_from(events.outerjoin(sessions, sessions.c.stream_id == events.c.stream_id))
-             .where(events.c.recorded_at >= start, events.c.recorded_at < end,
-                    events.c.type.in_(types)))
+             .where(span.holds(events.c.recorded_at), events.c.type.in_(types)))
     return query if scope is None else query.where(scope_col == scope)
 
 
-def _message_rows(conn: sa.Connection, start: datetime, end: datetime,
-                  scope: str | None) -> list[Row]:
-    query = _day_events(_MESSAGE_TYPES, start, end, scope, events.c.stream_id, events.c.type,
+def _message_rows(conn: sa.Connection, span: _Span, scope: str | None) -> list[Row]:
+    query = _day_events(_MESSAGE_TYPES, span, scope, events.c.stream_id, events.c.type,
                         sa.func.count().label("n"))
     query = query.group_by(sa.text("1"), events.c.stream_id, events.c.type)
     totals: dict[str, Row] = {}
@@ -201,9 +212,8 @@ def _message_rows(conn: sa.Connection, start: datetime, end: datetime,
     return [{**totals[s], "sessions": len(totals[s]["sessions"])} for s in sorted(totals)]
 
 
-def _token_rows(conn: sa.Connection, start: datetime, end: datetime,
-                scope: str | None) -> list[Row]:
-    query = _day_events(("context.assembled",), start, end, scope, events.c.data)
+def _token_rows(conn: sa.Connection, span: _Span, scope: str | None) -> list[Row]:
+    query = _day_events(("context.assembled",), span, scope, events.c.data)
     totals: dict[tuple[str, str], Row] = {}
     for found in conn.execute(query):
         data = json.loads(found.data)

@@ -217,3 +217,12 @@ def test_usage_rejects_an_unknown_scope_and_a_bad_span(timed: Ledger, clock: Ste
             timed.usage("alpha", days=days)
     # s3 never said session.started: its message counts in scope "default".
     assert [d.appended for d in timed.usage("default", days=3, now=at(FIRST, 50)).days] == [0, 1, 0]
+
+
+def test_today_counts_what_was_recorded_up_to_now_included(timed: Ledger,
+                                                          clock: StepClock) -> None:
+    daily_uses(timed, clock, 1)
+    when = clock.now
+    assert [d.tool_uses for d in timed.usage("alpha", days=1, now=when).days] == [1]
+    assert [d.tool_uses for d in timed.usage(
+        "alpha", days=1, now=when - timedelta(microseconds=1)).days] == [0]

@@ -479,6 +479,7 @@ def scheduler(
         pass
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # each run opens the ledger
     with database_errors(url):
         run_scheduler(url, settings)
 

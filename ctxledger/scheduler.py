@@ -50,6 +50,8 @@ JOB_OPTIONS: dict[str, Any] = {"coalesce": True, "max_instances": 1,
                                "misfire_grace_time": None}
 
 log = logging.getLogger("ctxledger.scheduler")
+_editor_log = logging.getLogger("ctxledger.scheduler.editor")
+_editor_log.setLevel(logging.WARNING)  # its start/stop lines are not the service's
 
 
 class SchedulerSettings(BaseModel):
@@ -116,7 +118,8 @@ class _JobEditor(BaseScheduler):  # type: ignore[misc]
 def job_editor(url: str) -> Iterator[BaseScheduler]:
     """APScheduler's job API (``get_job``, ``add_job``, ``modify_job``) on the ledger's
     job store, with nothing ever run."""
-    editor = _JobEditor(timezone=UTC, jobstores={"default": job_store(url)})
+    editor = _JobEditor(timezone=UTC, jobstores={"default": job_store(url)},
+                        logger=_editor_log)
     editor.start(paused=True)
     try:
         yield editor

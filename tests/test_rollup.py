@@ -22,7 +22,7 @@ from helpers.usage_log import (
 )
 
 from ctxledger import Ledger
-from ctxledger.rollup import ROLLUP_ID_NAMESPACE, RollupPolicy, rollup_event_id
+from ctxledger.rollup import ROLLUP_ID_NAMESPACE, RollupPolicy, rollup_event_id, run_rollup
 from projections.tool_usage import tool_usage, tool_uses
 from projections.usage_rollups import JOB_TABLES
 from store.errors import LedgerError
@@ -226,3 +226,20 @@ def test_today_counts_what_was_recorded_up_to_now_included(timed: Ledger,
     assert [d.tool_uses for d in timed.usage("alpha", days=1, now=when).days] == [1]
     assert [d.tool_uses for d in timed.usage(
         "alpha", days=1, now=when - timedelta(microseconds=1)).days] == [0]
+
+
+def test_a_stop_request_ends_the_catch_up_between_two_days(timed: Ledger,
+                                                           clock: StepClock) -> None:
+    write_usage_log(timed, clock, FIRST, days=4)
+    asked: list[int] = []
+
+    def should_stop() -> bool:
+        asked.append(1)
+        return len(asked) > 2  # let two days through
+
+    now = at(FIRST + timedelta(days=4), 3)
+    stopped = run_rollup(timed, now=now, should_stop=should_stop)
+    assert stopped.stopped and [d.day for d in stopped.rolled] == ["2026-03-02", "2026-03-03"]
+    rest = timed.rollup(now)  # the next run goes on where it stopped
+    assert [d.day for d in rest.rolled] == ["2026-03-04", "2026-03-05"]
+    assert figures_from_rollups(timed) == figures_from_events(timed, before=now.date())

@@ -243,3 +243,26 @@ def test_a_stop_request_ends_the_catch_up_between_two_days(timed: Ledger,
     rest = timed.rollup(now)  # the next run goes on where it stopped
     assert [d.day for d in rest.rolled] == ["2026-03-04", "2026-03-05"]
     assert figures_from_rollups(timed) == figures_from_events(timed, before=now.date())
+
+
+def test_a_day_rolled_up_by_another_process_meanwhile_is_skipped(timed: Ledger, db_url: str,
+                                                                clock: StepClock) -> None:
+    """Two jobs race: the first has listed its pending days when the second rolls them all
+    up; under the lock the first finds each day done and writes nothing."""
+    write_usage_log(timed, clock, FIRST, days=4)
+    now = at(FIRST + timedelta(days=4), 3)
+    other_reports = []
+
+    def other_job_runs_now() -> bool:
+        if not other_reports:
+            with Ledger.open(db_url) as other:  # its own engine, as another process has
+                other_reports.append(other.rollup(now))
+        return False
+
+    head_before = timed.head()
+    mine = run_rollup(timed, now=now, should_stop=other_job_runs_now)
+    days = [(FIRST + timedelta(days=i)).isoformat() for i in range(4)]
+    assert [d.day for d in other_reports[0].rolled] == days
+    assert mine.rolled == [] and mine.skipped == days
+    assert [e[0] for e in rollup_events(timed)] == days
+    assert timed.head() == head_before + 4

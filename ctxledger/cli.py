@@ -441,7 +441,7 @@ def rollup(
              " usage window + 1).")] = RollupPolicy().retention_days,
     format: FormatOption = JsonOrText.json,
 ) -> None:
-    """Roll up every complete UTC day not rolled up yet, oldest first (SPEC §5).
+    """Roll up every complete UTC day not rolled up yet, oldest first.
 
     Writes each day's usage rows and one rollup.completed event on the stream 'system'
     in one transaction, then prunes old raw tool-usage rows. Running it again writes

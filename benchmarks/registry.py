@@ -37,6 +37,8 @@ class Settings:
     peer_turns: int = 2_000
     """Chat turns of the turn-loop leg's peer (LangGraph stores the whole state per
     checkpoint: its database grows with the square of the turns)."""
+    rollup_events: int = 300_000
+    """Size of the log the rollup leg rolls up (30 days of it)."""
 
 
 @dataclass

@@ -30,11 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from registry import LEGS, Comparison, Context, Settings
 from workload import DEFAULT_SEED, FULL_EVENTS, describe_mix, generate_mix
 
-LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble", "legs_turnloop", "legs_cold")
+LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble", "legs_turnloop", "legs_cold",
+               "legs_rollup")
 """Modules whose import registers legs, in the order their legs run."""
 
 QUICK = Settings(events=3_000, single_events=600, batch_size=1_000, rounds=1, quick=True,
-                 turns=30, peer_turns=30)
+                 turns=30, peer_turns=30, rollup_events=3_000)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -57,11 +58,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="tiny sizes and one round: a smoke run, not a measurement")
     parser.add_argument("--only", action="append", default=None, metavar="LEG",
                         help="run only this leg (repeatable)")
+    parser.add_argument("--rollup-events", type=int, default=300_000, metavar="N",
+                        help="size of the log the rollup leg rolls up over 30 days")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--json", type=Path, default=None, metavar="FILE",
                         help="also write every figure (each round too) to FILE")
     args = parser.parse_args(argv)
-    for name in ("events", "single", "rounds", "batch_size"):
+    for name in ("events", "single", "rounds", "batch_size", "rollup_events"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     for name in ("turns", "peer_turns"):
@@ -76,7 +79,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         return QUICK
     return Settings(events=args.events, single_events=min(args.single, args.events),
                     batch_size=args.batch_size, rounds=args.rounds, quick=False,
-                    turns=args.turns, peer_turns=min(args.peer_turns, args.turns))
+                    turns=args.turns, peer_turns=min(args.peer_turns, args.turns),
+                    rollup_events=args.rollup_events)
 
 
 def environment() -> dict[str, str]:

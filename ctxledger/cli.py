@@ -7,7 +7,9 @@ written); 2 a usage error.
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +45,10 @@ from ctxledger.config import DEFAULT_DB_URL, ENV_VAR, resolve_db_url
 from ctxledger.demo import EXAMPLES_DIR, run_demo
 from ctxledger.ledger import Ledger
 from ctxledger.render_assembly import assembly_view
+from ctxledger.render_usage import rollup_view, usage_view
+from ctxledger.rollup import RollupPolicy
+from ctxledger.scheduler import SchedulerSettings, run_scheduler
+from ctxledger.usage import MAX_DAYS
 from store.clock import Clock
 from store.engine import create_engine
 from store.errors import EventValidationError
@@ -422,6 +428,97 @@ def verify(ctx: typer.Context, format: FormatOption = JsonOrText.json) -> None:
         _stdout().print(render.verify_view(report))
     if not report.ok:
         raise fail(f"verify found {len(report.problems)} problem(s)")
+
+
+# -- usage rollups ----------------------------------------------------------------------------
+
+
+@app.command()
+@reports_errors
+def rollup(
+    ctx: typer.Context,
+    now: Annotated[str | None, typer.Option(
+        "--now", metavar="ISO",
+        help="Roll up the complete UTC days before this time (default: now).")] = None,
+    retention_days: Annotated[int, typer.Option(
+        "--retention-days", min=1, metavar="N",
+        help="Keep raw tool-usage rows of the last N rolled days (at least the largest"
+             " usage window + 1).")] = RollupPolicy().retention_days,
+    format: FormatOption = JsonOrText.json,
+) -> None:
+    """Roll up every complete UTC day not rolled up yet, oldest first.
+
+    Writes each day's usage rows and one rollup.completed event on the stream 'system'
+    in one transaction, then prunes old raw tool-usage rows. Running it again writes
+    nothing.
+    """
+    when = None if now is None else _parse_now(now)
+    with open_ledger(_db(ctx)) as ledger:
+        report = ledger.rollup(when, policy=RollupPolicy(retention_days=retention_days))
+    if format is JsonOrText.json:
+        typer.echo(report.model_dump_json())
+    else:
+        _stdout().print(rollup_view(report))
+
+
+@app.command()
+@reports_errors
+def scheduler(
+    ctx: typer.Context,
+    at: Annotated[str, typer.Option(
+        "--at", metavar="HH:MM", envvar="CTXLEDGER_ROLLUP_AT",
+        help="Time of day (UTC) of the nightly rollup.")] = "03:00",
+    retention_days: Annotated[int, typer.Option(
+        "--retention-days", min=1, metavar="N",
+        help="Passed to the rollup job (see 'rollup').")] = RollupPolicy().retention_days,
+) -> None:
+    """Run the nightly rollup on APScheduler in the foreground until SIGINT or SIGTERM.
+
+    The job is stored in the ledger's database; a start after missed nights runs it
+    once and it catches up every missing day. Logs go to stderr.
+    """
+    hour, minute = _parse_hhmm(at)
+    settings = SchedulerSettings(hour=hour, minute=minute, retention_days=retention_days)
+    url = resolve_db_url(_db(ctx))
+    with open_ledger(url):  # creates or upgrades the schema, job table included
+        pass
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # each run opens the ledger
+    with database_errors(url):
+        run_scheduler(url, settings)
+
+
+def _parse_hhmm(value: str) -> tuple[int, int]:
+    """``--at``: ``HH:MM`` in 24-hour time (a usage error otherwise)."""
+    hour, sep, minute = value.partition(":")
+    if (sep and hour.isdigit() and minute.isdigit() and len(minute) == 2
+            and int(hour) < 24 and int(minute) < 60):
+        return int(hour), int(minute)
+    raise typer.BadParameter(f"expected HH:MM (UTC), got {value!r}", param_hint="'--at'")
+
+
+@app.command()
+@reports_errors
+def usage(
+    ctx: typer.Context,
+    scope: Annotated[str, typer.Option("--scope", metavar="S", help="The scope to report.")],
+    days: Annotated[int, typer.Option(
+        "--days", min=1, max=MAX_DAYS, metavar="N",
+        help="How many UTC days, ending today.")] = 7,
+    now: Annotated[str | None, typer.Option(
+        "--now", metavar="ISO", help="The end of the report (default: now).")] = None,
+    format: FormatOption = JsonOrText.json,
+) -> None:
+    """Daily message, tool and token figures of a scope: rolled-up days plus today's raw
+    rows. The text format adds a sparkline per tool and per MCP server."""
+    when = None if now is None else _parse_now(now)
+    with open_ledger(_db(ctx)) as ledger:
+        report = ledger.usage(scope, days=days, now=when)
+    if format is JsonOrText.json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        _stdout().print(usage_view(report))
 
 
 # -- demo -------------------------------------------------------------------------------------

@@ -31,7 +31,9 @@ from ctxledger import render
 from ctxledger.cli_errors import open_ledger, safe_url
 from ctxledger.ledger import Ledger
 from ctxledger.render_assembly import assembly_view
+from ctxledger.render_usage import rollup_summary, usage_view
 from store.catalog import stream_kind
+from store.clock import format_utc
 from store.errors import LedgerError
 from store.records import RecordedEvent
 
@@ -200,6 +202,7 @@ def run_demo(console: Console, *, db_url: str | None = None,
         for name in names:
             _print_example(console, ledger, clock, name,
                            [e for e in recorded if by_position[e.position].file == name])
+        _print_usage(console, ledger, clock, examples)
         report = ledger.verify()
         console.print(Rule("verify"))
         console.print(render.verify_view(report, title=None))
@@ -265,3 +268,27 @@ def _print_example(console: Console, ledger: Ledger, clock: ScriptedClock, file:
         console.print()
         console.print(Rule(f"assemble {session} --profile {assembly.profile}", style="dim"))
         console.print(assembly_view(assembly, show_text=True))
+
+
+USAGE_EXAMPLE = "session.jsonl"
+"""The coding-agent example, whose days of tool use the demo rolls up and reports."""
+
+
+def _print_usage(console: Console, ledger: Ledger, clock: ScriptedClock,
+                 examples: Sequence[ExampleEvent]) -> None:
+    """The nightly rollup run as of the coding-agent example's last event, then its
+    scope's daily usage over the example's days (rolled-up days plus the last day's raw
+    rows). A second demo run on the same database rolls up nothing more."""
+    mine = [e for e in examples if e.file == USAGE_EXAMPLE]
+    scopes = [e.event["data"].get("scope", "default") for e in mine
+              if e.event["type"] == "session.started"]
+    if not scopes:
+        return
+    last = mine[-1].at
+    days = (last.date() - mine[0].at.date()).days + 1
+    clock.set(last)
+    report = ledger.rollup(last)
+    console.print(Rule(f"rollup --now {format_utc(last)[:19]}Z; usage --scope {scopes[-1]}"
+                       f" --days {days}"))
+    console.print(rollup_summary(report))
+    console.print(usage_view(ledger.usage(scopes[-1], days=days, now=last)))

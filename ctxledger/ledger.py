@@ -22,7 +22,9 @@ from assembler.encodings import default_loader
 from assembler.tokens import DEFAULT_ENCODING
 from ctxledger import migrate
 from ctxledger.config import resolve_db_url
+from ctxledger.rollup import RollupPolicy, RollupReport, run_rollup
 from ctxledger.token_store import TableTokenStore
+from ctxledger.usage import UsageReport, usage_report
 from projections.base import Projection
 from projections.read_view import load_session_view, read_snapshot
 from projections.registry import builtin_projections
@@ -241,6 +243,18 @@ class Ledger:
         names = [projection] if projection else known
         with self.log.transaction() as conn:
             return self.runner.bring_up_to_date(conn, progress=progress, force=names)
+
+    def rollup(self, now: datetime | None = None, *,
+               policy: RollupPolicy | None = None) -> RollupReport:
+        """Roll up every complete UTC day before ``now`` (default: the clock) not rolled up
+        yet, oldest first, and prune old raw tool-usage rows (SPEC §5; ``ctxledger.rollup``).
+        Running it again changes nothing."""
+        return run_rollup(self, now=now, policy=policy)
+
+    def usage(self, scope: str, *, days: int = 7, now: datetime | None = None) -> UsageReport:
+        """Daily message, tool and token figures of ``scope`` over the last ``days`` days up
+        to ``now``: rolled-up days from the rollups, the rest (today) from raw rows."""
+        return usage_report(self, scope, days=days, now=now)
 
     def verify(self, progress: Callable[[int], None] | None = None) -> VerifyReport:
         """Check every hash chain, the immutability triggers, and that no projection has

@@ -15,7 +15,7 @@ made dirty.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -148,6 +148,32 @@ class RowStore:
         state.blind.pop(key, None)
         state.cache[key] = None
         state.dirty[key] = None
+
+    def delete_where(self, table: sa.Table, clause: sa.ColumnElement[bool],
+                     matches: Callable[[Row], bool]) -> int:
+        """Remove every row for which ``clause`` (SQL) and ``matches`` (the same test on a
+        row dict) hold; returns how many cached rows it removed.
+
+        The table's pending writes are flushed first so one ``DELETE`` covers the rows
+        in the database, then matching cached rows are dropped. A range delete costs
+        what it removes plus one statement, so reducers use it only for pruning.
+        """
+        state = self._state(table)
+        if self.conn is not None:
+            if state.dirty or state.blind:
+                self._flush_table(self.conn, state)
+            self.conn.execute(table.delete().where(clause))
+        elif state.blind:
+            raise ValueError("delete_where cannot test rows that were only bumped blind")
+        removed = 0
+        cache = state.cache
+        for key, row in cache.items():
+            if row is not None and matches(row):
+                cache[key] = None
+                state.absent.add(key)
+                state.dirty.pop(key, None)
+                removed += 1
+        return removed
 
     def bump(self, table: sa.Table, key: Mapping[str, Any], *,
              add: Mapping[str, int | float] | None = None, set: Mapping[str, Any] | None = None,

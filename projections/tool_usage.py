@@ -12,6 +12,7 @@ clock steps back, a use is stamped with the tool's previous ``last_used``. That 
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime, time
 from typing import ClassVar
 
 import sqlalchemy as sa
@@ -45,6 +46,9 @@ tool_uses = sa.Table(
     sa.Column("seq", sa.Integer, primary_key=True),
     sa.Column("used_at", UTCDateTime, nullable=False),
     sa.Index("ix_tool_uses_window", "scope", "tool_name", "used_at", "seq"),
+    # The nightly job reads one day of uses and prunes the oldest: range scans, not
+    # a scan of the whole retention per day.
+    sa.Index("ix_tool_uses_used_at", "used_at"),
 )
 """One row per use; ``seq`` is the lifetime count after the use (1, 2, 3...)."""
 
@@ -53,12 +57,18 @@ class ToolUsageProjection(Projection):
     """Lifetime and exact-time usage of tools, attributed to the session's scope."""
 
     name: ClassVar[str] = "tool_usage"
-    version: ClassVar[int] = 1
+    # v2: ``rollup.completed`` with ``prune_before`` drops older per-use rows.
+    version: ClassVar[int] = 2
     tables: ClassVar[tuple[sa.Table, ...]] = (tool_usage_scopes, tool_usage, tool_uses)
-    handles: ClassVar[frozenset[str]] = frozenset({"session.started", "tool.used"})
+    handles: ClassVar[frozenset[str]] = frozenset(
+        {"session.started", "tool.used", "rollup.completed"})
 
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
-        """Record the session's scope, or count one use (two primary-key reads)."""
+        """Record the session's scope, or count one use (two primary-key reads), or prune
+        the per-use rows the nightly job has rolled up and no longer needs."""
+        if event.type == "rollup.completed":
+            prune_rolled_up_uses(event, rows)
+            return
         if stream_kind(event.stream_id) != "session":
             return
         if event.type == "session.started":
@@ -80,3 +90,18 @@ class ToolUsageProjection(Projection):
                               "lifetime_count": count, "last_used": used_at})
         rows.put(tool_uses, {"scope": scope, "tool_name": name, "seq": count,
                              "used_at": used_at})
+
+
+def prune_rolled_up_uses(event: RecordedEvent, rows: RowStore) -> None:
+    """Drop per-use rows from before ``prune_before``: only the lifetime figures and the
+    rows inside any usage window are still read, and the rollups keep the daily counts.
+
+    Driven by the event (not by the job's clock) so a rebuild prunes the same rows at the
+    same point of the log, and the live tables keep equalling a rebuild.
+    """
+    before = event.data.get("prune_before")
+    if not before:
+        return
+    cutoff = datetime.combine(date.fromisoformat(before), time(), UTC)
+    rows.delete_where(tool_uses, tool_uses.c.used_at < cutoff,
+                      lambda row: bool(row["used_at"] < cutoff))

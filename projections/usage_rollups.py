@@ -32,16 +32,30 @@ usage_daily_tools = sa.Table(
 )
 """Uses of one tool in one scope on one UTC day (written by the nightly job)."""
 
+usage_daily_servers = sa.Table(
+    "usage_daily_servers",
+    metadata,
+    sa.Column("scope", sa.Text, primary_key=True),
+    sa.Column("server_name", sa.Text, primary_key=True),
+    sa.Column("day", sa.Date, primary_key=True),
+    sa.Column("uses", sa.Integer, nullable=False),
+    sa.Column("last_used", UTCDateTime),
+    sa.Index("ix_usage_daily_servers_day", "day"),
+)
+"""Uses of an MCP server's tools (``mcp__<server>__<tool>``) summed per scope and UTC day."""
+
 usage_daily_messages = sa.Table(
     "usage_daily_messages",
     metadata,
     sa.Column("scope", sa.Text, primary_key=True),
     sa.Column("day", sa.Date, primary_key=True),
-    sa.Column("messages", sa.Integer, nullable=False),
+    sa.Column("appended", sa.Integer, nullable=False),
     sa.Column("sessions", sa.Integer, nullable=False),
+    sa.Column("retracted", sa.Integer, nullable=False),
     sa.Index("ix_usage_daily_messages_day", "day"),
 )
-"""Messages appended in one scope on one UTC day, and the sessions they came from."""
+"""Messages appended and retracted in one scope on one UTC day, and how many sessions
+had either."""
 
 usage_daily_tokens = sa.Table(
     "usage_daily_tokens",
@@ -68,7 +82,8 @@ rollup_days = sa.Table(
 )
 """The UTC days already rolled up, from ``rollup.completed`` (the latest event wins)."""
 
-JOB_TABLES: tuple[sa.Table, ...] = (usage_daily_tools, usage_daily_messages, usage_daily_tokens)
+JOB_TABLES: tuple[sa.Table, ...] = (usage_daily_tools, usage_daily_servers, usage_daily_messages,
+                                    usage_daily_tokens)
 """Tables the nightly job owns; rebuilds never touch them."""
 
 

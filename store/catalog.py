@@ -272,19 +272,25 @@ class ContextAssembled(EventData):
 
 
 class RollupCompleted(EventData):
-    """The nightly job rolled up one UTC day."""
+    """The nightly job rolled up one UTC day.
+
+    ``prune_before`` (a day) tells the tool-usage projection to drop its raw per-use rows
+    from before that day, so a rebuild from the log prunes exactly what the job did.
+    """
 
     type: ClassVar[str] = "rollup.completed"
     stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("system",)
     day: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
-
-    @field_validator("day")
-    @classmethod
-    def _real_day(cls, value: str) -> str:
-        date.fromisoformat(value)  # raises ValueError for 2026-13-45
-        return value
     rows: int = Field(ge=0)
     digest: str
+    prune_before: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
+
+    @field_validator("day", "prune_before")
+    @classmethod
+    def _real_day(cls, value: str | None) -> str | None:
+        if value is not None:
+            date.fromisoformat(value)  # raises ValueError for 2026-13-45
+        return value
 
 
 CATALOG: dict[str, type[EventData]] = {

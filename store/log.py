@@ -176,6 +176,21 @@ class EventLog:
             self.heads.remember(stream_id, outcome.head)
         return outcome.result
 
+    def append_in(self, conn: sa.Connection, stream_id: str, batch: Sequence[EventInput],
+                  expected_version: int | None = None) -> AppendResult:
+        """Append ``batch`` inside the caller's write transaction on ``conn`` (from
+        ``transaction()``), with the same validation and inline hook as ``append``.
+
+        For jobs that write their own rows and an event atomically. The head cache is
+        neither read nor fed: the caller's transaction may still roll back.
+        """
+        prepared = self.prepare(stream_id, batch)
+        outcome = append_in_transaction(conn, stream_id, prepared, expected_version,
+                                        self.clock())
+        if outcome.recorded and self.in_transaction is not None:
+            self.in_transaction(conn, outcome.recorded)
+        return outcome.result
+
     def read_stream(self, stream_id: str, from_version: int = 1,
                     to_version: int | None = None) -> list[RecordedEvent]:
         """Events of one stream between two versions (inclusive)."""

@@ -61,11 +61,14 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         *peer_rows,
         # --quick sizes: 300 and 1,000 events.
         "cold assembly (new process) at 1k vs 300 events",
+        "rollup of 30 days (catch-up)",
+        "second rollup (no-op) vs the first",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
         unit = row["ours"]["unit"]
-        if row["leg"] in ("single", "batch", "rebuild"):
+        if row["leg"] in ("single", "batch", "rebuild") or (
+                row["leg"] == "rollup" and row["peer"] is None):
             assert unit == "ev/s"
         elif row["label"].startswith("database size"):
             assert unit == row["peer"]["unit"] == "MB"
@@ -77,7 +80,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert row["ours"]["value"] >= 0 if unit == "calls" else row["ours"]["value"] > 0
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
-    for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold"):
+    for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
+                "rollup"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

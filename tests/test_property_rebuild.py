@@ -135,7 +135,10 @@ WEIGHTED = [
                                 tags=st.lists(words, max_size=2)))),
     (1, at(("system",), event("rollup.completed",
                               day=st.sampled_from(("2026-01-01", "2026-01-02")),
-                              rows=st.integers(0, 3), digest=st.just("d")))),
+                              rows=st.integers(0, 3), digest=st.just("d"),
+                              # Prunes tool uses: days the clock steps reach.
+                              prune_before=optional(st.sampled_from(
+                                  ("2026-01-01", "2026-01-02", "2026-01-05", "2026-01-20")))))),
 ]
 # sampled_from over a weighted list of indices draws branches close to their weights
 # (one_of leans towards its first branches).
@@ -197,10 +200,12 @@ def check_counts(state: dict[str, list[tuple[Any, ...]]]) -> None:
     for scope, name, seq, used_at in state["tool_uses"]:
         uses.setdefault((scope, name), []).append((seq, used_at))
     for scope, name, _server, count, last_used in state["tool_usage"]:
-        numbered = sorted(uses[(scope, name)])
-        assert [seq for seq, _ in numbered] == list(range(1, count + 1))
+        # Pruning (rollup.completed prune_before) drops the oldest uses: a suffix is left.
+        numbered = sorted(uses.get((scope, name), []))
+        assert [seq for seq, _ in numbered] == list(range(count - len(numbered) + 1, count + 1))
         assert [t for _, t in numbered] == sorted(t for _, t in numbered)  # clamped
-        assert numbered[-1][1] == last_used
+        if numbered:
+            assert numbered[-1][1] == last_used
 
 
 def run_sequence(ledger: Ledger, clock: MovableClock,

@@ -5,20 +5,26 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 
 import projections.registry  # defines every projection table
 from ctxledger import migrate
+from ctxledger.scheduler import JOBS_TABLE
 from projections.base import metadata as projection_metadata
 from store.engine import create_engine
 from store.schema import metadata as store_metadata
 
 
 def merged_metadata() -> sa.MetaData:
-    """The event log's tables plus every projection, checkpoint and cache table."""
+    """The event log's tables plus every projection, checkpoint and cache table, plus the
+    scheduler's job table exactly as APScheduler's ``SQLAlchemyJobStore`` defines it."""
     merged = sa.MetaData()
     for md in (store_metadata, projection_metadata):
         for table in md.tables.values():
             table.to_metadata(merged)
+    store = SQLAlchemyJobStore(url="sqlite://", tablename=JOBS_TABLE)
+    store.jobs_t.to_metadata(merged)
+    store.engine.dispose()
     return merged
 
 
@@ -47,5 +53,6 @@ def test_every_builtin_table_is_created_by_the_migrations(db_url: str) -> None:
         for table in projection.tables:
             assert table.name in names, (projection.name, table.name)
     for name in ("token_counts", "history_token_memo", "usage_daily_tools",
-                 "usage_daily_messages", "usage_daily_tokens", "projection_checkpoints"):
+                 "usage_daily_messages", "usage_daily_tokens", "usage_daily_servers",
+                 "projection_checkpoints", JOBS_TABLE):
         assert name in names

@@ -1,0 +1,115 @@
+"""Reading usage (``ctxledger usage``, ``Ledger.usage``): daily figures of one scope.
+
+Days the nightly job rolled up come from the ``usage_daily_*`` tables; the others (today,
+and any day the job has not reached yet) are computed from raw rows the way the job
+would, up to ``now``. So the figures are the same before and after a rollup.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+import sqlalchemy as sa
+from pydantic import BaseModel
+
+from ctxledger.rollup import mcp_server_of
+from projections import rollup_job as job
+from projections.session_stats import sessions
+from store.catalog import SCOPE_PREFIX
+from store.clock import ensure_utc
+from store.errors import LedgerError
+from store.schema import events
+
+if TYPE_CHECKING:
+    from ctxledger.ledger import Ledger
+
+MAX_DAYS = 366
+"""The longest span ``usage`` reports, so a typo cannot ask for a century of raw reads."""
+
+
+class DayUsage(BaseModel):
+    """One UTC day of a scope."""
+
+    day: str
+    source: Literal["rollup", "raw"]
+    """``rollup``: from the nightly job's rows; ``raw``: computed now from raw rows."""
+    complete: bool
+    """False for today (figures up to ``now``)."""
+    appended: int
+    retracted: int
+    sessions: int
+    tool_uses: int
+    assemblies: int
+    tokens: int
+
+
+class Series(BaseModel):
+    """One tool's (or MCP server's) uses per day, oldest day first."""
+
+    name: str
+    total: int
+    daily: list[int]
+
+
+class UsageReport(BaseModel):
+    """A scope's usage over ``days`` UTC days ending with ``now``'s day."""
+
+    scope: str
+    now: datetime
+    days: list[DayUsage]
+    tools: list[Series]
+    """Most used first, then by name."""
+    servers: list[Series]
+
+
+def scope_exists(conn: sa.Connection, scope: str) -> bool:
+    """True when a session started in ``scope`` or its ``scope:`` stream has events."""
+    if conn.execute(sa.select(sessions.c.stream_id).where(sessions.c.scope == scope)
+                    .limit(1)).first() is not None:
+        return True
+    return conn.execute(sa.select(events.c.position)
+                        .where(events.c.stream_id == SCOPE_PREFIX + scope).limit(1)
+                        ).first() is not None
+
+
+def usage_report(ledger: Ledger, scope: str, *, days: int = 7,
+                 now: datetime | None = None) -> UsageReport:
+    """The figures of ``scope`` for the ``days`` UTC days up to ``now`` (default: clock).
+
+    Raises ``LedgerError`` for an unknown scope or a span outside 1..``MAX_DAYS``.
+    """
+    if isinstance(days, bool) or not 1 <= days <= MAX_DAYS:
+        raise LedgerError(f"days must be between 1 and {MAX_DAYS} (got {days})")
+    when = ensure_utc(now, "now") if now is not None else ledger.clock()
+    last = when.date()
+    first = last - job.DAY * (days - 1)
+    servers = mcp_server_of()
+    with ledger.log.connection() as conn:
+        if not scope_exists(conn, scope):
+            raise LedgerError(f"unknown scope {scope!r}: no session or scope stream names it")
+        rolled = job.read_rolled(conn, scope, first, last)
+        figures = [rolled.get(day) or job.compute_day(conn, day, server_of=servers,
+                                                      until=when, scope=scope)
+                   for day in job.days_between(first, last)]
+    daily = [DayUsage(
+        day=f.day.isoformat(), source="rollup" if f.day in rolled else "raw",
+        complete=f.day < last,
+        appended=sum(r["appended"] for r in f.messages),
+        retracted=sum(r["retracted"] for r in f.messages),
+        sessions=sum(r["sessions"] for r in f.messages),
+        tool_uses=sum(r["uses"] for r in f.tools),
+        assemblies=sum(r["assemblies"] for r in f.tokens),
+        tokens=sum(r["tokens_total"] for r in f.tokens)) for f in figures]
+    return UsageReport(scope=scope, now=when, days=daily,
+                       tools=_series(figures, "tools", "tool_name"),
+                       servers=_series(figures, "servers", "server_name"))
+
+
+def _series(figures: list[job.DayFigures], kind: str, name_key: str) -> list[Series]:
+    per_name: dict[str, list[int]] = {}
+    for index, day in enumerate(figures):
+        for row in getattr(day, kind):
+            per_name.setdefault(row[name_key], [0] * len(figures))[index] += row["uses"]
+    found = [Series(name=name, total=sum(d), daily=d) for name, d in per_name.items()]
+    return sorted(found, key=lambda s: (-s.total, s.name))

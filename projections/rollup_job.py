@@ -1,0 +1,261 @@
+"""The nightly rollup's figures for one UTC day, read from raw rows and written to the
+``usage_daily_*`` tables (SPEC §5).
+
+- tool uses per (scope, tool, day) from the tool-usage projection's per-use rows, and per
+  MCP server (the caller says which server a tool name belongs to);
+- messages appended and retracted per (scope, day), from the day's events;
+- ``context.assembled`` figures per (scope, profile, day), from the day's events.
+
+A day is ``[00:00, 24:00)`` UTC of ``recorded_at`` (``used_at`` for tool uses). Reads go
+through ``ix_events_recorded_at``, so a day costs what it holds, never the history.
+This module only computes and writes rows; ``ctxledger.rollup`` runs the job around it
+(lock, one transaction per day, the ``rollup.completed`` event).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from projections.session_scopes import DEFAULT_SCOPE
+from projections.session_stats import sessions
+from projections.tool_usage import tool_uses
+from projections.usage_rollups import (
+    JOB_TABLES,
+    rollup_days,
+    usage_daily_messages,
+    usage_daily_servers,
+    usage_daily_tokens,
+    usage_daily_tools,
+)
+from store.canonical import canonical_json, sha256_hex
+from store.clock import format_utc
+from store.schema import events
+
+DAY = timedelta(days=1)
+ServerOf = Callable[[str], str | None]
+"""The MCP server a tool name belongs to, or None for a tool of no server."""
+
+Row = dict[str, Any]
+_MESSAGE_TYPES = ("message.appended", "message.retracted")
+# Two jobs on one PostgreSQL database queue on this advisory lock (the second finds the
+# day done). SQLite needs none: a write transaction already holds the database lock.
+_PG_LOCK_KEY = 7422854
+
+
+def day_start(day: date) -> datetime:
+    """00:00 UTC of ``day``."""
+    return datetime.combine(day, time(), UTC)
+
+
+def days_between(first: date, last: date) -> Iterator[date]:
+    """Every day from ``first`` to ``last``, both included."""
+    day = first
+    while day <= last:
+        yield day
+        day += DAY
+
+
+@dataclass(frozen=True)
+class DayFigures:
+    """One day's rollup rows (without the ``day`` column), each list in key order."""
+
+    day: date
+    tools: list[Row] = field(default_factory=list)
+    """``scope, tool_name, uses, last_used``"""
+    servers: list[Row] = field(default_factory=list)
+    """``scope, server_name, uses, last_used``"""
+    messages: list[Row] = field(default_factory=list)
+    """``scope, appended, retracted, sessions``"""
+    tokens: list[Row] = field(default_factory=list)
+    """``scope, profile, assemblies, tokens_total, tokens_max``"""
+
+    @property
+    def rows(self) -> int:
+        """How many rollup rows the day has across the tables."""
+        return len(self.tools) + len(self.servers) + len(self.messages) + len(self.tokens)
+
+    def digest(self) -> str:
+        """SHA-256 of the day's rows as canonical JSON (times as fixed-width UTC)."""
+        def plain(rows: list[Row]) -> list[Row]:
+            return [{k: format_utc(v) if isinstance(v, datetime) else v for k, v in r.items()}
+                    for r in rows]
+
+        return sha256_hex(canonical_json({
+            "day": self.day.isoformat(), "tools": plain(self.tools),
+            "servers": plain(self.servers), "messages": plain(self.messages),
+            "tokens": plain(self.tokens)}))
+
+
+# -- which days ----------------------------------------------------------------------------
+
+
+def rolled_days(conn: sa.Connection) -> set[str]:
+    """The ISO days already rolled up (from ``rollup.completed`` events)."""
+    return {str(d) for d in conn.execute(sa.select(rollup_days.c.day)).scalars()}
+
+
+def is_rolled(conn: sa.Connection, day: date) -> bool:
+    """True when ``day`` has been rolled up."""
+    found = conn.execute(sa.select(rollup_days.c.day)
+                         .where(rollup_days.c.day == day.isoformat())).first()
+    return found is not None
+
+
+def first_event_day(conn: sa.Connection) -> date | None:
+    """The UTC day of the earliest recorded event (an index lookup), None for an empty log."""
+    first = conn.execute(sa.select(sa.func.min(events.c.recorded_at))).scalar()
+    return None if first is None else first.date()
+
+
+def pending_days(conn: sa.Connection, now: datetime) -> list[date]:
+    """Complete UTC days (before ``now``'s day) from the first event's day that are not
+    rolled up yet, oldest first. Reads the rolled-day list, never the events."""
+    first = first_event_day(conn)
+    if first is None:
+        return []
+    done = rolled_days(conn)
+    return [d for d in days_between(first, now.date() - DAY) if d.isoformat() not in done]
+
+
+def lock_rollups(conn: sa.Connection) -> None:
+    """Serialize rollup jobs on one database until the transaction ends."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(
+            f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(current_schema()))")
+
+
+# -- computing a day -----------------------------------------------------------------------
+
+
+def compute_day(conn: sa.Connection, day: date, *, server_of: ServerOf,
+                until: datetime | None = None, scope: str | None = None) -> DayFigures:
+    """The figures of ``day`` from raw rows, up to ``until`` included (default: the whole
+    day, up to its end excluded).
+
+    ``scope`` restricts them to one scope (the read side); the job takes every scope.
+    """
+    start = day_start(day)
+    span = _Span(start, start + DAY, until if until is not None and until < start + DAY
+                 else None)
+    tools = _tool_rows(conn, span, scope)
+    return DayFigures(day, tools, _server_rows(tools, server_of),
+                      _message_rows(conn, span, scope), _token_rows(conn, span, scope))
+
+
+@dataclass(frozen=True)
+class _Span:
+    """``[start, end)``, or ``[start, until]`` when a day is read up to ``now``."""
+
+    start: datetime
+    end: datetime
+    until: datetime | None
+
+    def holds(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        last = column <= self.until if self.until is not None else column < self.end
+        return sa.and_(column >= self.start, last)
+
+
+def _tool_rows(conn: sa.Connection, span: _Span, scope: str | None) -> list[Row]:
+    t = tool_uses.c
+    query = (sa.select(t.scope, t.tool_name, sa.func.count().label("uses"),
+                       sa.func.max(t.used_at).label("last_used"))
+             .where(span.holds(t.used_at))
+             .group_by(t.scope, t.tool_name).order_by(t.scope, t.tool_name))
+    if scope is not None:
+        query = query.where(t.scope == scope)
+    return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def _server_rows(tools: Iterable[Row], server_of: ServerOf) -> list[Row]:
+    totals: dict[tuple[str, str], Row] = {}
+    for row in tools:
+        server = server_of(row["tool_name"])
+        if server is None:
+            continue
+        key = (row["scope"], server)
+        before = totals.get(key)
+        if before is None:
+            totals[key] = {"scope": key[0], "server_name": server, "uses": row["uses"],
+                           "last_used": row["last_used"]}
+        else:
+            before["uses"] += row["uses"]
+            before["last_used"] = max(before["last_used"], row["last_used"])
+    return [totals[key] for key in sorted(totals)]
+
+
+def _day_events(types: tuple[str, ...], span: _Span, scope: str | None,
+                *columns: sa.ColumnElement[Any]) -> sa.Select[Any]:
+    """The day's events of ``types`` with their session's scope (``default`` if unknown)."""
+    scope_col = sa.func.coalesce(sessions.c.scope, DEFAULT_SCOPE)
+    query = (sa.select(scope_col.label("scope"), *columns)
+             .select_from(events.outerjoin(sessions, sessions.c.stream_id == events.c.stream_id))
+             .where(span.holds(events.c.recorded_at), events.c.type.in_(types)))
+    return query if scope is None else query.where(scope_col == scope)
+
+
+def _message_rows(conn: sa.Connection, span: _Span, scope: str | None) -> list[Row]:
+    query = _day_events(_MESSAGE_TYPES, span, scope, events.c.stream_id, events.c.type,
+                        sa.func.count().label("n"))
+    query = query.group_by(sa.text("1"), events.c.stream_id, events.c.type)
+    totals: dict[str, Row] = {}
+    for found in conn.execute(query):
+        row = totals.setdefault(found.scope, {"scope": found.scope, "appended": 0,
+                                              "retracted": 0, "sessions": set()})
+        row["appended" if found.type == "message.appended" else "retracted"] += found.n
+        row["sessions"].add(found.stream_id)
+    return [{**totals[s], "sessions": len(totals[s]["sessions"])} for s in sorted(totals)]
+
+
+def _token_rows(conn: sa.Connection, span: _Span, scope: str | None) -> list[Row]:
+    query = _day_events(("context.assembled",), span, scope, events.c.data)
+    totals: dict[tuple[str, str], Row] = {}
+    for found in conn.execute(query):
+        data = json.loads(found.data)
+        tokens = int(data.get("tokens") or 0)
+        key = (found.scope, str(data["profile"]))
+        row = totals.setdefault(key, {"scope": key[0], "profile": key[1], "assemblies": 0,
+                                      "tokens_total": 0, "tokens_max": 0})
+        row["assemblies"] += 1
+        row["tokens_total"] += tokens
+        row["tokens_max"] = max(row["tokens_max"], tokens)
+    return [totals[key] for key in sorted(totals)]
+
+
+# -- writing and reading rollups -----------------------------------------------------------
+
+_TABLE_OF = {"tools": usage_daily_tools, "servers": usage_daily_servers,
+             "messages": usage_daily_messages, "tokens": usage_daily_tokens}
+
+
+def write_day(conn: sa.Connection, figures: DayFigures) -> int:
+    """Replace ``figures.day``'s rows in the rollup tables; returns the rows written."""
+    for table in JOB_TABLES:
+        conn.execute(table.delete().where(table.c.day == figures.day))
+    for name, table in _TABLE_OF.items():
+        rows = [{**row, "day": figures.day} for row in getattr(figures, name)]
+        if rows:
+            conn.execute(table.insert(), rows)
+    return figures.rows
+
+
+def read_rolled(conn: sa.Connection, scope: str, first: date, last: date) -> dict[date, DayFigures]:
+    """The rolled-up figures of ``scope`` for every rolled day in ``[first, last]``."""
+    done = {date.fromisoformat(d) for d in rolled_days(conn)}
+    out = {day: DayFigures(day) for day in days_between(first, last) if day in done}
+    for name, table in _TABLE_OF.items():
+        keys = [c for c in table.primary_key.columns if c.name != "day"]
+        query = (sa.select(table).where(table.c.scope == scope, table.c.day >= first,
+                                        table.c.day <= last)
+                 .order_by(table.c.day, *keys))
+        for found in conn.execute(query):
+            row = dict(found._mapping)
+            figures = out.get(row.pop("day"))
+            if figures is not None:
+                getattr(figures, name).append(row)
+    return out

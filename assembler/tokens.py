@@ -61,6 +61,10 @@ def chars4(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
+_RECENT_LIMIT = 20_000
+"""Texts the text-keyed front memo holds before it starts afresh (bounded memory)."""
+
+
 class TokenCounter:
     """Counts tokens with one encoding, never counting the same content twice."""
 
@@ -73,6 +77,9 @@ class TokenCounter:
         self._store = store
         self._loader = loader if loader is not None else default_loader()
         self._memo: dict[str, TokenCount] = {}
+        # In front of the SHA-256 memo: texts seen lately, keyed by the text itself (a
+        # dict lookup on a str costs far less than hashing it with SHA-256 every time).
+        self._recent: dict[str, TokenCount] = {}
         self._new: dict[str, TokenCount] = {}
         self._not_stored: set[str] = set()
         self._tokenizer: Any = None
@@ -82,6 +89,16 @@ class TokenCounter:
 
     def measure(self, text: str) -> TokenCount:
         """The token count of ``text`` with its method (from the memo when known)."""
+        recent = self._recent.get(text)
+        if recent is not None:
+            return recent
+        known = self._measure(text)
+        if len(self._recent) >= _RECENT_LIMIT:
+            self._recent.clear()
+        self._recent[text] = known
+        return known
+
+    def _measure(self, text: str) -> TokenCount:
         key = content_hash(text)
         known = self._memo.get(key)
         if known is None:
@@ -103,8 +120,9 @@ class TokenCounter:
         if self._store is None:
             return
         # Membership tests, not ``set - memo.keys()``: that would walk the whole memo.
-        memo, absent = self._memo, self._not_stored
-        missing = sorted({key for key in map(content_hash, texts)
+        memo, absent, recent = self._memo, self._not_stored, self._recent
+        missing = sorted({key for key in map(content_hash,
+                                             (text for text in texts if text not in recent))
                           if key not in memo and key not in absent})
         if missing:
             self._consult_store(missing)

@@ -205,7 +205,7 @@ def _messages(conn: sa.Connection, stream_id: str, after_seq: int | None = None,
 
 # The history window is read newest first in pages that grow, so a short window costs a
 # query or two and a long one O(log) queries, never the whole history.
-_FIRST_PAGE = 16
+_FIRST_PAGE = 32
 _MAX_PAGE = 512
 
 
@@ -217,23 +217,32 @@ class _Window:
     oldest_unloaded: Message | None
 
 
+_NO_SEQ_BELOW = 2**31 - 1
+"""An upper seq bound above every real one (so one prepared statement serves all pages)."""
+
+_WINDOW_PAGE = (
+    sa.select(messages)
+    .where(messages.c.stream_id == sa.bindparam("stream_id"),
+           messages.c.retracted.is_(False),
+           messages.c.seq > sa.bindparam("after_seq"),
+           messages.c.seq < sa.bindparam("below_seq"))
+    .order_by(messages.c.seq.desc())
+    .limit(sa.bindparam("page"))
+)
+
+
 def _window(conn: sa.Connection, stream_id: str, after_seq: int | None, budget: int,
             measure: HistoryMeasure) -> tuple[list[Message], bool]:
     """Messages after ``after_seq``, newest first, until ``measure`` of them is over
     ``budget`` (that message included); also whether the range's start was reached."""
     loaded: list[Message] = []
     used = 0
-    below: int | None = None
+    below = _NO_SEQ_BELOW
     page = _FIRST_PAGE
     while True:
-        query = sa.select(messages).where(messages.c.stream_id == stream_id,
-                                          messages.c.retracted.is_(False))
-        if after_seq is not None:
-            query = query.where(messages.c.seq > after_seq)
-        if below is not None:
-            query = query.where(messages.c.seq < below)
-        batch = [_message(row) for row in conn.execute(
-            query.order_by(messages.c.seq.desc()).limit(page)).mappings()]
+        batch = [_message(row) for row in conn.execute(_WINDOW_PAGE, {
+            "stream_id": stream_id, "after_seq": -1 if after_seq is None else after_seq,
+            "below_seq": below, "page": page}).mappings()]
         if not batch:
             return loaded, True
         costs = list(measure(batch))
@@ -247,7 +256,9 @@ def _window(conn: sa.Connection, stream_id: str, after_seq: int | None, budget: 
         if len(batch) < page:
             return loaded, True
         below = batch[-1].seq
-        page = min(page * 2, _MAX_PAGE)
+        # Size the next page from the average cost so far: about what is still missing.
+        average = max(1, used // len(loaded))
+        page = min(_MAX_PAGE, max(_FIRST_PAGE, (budget - used) // average + 8))
 
 
 def _load_window(conn: sa.Connection, session: Row, after_seq: int | None,

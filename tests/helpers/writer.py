@@ -41,8 +41,9 @@ def make_event(tag: str, stream: str, serial: int, mixed: bool) -> dict[str, Any
         return message
     kind = serial % 5
     if kind == 1 and serial > 3:
+        # serial - 1 has kind 0: a message, retracted once (the store refuses anything else)
         return {"type": "message.retracted", "id": ident,
-                "data": {"message_id": f"{tag}-m{serial - 3}"}}
+                "data": {"message_id": f"{tag}-m{serial - 1}"}}
     if kind == 2:
         return {"type": "tool.used", "id": ident,
                 "data": {"tool_name": f"tool-{serial % 3}", "ok": serial % 2 == 0}}

@@ -326,3 +326,22 @@ def test_anchor_of_an_empty_log_is_refused(db_url: str) -> None:
 def test_anchor_line_round_trips() -> None:
     anchor = Anchor(3, 10, 9, "a" * 64, None, "2026-01-01T00:00:00.000000Z")
     assert parse_anchor(anchor.line()) == anchor
+
+
+@pytest.mark.parametrize("edit", [
+    "UPDATE sessions SET messages_total = messages_total + 1 WHERE stream_id = 'chat'",
+    "DELETE FROM messages WHERE stream_id = 'other'",
+    "INSERT INTO scope_settings (scope, key, value, position) VALUES ('x', 'k', '1', 1)",
+])
+def test_deep_verify_compares_every_projection_with_a_rebuild(db_url: str, edit: str) -> None:
+    with Ledger.open(db_url) as ledger:
+        fill(ledger)
+        assert ledger.verify(deep=True).deep == "ok"
+        with ledger.engine.begin() as conn:
+            conn.exec_driver_sql(edit)
+        assert ledger.verify().ok  # the chains cannot see derived state
+        report = ledger.verify(deep=True)
+        table = edit.split()[2 if edit.startswith(("DELETE", "INSERT")) else 1]
+        assert report.deep == "differs"
+        assert len(report.problems) == 1
+        assert report.problems[0].startswith(f"projection table {table} differs from a rebuild")

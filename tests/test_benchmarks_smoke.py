@@ -44,12 +44,18 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "card re-assembly after a retraction, 1k vs 300 events",
         "session re-assembly at 1k events, nothing new",
         "session re-assembly at 1k events after one new observation",
+        "first seal of 3,000 events",
+        "first seal, keyed (HMAC)",
+        "seal check (verify)",
+        "incremental seal of 10,000 events",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
         unit = row["ours"]["unit"]
         if row["leg"] in ("single", "batch", "rebuild"):
             assert unit == "ev/s"
+        elif row["leg"] == "seal":
+            assert unit in ("ev/s", "s")
         elif row["leg"] == "assemble" or row["peer"] is not None:
             assert unit == row["peer"]["unit"] == "ms"
         else:
@@ -58,7 +64,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert row["ours"]["value"] >= 0 if unit == "calls" else row["ours"]["value"] > 0
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
-    for leg in ("single", "batch", "rebuild", "assemble", "reassemble"):
+    for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "seal"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

@@ -305,3 +305,59 @@ def test_a_coerced_value_is_refused_not_stored(tmp_path: Path) -> None:
                                   "data": {"key": "k", "value": {"a": "é😀"}}})
         (stored,) = ledger.events("scope:x")
         assert stored.data["value"] == {"a": "é😀"}
+
+
+def test_other_reported_inputs_get_one_line_not_an_internal_error(tmp_path: Path) -> None:
+    """``--now`` out of range, a policy file that is not UTF-8, a port that is no number."""
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    runner = CliRunner()
+    assert runner.invoke(app, ["--db", url, "append", "s"],
+                         input=line({"type": "session.started", "data": {}})).exit_code == 0
+    policy = tmp_path / "policy.json"
+    policy.write_bytes(b"\xff\xfe{}")
+    attempts = [
+        (["--db", url, "state", "s", "--now", "0001-01-01T00:00:00Z"], 2),
+        (["--db", url, "state", "s", "--now", "0001-01-01T00:00:00+01:00"], 2),
+        (["--db", url, "assemble", "s", "--now", "9999-12-31T23:59:59Z"], 2),
+        (["--db", url, "assemble", "s", "--policy", str(policy)], 1),
+        (["--db", "postgresql+psycopg://u@localhost:port/db", "verify"], 1),
+        (["--db", url, "verify", "--anchor", '{"anchor": "ctxledger-anchor/1"}'], 1),
+    ]
+    for args, code in attempts:
+        result = runner.invoke(app, args)
+        assert result.exit_code == code, (args, result.stderr)
+        assert "Traceback" not in result.stdout + result.stderr
+        assert "internal error" not in result.stderr
+        if code == 1:
+            assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+
+
+def test_the_api_raises_ledger_errors_not_raw_ones(tmp_path: Path) -> None:
+    """Lone surrogates, huge integers, non-JSON values and absurd times through the API."""
+    from datetime import UTC, datetime
+
+    from ctxledger import EventValidationError
+
+    with Ledger.open(f"sqlite:///{tmp_path / 'api.db'}") as ledger:
+        ledger.append("s", {"type": "session.started", "data": {}})
+        bad_events = [
+            message("\ud800"),
+            {**message(), "metadata": {"actor": "\udcff"}},
+            {"type": "setting.changed", "data": {"key": "k", "value": {"\ud800": 1}}},
+            {"type": "setting.changed", "data": {"key": "k", "value": 10**5000}},
+            {"type": "setting.changed", "data": {"key": "k", "value": (1, 2)}},
+            {"type": "setting.changed", "data": {"key": "k", "value": {1: "x"}}},
+            {"type": "setting.changed", "data": {"key": "k", "value": b"x"}},
+        ]
+        nested: Any = 1
+        for _ in range(5000):
+            nested = [nested]
+        bad_events.append({"type": "setting.changed", "data": {"key": "k", "value": nested}})
+        for event in bad_events:
+            with pytest.raises(EventValidationError):
+                ledger.append("s", event)
+        with pytest.raises(EventValidationError, match="outside"):
+            ledger.state("s", now=datetime(1, 1, 1, tzinfo=UTC))
+        with pytest.raises(EventValidationError, match="stream id"):
+            ledger.append("a\x00b", message())
+        assert ledger.head() == 1

@@ -12,29 +12,44 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from dataclasses import dataclass
 
 CHAIN_KEY_ENV = "CTXLEDGER_CHAIN_KEY"
 _KEY_ID_TEXT = b"ctxledger chain key id v1"
 
 
-@dataclass(frozen=True, slots=True)
 class ChainKey:
     """A secret for keyed links, and its public id."""
 
-    secret: bytes
+    __slots__ = ("_inner", "_outer", "key_id", "secret")
+
+    def __init__(self, secret: bytes) -> None:
+        self.secret = secret
+        self.key_id = hmac.digest(secret, _KEY_ID_TEXT, "sha256").hex()[:16]
+        """16 hex digits identifying the key (stored with seals; not the key)."""
+        # HMAC-SHA256 (RFC 2104) with the padded-key states computed once: ``hmac.digest``
+        # redoes that set-up on every call, which made a keyed seal 4x slower than a plain
+        # one. ``link`` equals ``hmac.digest(secret, payload, "sha256").hex()`` (tested).
+        block = hashlib.sha256(secret).digest() if len(secret) > 64 else secret
+        block = block.ljust(64, b"\0")
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in block))
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in block))
 
     def __repr__(self) -> str:  # never print the secret
         return f"ChainKey(key_id={self.key_id!r})"
 
-    @property
-    def key_id(self) -> str:
-        """16 hex digits identifying the key (stored with seals; not the key)."""
-        return hmac.digest(self.secret, _KEY_ID_TEXT, "sha256").hex()[:16]
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ChainKey) and hmac.compare_digest(self.secret, other.secret)
+
+    def __hash__(self) -> int:
+        return hash(self.key_id)
 
     def link(self, payload: str) -> str:
         """Hex HMAC-SHA256 of ``payload``."""
-        return hmac.digest(self.secret, payload.encode("utf-8"), "sha256").hex()
+        inner = self._inner.copy()
+        inner.update(payload.encode("utf-8"))
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest()
 
 
 def chain_key_from_env() -> ChainKey | None:

@@ -345,3 +345,16 @@ def test_deep_verify_compares_every_projection_with_a_rebuild(db_url: str, edit:
         assert report.deep == "differs"
         assert len(report.problems) == 1
         assert report.problems[0].startswith(f"projection table {table} differs from a rebuild")
+
+
+@pytest.mark.parametrize("secret", [b"k", b"x" * 64, b"y" * 65, "ü-key".encode()])
+def test_keyed_links_are_rfc_2104_hmac_sha256(secret: bytes) -> None:
+    import hmac
+
+    from store.chain_key import ChainKey
+
+    key = ChainKey(secret)
+    for payload in ("", "abc", "é" * 100):
+        assert key.link(payload) == hmac.digest(secret, payload.encode(), "sha256").hex()
+    assert key.key_id == ChainKey(secret).key_id != ChainKey(secret + b"!").key_id
+    assert repr(key) == f"ChainKey(key_id={key.key_id!r})"  # never the secret

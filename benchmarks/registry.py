@@ -142,6 +142,22 @@ class AtLeast:
 
 
 @dataclass(frozen=True)
+class AtMost:
+    """An absolute ceiling, e.g. 0.1 s for the seal an append may run."""
+
+    ceiling: float
+    unit: str
+
+    def describe(self) -> str:
+        """e.g. '<= 0.1 s'."""
+        return f"<= {self.ceiling:g} {self.unit}"
+
+    def judge(self, ours: Measure, peer: Measure | None) -> tuple[float | None, bool]:
+        """No ratio; compares the figure with the ceiling."""
+        return None, ours.value <= self.ceiling
+
+
+@dataclass(frozen=True)
 class AtMostTimesPeer:
     """ours / peer <= factor (times: lower is better), e.g. assembly at 100k vs 1k events."""
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -32,7 +32,7 @@ from rich.progress import (
 
 import ctxledger
 from assembler.profiles import profile_names
-from ctxledger import migrate, render
+from ctxledger import cli_seal, migrate, render
 from ctxledger.cli_errors import (
     database_errors,
     fail,
@@ -40,7 +40,7 @@ from ctxledger.cli_errors import (
     reports_errors,
     safe_url,
 )
-from ctxledger.cli_input import parse_jsonl, validate_lines
+from ctxledger.cli_input import InputError, parse_jsonl, validate_lines
 from ctxledger.config import DEFAULT_DB_URL, ENV_VAR, resolve_db_url
 from ctxledger.demo import EXAMPLES_DIR, run_demo
 from ctxledger.ledger import Ledger
@@ -51,8 +51,9 @@ from ctxledger.scheduler import SchedulerSettings, run_scheduler
 from ctxledger.usage import MAX_DAYS
 from store.clock import Clock
 from store.engine import create_engine
-from store.errors import EventValidationError
+from store.errors import BatchEventError, EventValidationError
 from store.records import RecordedEvent
+from store.strict import check_time
 
 EVENTS_PAGE = 1000
 """Events read per query when listing the whole log, so memory stays flat."""
@@ -237,10 +238,12 @@ def append(
         try:
             result = ledger.append(stream, [line.event for line in lines],
                                    expected_version=expected_version)
-        except EventValidationError:
+        except EventValidationError as exc:
             # The append is atomic, so nothing was written. The store names the event by
             # its index in the batch; check line by line to name the input line instead.
             validate_lines(stream, lines, ledger.log.max_event_bytes)
+            if isinstance(exc, BatchEventError):  # a rule of the stream's history
+                raise InputError(f"line {lines[exc.index].number}: {exc.reason}") from None
             raise
     typer.echo(render.dumps(render.append_record(result)))
 
@@ -331,7 +334,10 @@ def _parse_now(value: str) -> datetime:
                                  param_hint="'--now'") from None
     if parsed.tzinfo is None:
         raise typer.BadParameter("needs a zone, such as Z or +00:00", param_hint="'--now'")
-    return parsed.astimezone(UTC)
+    try:
+        return check_time(parsed, "time")
+    except EventValidationError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--now'") from None
 
 
 def _fixed_clock(when: datetime) -> Clock:
@@ -371,8 +377,9 @@ def assemble(
             policy_text = policy.read_text(encoding="utf-8")
         except OSError as exc:
             raise fail(f"cannot read policy file {str(policy)!r}: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise fail(f"policy file {str(policy)!r} is not UTF-8 text") from None
+        except UnicodeDecodeError as exc:
+            raise fail(f"policy file {str(policy)!r} is not UTF-8"
+                       f" (byte {exc.start + 1})") from None
     with open_ledger(_db(ctx)) as ledger:
         if not ledger.view(session).exists:
             raise fail(f"unknown session {session!r}")
@@ -418,10 +425,22 @@ def rebuild(
 
 @app.command()
 @reports_errors
-def verify(ctx: typer.Context, format: FormatOption = JsonOrText.json) -> None:
-    """Check every stream's hash chain and the immutability triggers (exit 1 on a problem)."""
+def verify(
+    ctx: typer.Context,
+    format: FormatOption = JsonOrText.json,
+    anchor: Annotated[str | None, typer.Option(
+        "--anchor", metavar="LINE|FILE",
+        help="An anchor line (from `ctxledger anchor`) or a file ending with one: also"
+             " prove the log still extends it.")] = None,
+    deep: Annotated[bool, typer.Option(
+        "--deep", help="Also rebuild the projections in a scratch store and compare them"
+                       " table by table with the live ones.")] = False,
+) -> None:
+    """Check every stream's hash chain, every seal and the immutability triggers; with
+    --anchor, that the log extends the anchor; with --deep, the projections (exit 1 on a
+    problem)."""
     with open_ledger(_db(ctx)) as ledger:
-        report = ledger.verify()
+        report = ledger.verify(anchor=anchor, deep=deep)
     if format is JsonOrText.json:
         typer.echo(render.dumps(render.verify_record(report)))
     else:
@@ -539,6 +558,9 @@ def demo(
     # ``$CTXLEDGER_DB`` is deliberately ignored: the demo must not write into a real ledger
     # unless asked to with --db.
     run_demo(_stdout(), db_url=db or _db(ctx), examples_dir=examples)
+
+
+cli_seal.register(app)
 
 
 def main() -> None:

@@ -49,6 +49,9 @@ def parse_jsonl(raw_lines: Iterable[bytes]) -> list[InputLine]:
                 f"line {number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
         except RecursionError:
             raise InputError(f"line {number}: invalid JSON: nested too deeply") from None
+        except ValueError:  # Python refuses to parse integers of over 4300 digits
+            raise InputError(
+                f"line {number}: invalid JSON: an integer has over 4300 digits") from None
         if not isinstance(value, dict):
             raise InputError(
                 f"line {number}: expected a JSON object, got {_json_kind(value)}")

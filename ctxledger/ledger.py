@@ -22,6 +22,7 @@ from assembler.encodings import default_loader
 from assembler.tokens import DEFAULT_ENCODING
 from ctxledger import migrate
 from ctxledger.config import resolve_db_url
+from ctxledger.deep_verify import compare_with_rebuild
 from ctxledger.rollup import RollupPolicy, RollupReport, run_rollup
 from ctxledger.token_store import TableTokenStore
 from ctxledger.usage import UsageReport, usage_report
@@ -31,11 +32,14 @@ from projections.registry import builtin_projections
 from projections.runner import ProjectionRunner, ProjectionStatus
 from projections.token_cache import CacheWrite, store_counts
 from projections.view import SessionView, ViewRequest
-from store.clock import Clock, ensure_utc, format_utc, system_clock
+from store.anchor import Anchor, read_anchor
+from store.clock import Clock, format_utc, system_clock
 from store.engine import create_engine
 from store.errors import LedgerError
 from store.log import EventInput, EventLog
 from store.records import AppendResult, NewEvent, RecordedEvent
+from store.seal import Seal, SealSettings
+from store.strict import check_time
 from store.validate import DEFAULT_MAX_EVENT_BYTES
 from store.verify import VerifyReport
 
@@ -55,13 +59,14 @@ class Ledger:
 
     def __init__(self, engine: sa.Engine, *, clock: Clock = system_clock,
                  max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-                 projections: Sequence[Projection] | None = None) -> None:
+                 projections: Sequence[Projection] | None = None,
+                 seal: SealSettings | None = None) -> None:
         self.engine = engine
         self.clock = clock
         self.runner = ProjectionRunner(
             projections if projections is not None else builtin_projections(), clock=clock)
         self.log = EventLog(engine, clock=clock, max_event_bytes=max_event_bytes,
-                            in_transaction=self.runner.apply_inline)
+                            in_transaction=self.runner.apply_inline, seal=seal)
         # One token counter per thread and encoding: a counter's memo is not thread-safe,
         # and a shared lock would make threads assembling different sessions wait.
         self._local = threading.local()
@@ -69,20 +74,22 @@ class Ledger:
     @classmethod
     def open(cls, url: str | None = None, *, clock: Clock = system_clock,
              max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES, upgrade: bool = True,
-             progress: RebuildProgress | None = None, load_vocabulary: bool = True,
+             progress: RebuildProgress | None = None, seal: SealSettings | None = None,
+             load_vocabulary: bool = True,
              **engine_kwargs: Any) -> Ledger:
         """Open (creating or migrating) the database at ``url``.
 
         ``url`` defaults to ``$CTXLEDGER_DB`` or ``sqlite:///ctxledger.db``. Projections
-        that are new, changed or behind are brought up to date before returning. With
-        ``load_vocabulary`` the default token encoding's vocabulary is loaded now, so no
-        assembly pays for it (or fails on it) midway; other encodings load on first use.
+        that are new, changed or behind are brought up to date before returning.
+        ``seal`` says when appends seal the log on their own (default: every 10,000).
+        With ``load_vocabulary`` the default token encoding's vocabulary is loaded now, so
+        no assembly pays for it (or fails on it) midway; other encodings load on first use.
         """
         engine = create_engine(resolve_db_url(url), **engine_kwargs)
         try:
             if upgrade:
                 migrate.upgrade(engine)
-            ledger = cls(engine, clock=clock, max_event_bytes=max_event_bytes)
+            ledger = cls(engine, clock=clock, max_event_bytes=max_event_bytes, seal=seal)
             ledger.refresh_projections(progress=progress)
             if load_vocabulary:
                 default_loader().get(DEFAULT_ENCODING)
@@ -121,7 +128,7 @@ class Ledger:
                ) -> list[RecordedEvent]:
         """Read events: one stream, or the whole log after a position, up to ``until``."""
         until_position = until if isinstance(until, int) else None
-        until_time = ensure_utc(until, "until") if isinstance(until, datetime) else None
+        until_time = check_time(until, "until") if isinstance(until, datetime) else None
         if stream_id is not None:
             if until_time is not None:
                 # The same prefix of the log as read_all, even if the clock stepped back.
@@ -150,7 +157,7 @@ class Ledger:
         """
         from projections.state import session_state
 
-        when = ensure_utc(now, "now") if now is not None else self.clock()
+        when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn:
             return session_state(conn, session, now=when)
 
@@ -166,7 +173,7 @@ class Ledger:
         saved afterwards, so the next assembly only counts what changed. Safe to call
         from several threads at once.
         """
-        when = ensure_utc(now, "now") if now is not None else self.clock()
+        when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn, read_snapshot(conn):
             settings = load_session_view(conn, session, ViewRequest()).settings
             chosen = (policy_for(profile, settings) if policy is None
@@ -256,13 +263,32 @@ class Ledger:
         to ``now``: rolled-up days from the rollups, the rest (today) from raw rows."""
         return usage_report(self, scope, days=days, now=now)
 
-    def verify(self, progress: Callable[[int], None] | None = None) -> VerifyReport:
-        """Check every hash chain, the immutability triggers, and that no projection has
-        seen events the log no longer holds (a chain alone cannot show its tail removed)."""
-        report = self.log.verify(progress=progress)
+    def seal(self) -> Seal | None:
+        """Seal the log up to its head (None when nothing is new); see ``store.seal``."""
+        return self.log.seal()
+
+    def anchor(self) -> Anchor:
+        """Seal, then return the last seal; keep ``anchor.line()`` outside the database."""
+        return self.log.anchor()
+
+    def verify(self, progress: Callable[[int], None] | None = None, *,
+               anchor: Anchor | str | None = None, deep: bool = False) -> VerifyReport:
+        """Check every hash chain, every seal, the immutability triggers, and that no
+        projection has seen events the log no longer holds.
+
+        ``anchor`` (an ``Anchor``, its line, or a file holding it) also proves that the log
+        still extends it. ``deep`` also rebuilds the projections in a scratch store and
+        compares them table by table with the live ones."""
+        if isinstance(anchor, str):
+            anchor = read_anchor(anchor)
+        report = self.log.verify(progress=progress, anchor=anchor)
         for status in self.projection_status():
             if status.position > status.head:
                 report.problems.append(
                     f"projection {status.name} is at position {status.position} but the log "
                     f"ends at {status.head}: events were removed")
+        if deep:
+            found = compare_with_rebuild(self.log, self.runner.projections, self.clock)
+            report.deep = "differs" if found else "ok"
+            report.problems.extend(found)
         return report

@@ -65,7 +65,11 @@ def append_record(result: AppendResult) -> dict[str, Any]:
 def verify_record(report: VerifyReport) -> dict[str, Any]:
     """A verification report as JSON-ready data."""
     return {"ok": report.ok, "events": report.events, "streams": report.streams,
-            "triggers_ok": report.triggers_ok, "problems": list(report.problems)}
+            "triggers_ok": report.triggers_ok, "seals": report.seals,
+            "sealed_position": report.sealed_position,
+            **({"anchor": report.anchor} if report.anchor is not None else {}),
+            **({"deep": report.deep} if report.deep is not None else {}),
+            "problems": list(report.problems)}
 
 
 def status_record(status: ProjectionStatus) -> dict[str, Any]:
@@ -264,6 +268,12 @@ def verify_view(report: VerifyReport, *, title: str | None = "verify") -> Render
     table.add_row("streams", str(report.streams))
     table.add_row("hash chains", "ok" if _chain_problem_count(report) == 0 else "BROKEN")
     table.add_row("immutability triggers", "ok" if report.triggers_ok else "MISSING")
+    table.add_row("seals", f"{report.seals} (up to position {report.sealed_position})"
+                  if report.seals else "none yet: run `ctxledger seal`")
+    if report.anchor is not None:
+        table.add_row("anchor", report.anchor)
+    if report.deep is not None:
+        table.add_row("projections = rebuild", report.deep)
     table.add_row("result", Text("ok", style="green") if report.ok
                   else Text(f"{len(report.problems)} problem(s)", style="bold red"))
     if report.ok:

@@ -24,12 +24,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
 from store.canonical import GENESIS_HASH, event_hash
-from store.clock import ensure_utc, format_utc
+from store.chain_key import ChainKey
+from store.clock import format_utc
 from store.engine import DriverStatement, driver_statement
 from store.errors import ConcurrencyError, EventValidationError, IdempotencyError
 from store.read import recorded_event
 from store.records import AppendResult, NewEvent, RecordedEvent
 from store.schema import events
+from store.stream_rules import RULED_TYPES, check_stream_rules
+from store.strict import check_time
 
 InTransactionHook = Callable[[sa.Connection, Sequence[RecordedEvent]], None]
 """Called inside the append transaction with the events just inserted."""
@@ -198,7 +201,7 @@ def _hash_stamp(when: datetime) -> str:
 
 
 def _chain(stream_id: str, batch: Sequence[PreparedEvent], head: Head,
-           when: datetime) -> list[dict[str, Any]]:
+           when: datetime, key: ChainKey | None) -> list[dict[str, Any]]:
     """Insert rows for ``batch`` continuing the hash chain from ``head``."""
     version, prev = head
     stamp = _hash_stamp(when)
@@ -210,7 +213,7 @@ def _chain(stream_id: str, batch: Sequence[PreparedEvent], head: Head,
         digest = event_hash(
             prev_hash=prev, stream_id=stream_id, stream_version=version, event_id=ev.event_id,
             type=ev.type, schema_version=ev.schema_version, data_json=prepared.data_json,
-            metadata_json=prepared.metadata_json, recorded_at=stamp,
+            metadata_json=prepared.metadata_json, recorded_at=stamp, key=key,
         )
         rows.append({
             "stream_id": stream_id, "stream_version": version, "event_id": ev.event_id,
@@ -258,11 +261,12 @@ def append_in_transaction(
     expected_version: int | None,
     recorded_at: datetime,
     heads: StreamHeads | None = None,
+    key: ChainKey | None = None,
 ) -> AppendOutcome:
     """Insert ``batch`` at the end of ``stream_id`` inside the caller's transaction.
 
     ``heads`` (optional) supplies cached stream heads; the caller records the returned
-    ``head`` into it only after the transaction commits.
+    ``head`` into it only after the transaction commits. ``key`` makes the links HMACs.
     """
     if not batch:
         raise EventValidationError("nothing to append: the batch is empty")
@@ -270,18 +274,24 @@ def append_in_transaction(
     existing = find_existing(conn, stream_id, batch)
     if existing is not None:
         return AppendOutcome(existing, [], None)
-    when = ensure_utc(recorded_at, "recorded_at")
+    when = check_time(recorded_at, "recorded_at")
     cached = heads.get(stream_id) if heads is not None else None
     positions: list[int] | None = None
-    if cached is not None and (expected_version is None or expected_version == cached[0]):
+    # Batches that the stream rules apply to take the slow path: a version conflict is
+    # reported before a rule, and the rules read the stream anyway.
+    ruled = any(p.event.type in RULED_TYPES for p in batch)
+    if cached is not None and not ruled and (
+            expected_version is None or expected_version == cached[0]):
         head = cached
-        rows = _chain(stream_id, batch, head, when)
+        rows = _chain(stream_id, batch, head, when, key)
         positions = _insert(conn, rows, guarded=True)
     if positions is None:
         # No usable cached head (or it was stale): read it under the write lock.
         head = stream_head(conn, stream_id)
         check_expected(stream_id, expected_version, head[0])
-        rows = _chain(stream_id, batch, head, when)
+        if ruled:
+            check_stream_rules(conn, stream_id, [p.event for p in batch])
+        rows = _chain(stream_id, batch, head, when, key)
         positions = _insert(conn, rows, guarded=False)
         assert positions is not None
     recorded = [

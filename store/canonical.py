@@ -6,6 +6,8 @@ import hashlib
 import json
 from typing import Any
 
+from store.chain_key import ChainKey, link_hash
+
 GENESIS_HASH = "0" * 64
 """``prev_hash`` of the first event in every stream."""
 
@@ -32,8 +34,11 @@ def event_hash(
     data_json: str,
     metadata_json: str,
     recorded_at: str,
+    key: ChainKey | None = None,
 ) -> str:
     """Chain hash of one event; every stored column except ``position`` is covered.
+
+    With ``key`` the link is an HMAC (see ``store.chain_key``).
 
     ``position`` is left out on purpose: PostgreSQL may leave holes, and the chain
     is per stream, so a stream's hashes must not depend on other streams' writes.
@@ -43,4 +48,4 @@ def event_hash(
         (prev_hash, stream_id, str(stream_version), event_id, type, str(schema_version),
          data_json, metadata_json, recorded_at)
     )
-    return sha256_hex(payload)
+    return link_hash(payload, key)

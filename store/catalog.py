@@ -12,6 +12,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
+from store.strict import INT32_MAX
+
 StreamKind = Literal["session", "scope", "system", "any"]
 
 SCOPE_PREFIX = "scope:"
@@ -128,7 +130,7 @@ class ChapterMoved(EventData):
     """The writing session moves to a chapter (and optionally a scene)."""
 
     type: ClassVar[str] = "chapter.moved"
-    chapter: int = Field(ge=1)
+    chapter: int = Field(ge=1, le=INT32_MAX)  # projections keep it in INTEGER columns
     scene: str | None = None
 
 
@@ -145,7 +147,7 @@ class ItemPut(EventData):
     item_id: str = Id
     kind: ItemKind
     content: str
-    chapter: int | None = Field(default=None, ge=1)
+    chapter: int | None = Field(default=None, ge=1, le=INT32_MAX)
     active: bool | None = None
     in_scene: bool | None = None
     pov: bool | None = None
@@ -263,12 +265,12 @@ class ContextAssembled(EventData):
     """The app sent a prompt built from this assembly; kept for audit."""
 
     type: ClassVar[str] = "context.assembled"
-    profile: str = NonEmpty
+    profile: str = Field(min_length=1, max_length=100)  # a String(100) key in usage rollups
     policy_version: str = NonEmpty
     position: int = Field(ge=0)
     now: str = NonEmpty
     digest: str = Field(pattern=r"^[0-9a-f]{64}$")
-    tokens: int | None = Field(default=None, ge=0)
+    tokens: int | None = Field(default=None, ge=0, le=INT32_MAX)
 
 
 class RollupCompleted(EventData):
@@ -281,7 +283,7 @@ class RollupCompleted(EventData):
     type: ClassVar[str] = "rollup.completed"
     stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("system",)
     day: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
-    rows: int = Field(ge=0)
+    rows: int = Field(ge=0, le=INT32_MAX)
     digest: str
     prune_before: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
 

@@ -39,8 +39,10 @@ def create_engine(url: str | URL, **kwargs: Any) -> Engine:
     """
     try:
         parsed = make_url(url)
-    except sa.exc.ArgumentError:
-        raise LedgerError(f"not a database URL: {url!r}") from None
+        parsed.port  # noqa: B018 -- parsed lazily: "host:abc" fails here, not later
+    except (sa.exc.ArgumentError, ValueError) as exc:
+        reason = "" if isinstance(exc, sa.exc.ArgumentError) else f" ({exc})"
+        raise LedgerError(f"not a database URL: {url!r}{reason}") from None
     backend = parsed.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
         raise LedgerError(f"unsupported database {backend!r}: use sqlite or postgresql+psycopg")

@@ -18,6 +18,22 @@ class EventValidationError(LedgerError):
     """An event's type, data or size is not acceptable; nothing was written."""
 
 
+class BatchEventError(EventValidationError):
+    """One event of a batch is unacceptable. ``index`` is its place in the batch (0-based)
+    and ``reason`` the message without the "event N: " prefix, so a caller holding the
+    input (the CLI) can name the input line instead."""
+
+    def __init__(self, message: str, *, index: int, reason: str) -> None:
+        self.index = index
+        self.reason = reason
+        super().__init__(message)
+
+
+class StreamRuleError(BatchEventError):
+    """An event contradicts its stream's history (a retraction of an unknown message, a
+    second ``session.started``...); checked under the write lock, nothing was written."""
+
+
 class ConcurrencyError(LedgerError):
     """``expected_version`` did not match the stream's actual version; nothing was written."""
 

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from store import read as _read
+from store.anchor import Anchor, check_anchor
 from store.append import (
     InTransactionHook,
     PreparedEvent,
@@ -20,10 +21,13 @@ from store.append import (
     append_in_transaction,
     stream_head,
 )
+from store.chain_key import chain_key_from_env
 from store.clock import Clock, system_clock
 from store.engine import READ_ONLY_OPTION
-from store.errors import EventValidationError, LedgerError
+from store.errors import BatchEventError, EventValidationError, LedgerError
 from store.records import AppendResult, NewEvent, RecordedEvent
+from store.seal import Seal, SealSettings, check_seals, last_seal, list_seals, seal_in_transaction
+from store.strict import check_text
 from store.validate import DEFAULT_MAX_EVENT_BYTES, coerce_new_event, validate_event
 from store.verify import VerifyReport, verify_log
 
@@ -81,8 +85,13 @@ class EventLog:
 
     def __init__(self, engine: Engine, *, clock: Clock = system_clock,
                  max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-                 in_transaction: InTransactionHook | None = None) -> None:
+                 in_transaction: InTransactionHook | None = None,
+                 seal: SealSettings | None = None) -> None:
         self.engine = engine
+        self.chain_key = chain_key_from_env()
+        """Appends link with this key (``CTXLEDGER_CHAIN_KEY`` when the log was opened)."""
+        self.seal_settings = seal or SealSettings()
+        self._sealed_upto: int | None = None  # a lower bound of the last seal's position
         self.clock = clock
         self.max_event_bytes = max_event_bytes
         self.in_transaction = in_transaction
@@ -130,6 +139,7 @@ class EventLog:
             raise EventValidationError("stream id must be a non-empty string")
         if len(stream_id) > 200:
             raise EventValidationError("stream id is longer than 200 characters")
+        check_text(stream_id, "stream id")
         prepared: list[PreparedEvent] = []
         seen: set[str] = set()
         for index, raw in enumerate(batch):
@@ -139,7 +149,7 @@ class EventLog:
                                                                   self.max_event_bytes)
             except EventValidationError as exc:
                 where = f"event {index + 1}: " if len(batch) > 1 else ""
-                raise EventValidationError(f"{where}{exc}") from None
+                raise BatchEventError(f"{where}{exc}", index=index, reason=str(exc)) from None
             assert normalized.event_id is not None
             if normalized.event_id in seen:
                 raise EventValidationError(f"event id {normalized.event_id} appears twice")
@@ -166,14 +176,18 @@ class EventLog:
         try:
             with self.transaction() as conn:
                 outcome = append_in_transaction(
-                    conn, stream_id, prepared, expected_version, self.clock(), self.heads)
+                    conn, stream_id, prepared, expected_version, self.clock(), self.heads,
+                    key=self.chain_key)
                 if outcome.recorded and self.in_transaction is not None:
                     self.in_transaction(conn, outcome.recorded)
+                sealed = self._seal_if_due(conn, outcome.recorded)
         except sa.exc.OperationalError as exc:
             raise LedgerError(f"database error while appending: {exc.orig}") from None
         if outcome.head is not None:
             # Only now: a head is cached once the transaction that wrote it has committed.
             self.heads.remember(stream_id, outcome.head)
+        if sealed is not None:
+            self._sealed_upto = sealed.position
         return outcome.result
 
     def append_in(self, conn: sa.Connection, stream_id: str, batch: Sequence[EventInput],
@@ -190,6 +204,49 @@ class EventLog:
         if outcome.recorded and self.in_transaction is not None:
             self.in_transaction(conn, outcome.recorded)
         return outcome.result
+
+    def _seal_if_due(self, conn: sa.Connection, recorded: Sequence[RecordedEvent]
+                     ) -> Seal | None:
+        """Seal in the append's own transaction once ``seal_settings.every`` events are
+        unsealed: the append already holds the write lock, so this costs only the fold.
+        The last seal's position is remembered, so other appends do not query for it."""
+        every = self.seal_settings.every
+        if every is None or not recorded:
+            return None
+        last = recorded[-1].position
+        known = self._sealed_upto
+        if known is not None and last - known < every:
+            return None
+        current = last_seal(conn)
+        upto = current.position if current is not None else 0
+        key = self.chain_key
+        if last - upto < every:
+            self._sealed_upto = upto
+            return None
+        if current is not None and current.key_id is not None and (
+                key is None or key.key_id != current.key_id):
+            self._sealed_upto = last  # keyed with another key: ``seal`` reports it
+            return None
+        return seal_in_transaction(conn, recorded[-1].recorded_at, key)
+
+    def seal(self) -> Seal | None:
+        """Seal every event up to the head (None when nothing is new since the last seal).
+
+        Uses ``CTXLEDGER_CHAIN_KEY`` as it is now."""
+        with self.transaction() as conn:
+            sealed = seal_in_transaction(conn, self.clock(), chain_key_from_env())
+        if sealed is not None:
+            self._sealed_upto = sealed.position
+        return sealed
+
+    def anchor(self) -> Anchor:
+        """Seal, then return the last seal to keep outside the database."""
+        self.seal()
+        with self.connection() as conn:
+            last = last_seal(conn)
+        if last is None:
+            raise LedgerError("nothing to anchor: the log is empty")
+        return Anchor.of(last)
 
     def read_stream(self, stream_id: str, from_version: int = 1,
                     to_version: int | None = None) -> list[RecordedEvent]:
@@ -220,7 +277,26 @@ class EventLog:
         with self.connection() as conn:
             return stream_head(conn, stream_id)[0]
 
-    def verify(self, progress: object | None = None) -> VerifyReport:
-        """Recompute every hash chain and check the immutability triggers."""
+    def verify(self, progress: object | None = None, *,
+               anchor: Anchor | None = None) -> VerifyReport:
+        """Recompute every stream chain and the global chain at every seal, check the
+        immutability triggers, and with ``anchor`` prove that the log still extends it.
+
+        ``CTXLEDGER_CHAIN_KEY`` is read now: with it, links must be HMACs under it."""
+        key = chain_key_from_env()
         with self.connection() as conn:
-            return verify_log(conn, progress=progress)
+            seals = list_seals(conn)
+            # Links made with a key this run lacks cannot be checked one by one: the seals
+            # check says so in one line instead of one mismatch per event.
+            unverifiable = any(s.key_id is not None and (key is None or s.key_id != key.key_id)
+                               for s in seals)
+            report = verify_log(conn, progress=progress, key=key,
+                                check_hashes=not unverifiable)
+            report.problems.extend(check_seals(conn, key))
+            report.seals = len(seals)
+            report.sealed_position = seals[-1].position if seals else 0
+            if anchor is not None:
+                found = check_anchor(conn, anchor, key)
+                report.anchor = "broken" if found else "ok"
+                report.problems.extend(found)
+        return report

@@ -62,3 +62,18 @@ events = sa.Table(
 bytes the hash chain covers, so verification never depends on a JSON column's rewriting."""
 
 IMMUTABILITY_MESSAGE = "events are immutable: UPDATE and DELETE are rejected"
+
+seals = sa.Table(
+    "seals",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("position", PositionType, nullable=False),
+    sa.Column("events", PositionType, nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    sa.Column("key_id", sa.String(16)),
+    sa.Column("sealed_at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("position", name="uq_seals_position"),
+)
+"""Seals of the whole log (see ``store.seal``): seal ``seq`` covers every event up to
+``position`` (``events`` of them); ``hash`` is the global chain's value there, an HMAC
+chain when ``key_id`` is set. Immutable like ``events``."""

@@ -12,11 +12,16 @@ from store.canonical import canonical_json
 from store.catalog import CATALOG, stream_kind
 from store.errors import EventValidationError
 from store.records import NewEvent
+from store.strict import check_json_value, check_text
 from store.upcasting import current_version, upcast
 
 DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
 _INPUT_KEYS = frozenset({"type", "data", "id", "event_id", "metadata", "schema_version"})
-_METADATA_KEYS = ("actor", "causation_id", "correlation_id")
+_METADATA_KEYS = ("actor", "causation_id", "correlation_id", "forked_from")
+"""Metadata keys with a meaning; each holds a string."""
+METADATA_EXTRA = "extra"
+"""The one namespace for the app's own metadata: any JSON object. Every other key is
+refused, so a typo (``causation``) is an error instead of silently meaning nothing."""
 
 
 def describe_validation_error(exc: ValidationError) -> str:
@@ -47,6 +52,9 @@ def coerce_new_event(raw: NewEvent | Mapping[str, Any]) -> NewEvent:
     metadata = raw.get("metadata", {})
     if not isinstance(metadata, Mapping):
         raise EventValidationError(f"{type_name}: 'metadata' must be an object")
+    if "id" in raw and "event_id" in raw:
+        raise EventValidationError(
+            f"{type_name}: the event id is given twice, as 'id' and as 'event_id'")
     event_id = raw.get("id", raw.get("event_id"))
     if event_id is not None and not isinstance(event_id, str):
         raise EventValidationError(f"{type_name}: 'id' must be a string")
@@ -57,6 +65,21 @@ def coerce_new_event(raw: NewEvent | Mapping[str, Any]) -> NewEvent:
         raise EventValidationError(f"{type_name}: 'schema_version' must be an integer")
     return NewEvent(type=type_name, data=dict(data), event_id=event_id,
                     metadata=dict(metadata), schema_version=schema_version)
+
+
+def check_metadata(type_name: str, metadata: Mapping[str, Any]) -> None:
+    """Known keys hold strings, ``extra`` an object; any other key is refused."""
+    check_json_value(metadata, f"{type_name}: metadata")
+    for key, value in metadata.items():
+        if key == METADATA_EXTRA:
+            if not isinstance(value, Mapping):
+                raise EventValidationError(f"{type_name}: metadata.extra must be an object")
+        elif key not in _METADATA_KEYS:
+            raise EventValidationError(
+                f"{type_name}: unknown metadata key {key!r}; known: "
+                f"{', '.join(_METADATA_KEYS)}, and {METADATA_EXTRA} for the app's own")
+        elif value is not None and not isinstance(value, str):
+            raise EventValidationError(f"{type_name}: metadata.{key} must be a string")
 
 
 def normalize_event_id(event_id: str | None) -> str:
@@ -76,9 +99,13 @@ def validate_event(stream_id: str, event: NewEvent,
     Returns the normalized event (current schema version, data dumped from its model,
     a definite UUID) with its canonical data and metadata JSON.
     """
+    check_text(event.type, "event type")
     model = CATALOG.get(event.type)
     if model is None:
         raise EventValidationError(f"unknown event type {event.type!r}")
+    # The shared contract first, on the raw input: pydantic would coerce or crash on it.
+    check_json_value(event.data, f"{event.type}: data")
+    check_metadata(event.type, event.metadata)
     kind = stream_kind(stream_id)
     if kind not in model.stream_kinds and "any" not in model.stream_kinds:
         allowed = " or ".join(model.stream_kinds)
@@ -93,17 +120,13 @@ def validate_event(stream_id: str, event: NewEvent,
         )
     try:
         _, data = upcast(event.type, version, dict(event.data))
-        parsed = model.model_validate(data)
+        parsed = model.model_validate(data, strict=True)  # "3" is not 3, true is not 1
     except ValidationError as exc:
         raise EventValidationError(f"{event.type}: {describe_validation_error(exc)}") from None
     dumped = parsed.model_dump(mode="json")
     explicit = parsed.model_fields_set
     # Optional fields left unset are not stored; explicit nulls and real defaults are.
     clean = {k: v for k, v in dumped.items() if v is not None or k in explicit}
-    for key in _METADATA_KEYS:
-        value = event.metadata.get(key)
-        if value is not None and not isinstance(value, str):
-            raise EventValidationError(f"{event.type}: metadata.{key} must be a string")
     try:
         data_json = canonical_json(clean)
         metadata_json = canonical_json(event.metadata)

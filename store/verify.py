@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 
 from store.canonical import GENESIS_HASH, event_hash
+from store.chain_key import CHAIN_KEY_ENV, ChainKey
 from store.clock import format_utc
 from store.schema import events
 
@@ -19,6 +21,14 @@ class VerifyReport:
     streams: int = 0
     problems: list[str] = field(default_factory=list)
     triggers_ok: bool = True
+    seals: int = 0
+    """How many seals the log has (``store.seal``)."""
+    sealed_position: int = 0
+    """The last seal's position: the global chain covers every event up to it."""
+    anchor: str | None = None
+    """With an anchor: "ok" when the log extends it, else "broken"."""
+    deep: str | None = None
+    """With ``deep``: "ok" when the projections equal a rebuild, else "differs"."""
 
     @property
     def ok(self) -> bool:
@@ -26,33 +36,50 @@ class VerifyReport:
         return not self.problems and self.triggers_ok
 
 
-_SQLITE_TRIGGERS = ("events_no_update", "events_no_delete")
-_PG_TRIGGERS = ("events_no_update", "events_no_delete", "events_no_truncate")
+_SQLITE_TRIGGERS = ("events_no_update", "events_no_delete", "seals_no_update",
+                    "seals_no_delete")
+_PG_TRIGGERS = ("events_no_update", "events_no_delete", "events_no_truncate",
+                "seals_no_update", "seals_no_delete", "seals_no_truncate")
 
 
 def check_triggers(conn: sa.Connection) -> list[str]:
     """Names of immutability triggers that are missing."""
     if conn.dialect.name == "sqlite":
         found = set(conn.exec_driver_sql(
-            "SELECT name FROM sqlite_master WHERE type='trigger' AND tbl_name='events'"
+            "SELECT name FROM sqlite_master WHERE type='trigger'"
+            " AND tbl_name IN ('events', 'seals')"
         ).scalars())
         expected: tuple[str, ...] = _SQLITE_TRIGGERS
     else:
         found = set(conn.exec_driver_sql(
-            "SELECT tgname FROM pg_trigger WHERE tgrelid = 'events'::regclass"
+            "SELECT tgname FROM pg_trigger"
+            " WHERE tgrelid IN ('events'::regclass, 'seals'::regclass)"
             " AND NOT tgisinternal AND tgenabled <> 'D'"
         ).scalars())
         expected = _PG_TRIGGERS
     return [name for name in expected if name not in found]
 
 
+def _row_hash(r: Any, key: ChainKey | None) -> str:
+    return event_hash(
+        prev_hash=r.prev_hash, stream_id=r.stream_id, stream_version=r.stream_version,
+        event_id=r.event_id, type=r.type, schema_version=r.schema_version, data_json=r.data,
+        metadata_json=r.metadata, recorded_at=format_utc(r.recorded_at), key=key)
+
+
 def verify_log(conn: sa.Connection, *, progress: object | None = None,
-               chunk: int = 10_000) -> VerifyReport:
+               chunk: int = 10_000, key: ChainKey | None = None,
+               check_hashes: bool = True) -> VerifyReport:
     """Recompute every hash in stream order and report each break in the chain.
 
     Reads the log in (stream_id, stream_version) order in chunks so memory stays flat.
-    ``progress`` may be a callable taking the number of events checked so far.
+    ``progress`` may be a callable taking the number of events checked so far. With
+    ``key``, links are HMACs; plain links are accepted only before the first keyed event
+    (a log that adopted the key later). ``check_hashes=False`` checks versions and links
+    only (for a keyed log verified without its key).
     """
+    first_keyed: int | None = None
+    plain: list[int] = []
     report = VerifyReport()
     missing = check_triggers(conn)
     if missing:
@@ -84,14 +111,14 @@ def verify_log(conn: sa.Connection, *, progress: object | None = None,
                 expected_version = r.stream_version
             if r.prev_hash != expected_prev:
                 report.problems.append(f"{where}: prev_hash does not match the previous event")
-            digest = event_hash(
-                prev_hash=r.prev_hash, stream_id=r.stream_id, stream_version=r.stream_version,
-                event_id=r.event_id, type=r.type, schema_version=r.schema_version,
-                data_json=r.data, metadata_json=r.metadata,
-                recorded_at=format_utc(r.recorded_at),
-            )
-            if digest != r.hash:
-                report.problems.append(f"{where}: hash mismatch, content was altered")
+            if check_hashes:
+                if _row_hash(r, key) == r.hash:
+                    if key is not None and (first_keyed is None or r.position < first_keyed):
+                        first_keyed = r.position
+                elif key is not None and _row_hash(r, None) == r.hash:
+                    plain.append(r.position)
+                else:
+                    report.problems.append(f"{where}: hash mismatch, content was altered")
             expected_prev = r.hash
             report.events += 1
         if rows:
@@ -100,4 +127,10 @@ def verify_log(conn: sa.Connection, *, progress: object | None = None,
                 progress(report.events)
         if len(rows) < chunk:
             break
+    late = sorted(p for p in plain if first_keyed is not None and p > first_keyed)
+    if late:
+        report.problems.append(
+            f"{len(late)} event(s) after the first keyed one (position {first_keyed}) are not"
+            f" linked with the chain key, first at position {late[0]}: forged, or appended"
+            f" without {CHAIN_KEY_ENV}")
     return report

@@ -63,6 +63,10 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "cold assembly (new process) at 1k vs 300 events",
         "rollup of 30 days (catch-up)",
         "second rollup (no-op) vs the first",
+        "first seal of 3,000 events",
+        "first seal, keyed (HMAC)",
+        "seal check (verify)",
+        "incremental seal of 10,000 events",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -72,6 +76,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit == "ev/s"
         elif row["label"].startswith("database size"):
             assert unit == row["peer"]["unit"] == "MB"
+        elif row["leg"] == "seal":
+            assert unit in ("ev/s", "s")
         elif row["leg"] == "assemble" or row["peer"] is not None:
             assert unit == row["peer"]["unit"] == "ms"
         else:
@@ -81,7 +87,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
-                "rollup"):
+                "rollup", "seal"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

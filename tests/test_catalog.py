@@ -138,6 +138,10 @@ def test_type_accepts_minimal_payload_and_rejects_bad_ones(ledger: Ledger,
     # A session stream gets its start first, as an application would write it.
     if stream_kind(stream) == "session" and type_name != "session.started":
         ledger.append(stream, {"type": "session.started", "data": {}})
+    if type_name in ("message.retracted", "history.summarized"):
+        # The store refuses a retraction or summary of a message the stream lacks.
+        ledger.append(stream, {"type": "message.appended",
+                               "data": {"role": "user", "content": "x", "message_id": "m1"}})
     head = ledger.head()
 
     result = ledger.append(stream, {"type": type_name, "data": example.valid})

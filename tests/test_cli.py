@@ -336,7 +336,8 @@ def test_verify_passes_on_an_intact_log(cli: Run) -> None:
     result = cli("verify")
     assert result.exit_code == 0
     assert json.loads(result.stdout) == {"ok": True, "events": 2, "streams": 1,
-                                         "triggers_ok": True, "problems": []}
+                                         "triggers_ok": True, "seals": 0,
+                                         "sealed_position": 0, "problems": []}
     text = cli("verify", "--format", "text")
     assert text.exit_code == 0 and "hash chains" in text.stdout
 

@@ -9,19 +9,16 @@ it, and its final list would not equal the log.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from helpers.processes import HANG_GUARD_SECONDS, Child
 from helpers.tables import assert_projections_equal_rebuild
 
 from ctxledger import AppendResult, ConcurrencyError, Ledger
@@ -29,9 +26,6 @@ from ctxledger.migrate import current_revision, head_revision
 
 EVENTS_PER_WRITER = 1000
 BATCH = 10
-WRITER_SCRIPT = Path(__file__).parent / "helpers" / "writer.py"
-# Only a guard against a hung child; never an assertion about speed.
-HANG_GUARD_SECONDS = 300
 
 
 def message_batch(stream: str, first: int, size: int) -> list[dict[str, Any]]:
@@ -126,46 +120,18 @@ def test_thread_writers_with_a_tailing_reader(db_url: str) -> None:
         check_outcome(ledger, tailer, streams, batches)
 
 
-class WriterProcess:
-    """``tests/helpers/writer.py`` in a child process, its stdout drained by a thread."""
+class WriterProcess(Child):
+    """A writer appending ``batches`` batches of ``BATCH`` messages to its own stream."""
 
     def __init__(self, url: str, stream: str, *, batches: int = EVENTS_PER_WRITER // BATCH,
                  wait_for_go: bool = True) -> None:
         self.stream = stream
-        self.records: list[dict[str, Any]] = []
-        self.ready = threading.Event()
-        self.proc = subprocess.Popen(
-            [sys.executable, str(WRITER_SCRIPT), url, stream,
-             "--batches", str(batches), "--batch-size", str(BATCH), "--tag", stream,
-             *(["--wait-for-go"] if wait_for_go else [])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        self.reader = threading.Thread(target=self._drain, args=(self.proc.stdout,))
-        self.reader.start()
+        super().__init__(url, stream, "--batches", str(batches), "--batch-size", str(BATCH),
+                         "--tag", stream, *(["--wait-for-go"] if wait_for_go else []))
 
-    def _drain(self, stdout: IO[str]) -> None:
-        for line in stdout:
-            record = json.loads(line)
-            self.records.append(record)
-            if record.get("ready"):
-                self.ready.set()
-        self.ready.set()  # also release the waiter if the child died before "ready"
-
-    def go(self) -> None:
-        """Let the child start writing."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write("go\n")
-        self.proc.stdin.close()
-
-    def finish(self) -> list[tuple[int, ...]]:
+    def acked_batches(self) -> list[tuple[int, ...]]:
         """Wait for the child; return the positions of every batch it acknowledged."""
-        assert self.proc.stderr is not None
-        code = self.proc.wait(timeout=HANG_GUARD_SECONDS)
-        self.reader.join()
-        stderr = self.proc.stderr.read()
-        self.proc.stderr.close()
-        assert code == 0, f"writer {self.stream} failed: {stderr}"
-        return [tuple(r["ack"]["positions"]) for r in self.records if "ack" in r]
+        return [tuple(r["ack"]["positions"]) for r in self.finish() if "ack" in r]
 
 
 @pytest.mark.slow
@@ -180,12 +146,10 @@ def test_process_writers_with_a_tailing_reader(db_url: str) -> None:
                 child.go()
             tailer = Tailer(ledger)
             tailer.follow(lambda: all(c.proc.poll() is not None for c in children))
-            batches = [b for child in children for b in child.finish()]
+            batches = [b for child in children for b in child.acked_batches()]
         finally:
             for child in children:
-                if child.proc.poll() is None:
-                    child.proc.kill()
-                    child.proc.wait()
+                child.kill()
         check_outcome(ledger, tailer, streams, batches)
 
 
@@ -195,12 +159,10 @@ def test_processes_creating_the_same_database_at_once(db_url: str) -> None:
     streams = ("first-a", "first-b", "first-c")
     children = [WriterProcess(db_url, s, batches=5, wait_for_go=False) for s in streams]
     try:
-        batches = [b for child in children for b in child.finish()]
+        batches = [b for child in children for b in child.acked_batches()]
     finally:
         for child in children:
-            if child.proc.poll() is None:
-                child.proc.kill()
-                child.proc.wait()
+            child.kill()
     assert len(batches) == 5 * len(streams)
     with Ledger.open(db_url) as ledger:
         assert current_revision(ledger.engine) == head_revision()

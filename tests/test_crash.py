@@ -2,9 +2,11 @@
 
 A child process (``tests/helpers/writer.py``) appends batches of mixed events to three
 streams in an endless loop and reports each batch's ids before the append ("intent") and
-its positions after the commit ("ack"). The test kills it with SIGKILL once it has
+its positions after the commit ("ack"), which it also appends to an acknowledgement file
+and fsyncs before going on. The test kills it with SIGKILL at a random moment once it has
 acknowledged some batches, at whatever point of an append it happens to be, three times
-over on the same database. Then, before anything repairs the database, the projection
+over on the same database; the fsynced file is the record of what was acknowledged.
+Then, before anything repairs the database, the projection
 checkpoints must equal the head (inline projections commit with the events), and after
 opening it: verify passes, versions are contiguous, every acknowledged batch is stored
 where it was acknowledged, the batch in flight is stored whole or not at all, and the
@@ -15,10 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -42,13 +46,14 @@ pytestmark = pytest.mark.slow
 class KilledWriter:
     """An endless writer that is SIGKILLed after ``acks`` acknowledged batches."""
 
-    def __init__(self, url: str, tag: str, acks: int) -> None:
+    def __init__(self, url: str, tag: str, acks: int, ack_file: Path) -> None:
         self.records: list[dict[str, Any]] = []
         self.enough = threading.Event()
         self.target = acks
+        self.ack_file = ack_file
         self.proc = subprocess.Popen(
             [sys.executable, str(WRITER_SCRIPT), url, *STREAMS, "--batches", "0",
-             "--batch-size", "0", "--mixed", "--tag", tag],
+             "--batch-size", "0", "--mixed", "--tag", tag, "--ack-file", str(ack_file)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.reader = threading.Thread(target=self._drain, args=(self.proc.stdout,))
@@ -68,6 +73,7 @@ class KilledWriter:
     def kill_mid_run(self) -> None:
         """SIGKILL the child while it is appending, then reap it."""
         assert self.enough.wait(HANG_GUARD_SECONDS), "writer produced no acknowledgements"
+        time.sleep(random.uniform(0, 0.05))  # a random moment in whatever append is running
         alive = self.proc.poll() is None
         if alive:
             os.kill(self.proc.pid, signal.SIGKILL)
@@ -80,8 +86,12 @@ class KilledWriter:
         assert self.proc.returncode == -signal.SIGKILL
 
     def acknowledged(self) -> list[dict[str, Any]]:
-        """Every batch whose commit the child reported."""
-        return [r["ack"] for r in self.records if "ack" in r]
+        """Every batch whose commit the child recorded in its fsynced acknowledgement file
+        (what it printed, plus at most one recorded just before the kill)."""
+        acks = [json.loads(line) for line in self.ack_file.read_text().splitlines()]
+        printed = [r["ack"] for r in self.records if "ack" in r]
+        assert acks[:len(printed)] == printed and len(acks) - len(printed) <= 1
+        return acks
 
     def in_flight(self) -> list[str]:
         """Ids of the batch announced but not acknowledged when the child died (or [])."""
@@ -106,20 +116,21 @@ def assert_checkpoints_at_head(url: str) -> None:
     assert {name: position for name, position in marks} == {name: head for name, _ in marks}
 
 
-def test_kill_9_during_appends(db_url: str) -> None:
+def test_kill_9_during_appends(db_url: str, tmp_path: Path) -> None:
     acknowledged: list[dict[str, Any]] = []
     in_flight: list[list[str]] = []
     with Ledger.open(db_url):
         pass  # schema first, so every round's child starts writing at once
     for round_number in range(ROUNDS):
-        writer = KilledWriter(db_url, f"round{round_number}", acks=30 + 15 * round_number)
+        writer = KilledWriter(db_url, f"round{round_number}", acks=30 + 15 * round_number,
+                              ack_file=tmp_path / f"acks-{round_number}.jsonl")
         writer.kill_mid_run()
         acknowledged.extend(writer.acknowledged())
         in_flight.append(writer.in_flight())
         assert_checkpoints_at_head(db_url)
 
     with Ledger.open(db_url) as ledger:
-        report = ledger.verify()
+        report = ledger.verify(anchor=ledger.anchor())
         assert report.ok, report.problems
         stored = {e.event_id: e for e in ledger.log.read_all()}
         for stream in STREAMS:

@@ -7,6 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from freezegun import freeze_time
+from helpers.legacy import append_legacy
 
 from ctxledger import Ledger
 from projections.tool_usage import tool_uses
@@ -151,8 +152,10 @@ def test_rebuilding_one_projection_keeps_the_scope_each_event_had(ledger: Ledger
     when tool_usage or observations is rebuilt alone (they keep their own scope map)."""
     ledger.append("s", [ev("session.started", scope="first"), ev("tool.used", tool_name="t"),
                         ev("observation.recorded", kind="change", content="before")])
-    ledger.append("s", [ev("session.started", scope="second"), ev("tool.used", tool_name="t"),
-                        ev("observation.recorded", kind="change", content="after")])
+    # A second session.started is refused now; older logs may hold one.
+    append_legacy(ledger, "s", [ev("session.started", scope="second"),
+                                ev("tool.used", tool_name="t"),
+                                ev("observation.recorded", kind="change", content="after")])
     ledger.append("other", ev("session.started", scope="first"))
 
     def snapshot() -> tuple[Any, ...]:

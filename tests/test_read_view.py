@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from helpers.legacy import append_legacy
 
 from ctxledger import Ledger, LedgerError
 from projections.checkpoints import checkpoints
@@ -67,7 +68,8 @@ def test_tail_is_latest_summary_plus_later_messages(ledger: Ledger) -> None:
 
 
 def test_summary_of_an_unknown_message_keeps_every_message(ledger: Ledger) -> None:
-    ledger.append("s", [msg("m1"), msg("m2"), summarize("ghost")])
+    ledger.append("s", [msg("m1"), msg("m2")])
+    append_legacy(ledger, "s", [summarize("ghost")])  # refused now; older logs may hold it
     tail = history(ledger, "tail")
     assert tail.summary is not None and tail.summary.through_seq is None
     assert (ids(tail), tail.summarized_count, tail.complete) == (["m1", "m2"], 0, True)

@@ -95,3 +95,16 @@ def append_through_api(url: str, items: Sequence[tuple[str, LegacyEvent]]) -> No
         for stream, event in items:
             current[0] = event.recorded_at
             ledger.append(stream, [as_input(event)])
+
+
+def append_legacy(ledger: Ledger, stream_id: str, inputs: Sequence[dict[str, Any]]) -> None:
+    """Append current-schema inputs as a release before the stream rules could have
+    (a second ``session.started``, a retraction of an unknown message...): raw rows, then
+    the projections catch up. Projections must still fold such logs."""
+    from store.upcasting import current_version
+
+    batch = [LegacyEvent(e["type"], e.get("data", {}), ledger.clock(),
+                         schema_version=current_version(e["type"])) for e in inputs]
+    with ledger.engine.begin() as conn:
+        insert_legacy(conn, stream_id, batch)
+    ledger.refresh_projections()

@@ -1,0 +1,102 @@
+"""The one input contract every backend shares: what a stored value may contain.
+
+SQLite stores almost anything; PostgreSQL refuses NUL in text, lone surrogates (not
+encodable as UTF-8) and integers past its column types. Checking the value itself, before
+anything is written, gives the same verdict on both backends, so a log written to one can
+always be copied to the other. The walk is iterative: a value nested deeper than the JSON
+parser's limit can come through the API, and recursion would overflow first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from store.errors import EventValidationError
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+"""Fields stored in ``INTEGER`` columns (chapters, token counts) stay within 32 bits."""
+MAX_DEPTH = 64
+"""Nesting deeper than this is refused: no event needs it, and deep values are a DoS."""
+EARLIEST_TIME = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST_TIME = datetime(9999, 1, 1, tzinfo=UTC)
+"""Instants must fall in [EARLIEST_TIME, LATEST_TIME): windows of days either side of
+them still compute, and every backend stores them."""
+
+# NUL and UTF-16 surrogates (U+D800..U+DFFF): a str holding one is a lone surrogate,
+# since Python strings are code points and a valid pair is decoded into one.
+_FORBIDDEN = re.compile("[\x00\ud800-\udfff]")
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored (NUL or a lone surrogate), or None."""
+    found = _FORBIDDEN.search(text)
+    if found is None:
+        return None
+    char = found.group()
+    return "contains NUL (\\u0000)" if char == "\x00" else (
+        f"contains a lone surrogate (\\u{ord(char):04x})")
+
+
+def check_text(text: str, what: str) -> None:
+    """Raise ``EventValidationError`` when ``text`` holds NUL or a lone surrogate."""
+    problem = text_problem(text)
+    if problem is not None:
+        raise EventValidationError(f"{what} {problem}")
+
+
+def check_json_value(value: Any, what: str) -> None:
+    """Check a JSON-ready value: only dict/list/str/int/float/bool/None, string keys,
+    integers within signed 64 bits, finite floats, text without NUL or lone surrogates,
+    nesting at most ``MAX_DEPTH``. ``what`` names the value in the message."""
+    stack: list[tuple[Any, str, int]] = [(value, what, 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        kind = type(item)
+        if kind is str:
+            check_text(item, path)
+        elif kind is bool or item is None:
+            continue
+        elif kind is int:
+            if not INT64_MIN <= item <= INT64_MAX:
+                raise EventValidationError(f"{path}: integer is outside signed 64 bits")
+        elif kind is float:
+            if item != item or item in (float("inf"), float("-inf")):
+                raise EventValidationError(f"{path}: NaN and infinity are not JSON")
+        elif isinstance(item, Mapping):
+            if depth >= MAX_DEPTH:
+                raise EventValidationError(f"{path}: nested deeper than {MAX_DEPTH} levels")
+            for key, sub in item.items():
+                if type(key) is not str:
+                    raise EventValidationError(
+                        f"{path}: object key {key!r} is not a string")
+                check_text(key, f"{path}: object key")
+                stack.append((sub, f"{path}.{key}", depth + 1))
+        elif kind is list:
+            if depth >= MAX_DEPTH:
+                raise EventValidationError(f"{path}: nested deeper than {MAX_DEPTH} levels")
+            stack.extend((sub, f"{path}[{i}]", depth + 1) for i, sub in enumerate(item))
+        else:
+            raise EventValidationError(
+                f"{path}: {kind.__name__} is not a JSON value")
+
+
+def check_time(value: datetime, what: str) -> datetime:
+    """``value`` in UTC, or ``EventValidationError`` when it is naive or out of range."""
+    if not isinstance(value, datetime):
+        raise EventValidationError(f"{what} must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise EventValidationError(f"{what} must be timezone-aware (got {value.isoformat()})")
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not EARLIEST_TIME <= utc < LATEST_TIME:
+        raise EventValidationError(
+            f"{what} {value.isoformat()} is outside {EARLIEST_TIME:%Y-%m-%d} .."
+            f" {LATEST_TIME:%Y-%m-%d}")
+    return utc

@@ -194,13 +194,10 @@ class BriefProfile(Profile):
                              warnings=warnings)
 
     def render(self, assembly: Assembly) -> RenderableType:
-        """The snippet table (scores, provenance), filter counts, then the text."""
-        from rich.console import Group
-        from rich.text import Text
-
+        """The retrieved snippets (scores, provenance, decision) and the filter counts."""
         from assembler.profiles.brief.view import brief_table
 
-        return Group(brief_table(report_of(assembly, BriefReport)), Text(assembly.text))
+        return brief_table(report_of(assembly, BriefReport))
 
 
 # -- parts -----------------------------------------------------------------------------------

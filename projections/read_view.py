@@ -496,9 +496,9 @@ def _event_hash(conn: sa.Connection, position: int, stream_id: str) -> str | Non
 
 def load_snippet_set(conn: sa.Connection, scope: str, probe: SnippetProbe | None
                      ) -> tuple[SnippetBase | None, SnippetBase | None, tuple[Snippet, ...]]:
-    """The scope's snippet head, and its snippets: all of them, or with a ``probe`` whose
-    base is a prefix of this log's scope stream, only those put after it (two index
-    seeks plus the rows that changed)."""
+    """The scope's snippet head, and its snippets: all of them, or when a base the
+    ``probe`` offers is a prefix of this log's scope stream, only those put after it
+    (index seeks plus the rows that changed)."""
     position = conn.execute(
         sa.select(knowledge_snippets.c.position).where(knowledge_snippets.c.scope == scope)
         .order_by(knowledge_snippets.c.position.desc()).limit(1)).scalar_one_or_none()
@@ -507,10 +507,11 @@ def load_snippet_set(conn: sa.Connection, scope: str, probe: SnippetProbe | None
     if position is not None:
         found = _event_hash(conn, int(position), stream)
         head = None if found is None else SnippetBase(int(position), found)
-    base = probe(scope) if probe is not None and head is not None else None
-    if base is not None and head is not None and base.position <= head.position \
-            and _event_hash(conn, base.position, stream) == base.event_hash:
-        return head, base, load_snippets(conn, scope, after_position=base.position)
+    if head is not None and probe is not None:
+        for base in probe(scope):
+            if base.position <= head.position \
+                    and _event_hash(conn, base.position, stream) == base.event_hash:
+                return head, base, load_snippets(conn, scope, after_position=base.position)
     return head, None, load_snippets(conn, scope)
 
 

@@ -18,8 +18,9 @@ HistoryMeasure = Callable[[Sequence["Message"]], Sequence[int]]
 """The cost (in the budget's unit) of each of a page of messages, as the profile will
 count them. The read view calls it to know when the history window is full."""
 
-SnippetProbe = Callable[[str], "SnippetBase | None"]
-"""Given a scope, the snippets the caller already holds for it (None: none)."""
+SnippetProbe = Callable[[str], Sequence["SnippetBase"]]
+"""Given a scope, the snippet sets the caller already holds for it, best first (several
+databases may share a scope name)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +47,8 @@ class ViewRequest:
     documents: bool = False
     knowledge: bool = False
     snippet_probe: SnippetProbe | None = None
-    """With ``knowledge``: when the probe's base is a prefix of this log's scope stream,
-    only the snippets put after it are loaded (``SessionView.snippets_since``)."""
+    """With ``knowledge``: when one of the probe's bases is a prefix of this log's scope
+    stream, only the snippets put after it are loaded (``SessionView.snippets_since``)."""
     ended_sessions: int = 0
     """How many of the scope's earlier ended sessions with a summary to load."""
 

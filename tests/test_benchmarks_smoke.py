@@ -44,6 +44,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "card re-assembly after a retraction, 1k vs 300 events",
         "session re-assembly at 1k events, nothing new",
         "session re-assembly at 1k events after one new observation",
+        "brief re-assembly after one new message, 1k vs 300 snippets",
+        "brief index builds after new messages at 1k snippets",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -58,7 +60,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert row["ours"]["value"] >= 0 if unit == "calls" else row["ours"]["value"] > 0
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
-    for leg in ("single", "batch", "rebuild", "assemble", "reassemble"):
+    for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "brief"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

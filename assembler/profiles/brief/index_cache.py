@@ -3,9 +3,9 @@
 Where it lives and why that keeps the assembler pure: the memo is a bounded dict in the
 assembler's process, keyed by (scope, analyzer/BM25 policy fields). An index is a pure
 function of the scope's snippet set, which its ``SnippetBase`` (the snippet event's
-position and chained hash) names in any database. The read view is handed the memo's
-latest index through ``ViewRequest.snippet_probe``; only when the log really extends that
-base (same hash at that position) does it load just the snippets put after it, and it
+position and chained hash) names in any database. The read view is offered the memo's
+indexes of the scope through ``ViewRequest.snippet_probe``; only when the log really
+extends one (same hash at that position) does it load just the snippets put after it, and it
 passes the very index object on in ``SessionView.snippets_since``. So the assembly stays a
 function of its view: either every snippet is in it, or the index of the older ones plus
 the newer ones. The memo changes time, never results, and never enters a digest.
@@ -27,8 +27,10 @@ from assembler.profiles.brief.analyzer import Analyzer
 from assembler.profiles.brief.bm25 import Bm25Scorer
 from projections.view import SessionView, Snippet, SnippetBase
 
-CACHE_SCOPES = 16
-"""Scopes (per policy key) whose latest index the memo keeps."""
+CACHE_ENTRIES = 16
+"""Indexes the memo keeps (least recently used go first)."""
+PER_SCOPE = 4
+"""Indexes offered for one scope and key: several databases may share a scope name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,23 +62,23 @@ def build_index(head: SnippetBase, key: Hashable, analyzer: Analyzer, *, k1: flo
 
 
 class IndexMemo:
-    """The latest ``SnippetIndex`` per (scope, key), for at most ``capacity`` entries
+    """Recent ``SnippetIndex``es by (scope, key, position, hash), at most ``capacity``
     (least recently used go first). Thread-safe; entries are immutable."""
 
-    def __init__(self, capacity: int = CACHE_SCOPES) -> None:
+    def __init__(self, capacity: int = CACHE_ENTRIES) -> None:
         self.capacity = capacity
-        self._entries: OrderedDict[tuple[str, Hashable], SnippetIndex] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, Hashable, int, str], SnippetIndex] = \
+            OrderedDict()
         self._lock = threading.Lock()
         self.builds = 0
         """Indexes built (full or extended) so far: a benchmark checks it stays put."""
 
-    def latest(self, scope: str, key: Hashable) -> SnippetIndex | None:
-        """The memoized index of ``scope`` under ``key``, if any."""
+    def offers(self, scope: str, key: Hashable) -> list[SnippetIndex]:
+        """The memoized indexes of ``scope`` under ``key``, most recently used first."""
         with self._lock:
-            found = self._entries.get((scope, key))
-            if found is not None:
-                self._entries.move_to_end((scope, key))
-            return found
+            found = [index for (s, k, _, _), index in reversed(self._entries.items())
+                     if s == scope and k == key]
+            return found[:PER_SCOPE]
 
     def index_for(self, view: SessionView, key: Hashable, analyzer: Analyzer, *,
                   k1: float, b: float) -> SnippetIndex | None:
@@ -94,16 +96,27 @@ class IndexMemo:
         base = since if isinstance(since, SnippetIndex) else None
         if base is not None and base.position == head.position \
                 and base.event_hash == head.event_hash and not view.snippets:
+            self._touch(view.scope, key, base)
             return base
         index = build_index(head, key, analyzer, k1=k1, b=b, base=base,
                             changed=view.snippets)
+        self._remember(view.scope, key, index)
+        return index
+
+    def _remember(self, scope: str, key: Hashable, index: SnippetIndex) -> None:
         with self._lock:
             self.builds += 1
-            self._entries[(view.scope, key)] = index
-            self._entries.move_to_end((view.scope, key))
+            slot = (scope, key, index.position, index.event_hash)
+            self._entries[slot] = index
+            self._entries.move_to_end(slot)
             while len(self._entries) > self.capacity:
                 self._entries.popitem(last=False)
-        return index
+
+    def _touch(self, scope: str, key: Hashable, index: SnippetIndex) -> None:
+        with self._lock:
+            slot = (scope, key, index.position, index.event_hash)
+            if slot in self._entries:
+                self._entries.move_to_end(slot)
 
 
 MEMO = IndexMemo()

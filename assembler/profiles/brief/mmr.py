@@ -59,24 +59,29 @@ class MmrResult:
 
 
 def select(items: Sequence[MmrItem], *, lam: float, limit: int) -> MmrResult:
-    """Pick up to ``limit`` items by MMR (see the module docstring)."""
+    """Pick up to ``limit`` items by MMR (see the module docstring).
+
+    Each item's largest similarity to the picks so far is kept and only compared with the
+    newest pick, so a selection costs O(items × picks) cosines.
+    """
     remaining = list(items)
+    similarity = {item.item_id: 0.0 for item in items}
     picked: list[MmrPick] = []
 
-    def scored(item: MmrItem) -> tuple[float, float]:
-        similarity = max((cosine(item.vector, pick.item.vector) for pick in picked),
-                         default=0.0)
-        return round_score(lam * item.relevance - (1.0 - lam) * similarity), similarity
-
-    def order(pool: Sequence[MmrItem]) -> list[tuple[MmrItem, float, float]]:
-        rows = [(item, *scored(item)) for item in pool]
+    def order(pool: Sequence[MmrItem]) -> list[tuple[MmrItem, float]]:
+        rows = [(item, round_score(lam * item.relevance
+                                   - (1.0 - lam) * similarity[item.item_id]))
+                for item in pool]
         return ranked(rows, key=lambda row: (-row[1], -row[0].trust, -row[0].relevance,
                                              row[0].item_id))
 
     while remaining and len(picked) < limit:
-        best, mmr, similarity = order(remaining)[0]
-        picked.append(MmrPick(best, len(picked) + 1, mmr, similarity))
+        best, mmr = order(remaining)[0]
+        picked.append(MmrPick(best, len(picked) + 1, mmr, similarity[best.item_id]))
         remaining.remove(best)
-    rest = [MmrPick(item, len(picked) + index, mmr, similarity)
-            for index, (item, mmr, similarity) in enumerate(order(remaining), start=1)]
+        for item in remaining:
+            similarity[item.item_id] = max(similarity[item.item_id],
+                                           cosine(item.vector, best.vector))
+    rest = [MmrPick(item, len(picked) + index, mmr, similarity[item.item_id])
+            for index, (item, mmr) in enumerate(order(remaining), start=1)]
     return MmrResult(picked, rest)

@@ -114,8 +114,8 @@ class BriefProfile(Profile):
         assert isinstance(policy, BriefPolicy)
         key = policy.analyzer_key
 
-        def probe(scope: str) -> SnippetBase | None:
-            return MEMO.latest(scope, key)
+        def probe(scope: str) -> list[SnippetBase]:
+            return list(MEMO.offers(scope, key))
 
         def one_each(messages: Sequence[Message]) -> list[int]:
             return [1] * len(messages)

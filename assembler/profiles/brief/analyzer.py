@@ -8,6 +8,7 @@ same Snowball algorithm, so the terms are the same either way. No NLTK, no downl
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -33,7 +34,15 @@ class Analyzer:
     def __init__(self, *, word_pattern: str, stopwords: Iterable[str], language: str) -> None:
         self._words = re.compile(word_pattern)
         self._stopwords = frozenset(self.normalize(word) for word in stopwords)
-        self._stem = _stemmer(language)
+        self._language = language
+        # A stemmer object is not safe to share between threads: one per thread.
+        self._local = threading.local()
+
+    def _stem(self, words: list[str]) -> list[str]:
+        stem: Callable[[list[str]], list[str]] | None = getattr(self._local, "stem", None)
+        if stem is None:
+            stem = self._local.stem = _stemmer(self._language)
+        return stem(words)
 
     @staticmethod
     def normalize(text: str) -> str:

@@ -24,6 +24,7 @@ Rules (SPEC §3 "Profile brief"):
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -146,8 +147,7 @@ class BriefProfile(Profile):
         title = policy.title + (f": {view.persona.agent_id}" if view.persona else "")
         beliefs = _beliefs(engine, view, fog)
         entities, facts_all = _entities(engine, fog, sanitizer, policy)
-        retrieved = _snippets(engine, index, scores, sources, fog, sanitizer, policy,
-                              analyzer)
+        retrieved = _snippets(engine, index, scores, sources, fog, sanitizer, policy)
         snippets = retrieved.kept
         summaries = _summaries(engine, view, fog)
         counter.prefetch([title, policy.persona_heading, policy.world_heading,
@@ -162,7 +162,7 @@ class BriefProfile(Profile):
 
         kept = [*beliefs, *(b.line for b in entities), *(f for b in entities for f in b.facts),
                 *snippets, *summaries]
-        query_vector = analyzer.vector(" ".join(query))
+        query_vector = Counter(query)
         shed = engine.shed_until_fits(
             kept, _steps(layout, facts_all, query_vector, analyzer, counter, policy),
             limit=policy.max_tokens, unit="tokens", measure=measure, reason="over_budget")
@@ -298,11 +298,12 @@ class _Retrieved:
 
 def _snippets(engine: Engine, index: SnippetIndex | None, scores: Scores | None,
               sources: Mapping[tuple[str, str], Source], fog: Fog, sanitizer: Sanitizer,
-              policy: BriefPolicy, analyzer: Analyzer) -> _Retrieved:
+              policy: BriefPolicy) -> _Retrieved:
     out = _Retrieved({}, [])
     if index is None or scores is None:
         return out
     eligible: list[tuple[Snippet, Candidate, float, float]] = []
+    vectors: dict[str, Counter[str]] = {}
     for doc in rank_order(scores)[:policy.retrieve_k]:
         snippet = index.snippets[int(doc)]
         score = round_score(float(scores[int(doc)]))
@@ -325,11 +326,12 @@ def _snippets(engine: Engine, index: SnippetIndex | None, scores: Scores | None,
                            masked_entities=named)
             continue
         eligible.append((snippet, candidate, score, round_score(source.trust)))
+        vectors[candidate.id] = Counter(index.terms[int(doc)])  # the analyzer's, cached
     weighted = [round_score(score * trust) for _, _, score, trust in eligible]
     top = max(weighted, default=0.0)
     items = [MmrItem(candidate.id, trust, round_score(value / top) if top > 0 else 0.0,
-                     analyzer.vector(snippet.text))
-             for (snippet, candidate, _, trust), value in zip(eligible, weighted, strict=True)]
+                     vectors[candidate.id])
+             for (_, candidate, _, trust), value in zip(eligible, weighted, strict=True)]
     picked = select(items, lam=policy.mmr_lambda, limit=policy.max_snippets)
     by_id = {candidate.id: (snippet, candidate, score)
              for snippet, candidate, score, _ in eligible}

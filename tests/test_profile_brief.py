@@ -118,6 +118,8 @@ def test_every_rule_fires_on_the_example_campaign(campaign: Ledger) -> None:
     for term in policy.banned_terms:
         assert term.casefold() not in text.casefold()
     assert policy.redaction in text
+    assert any("banned_term" in d.detail["patterns"]  # type: ignore[operator]
+               for d in rewritten)
 
     # Summaries: the earlier session's (fogged) and this session's, oldest first.
     events = text.split("## Past Events")[1]

@@ -538,6 +538,28 @@ def usage(
         typer.echo(report.model_dump_json(indent=2))
     else:
         _stdout().print(usage_view(report))
+# -- brief-stats ------------------------------------------------------------------------------
+
+
+@app.command("brief-stats")
+@reports_errors
+def brief_stats(
+    ctx: typer.Context,
+    scope: Annotated[str, typer.Option("--scope", metavar="S", help="The scope.")],
+    format: FormatOption = JsonOrText.json,
+) -> None:
+    """Print the nearest-rank P95 of brief tokens recorded (context.assembled) in a scope."""
+    from ctxledger.brief_stats import brief_stats as compute
+
+    with open_ledger(_db(ctx)) as ledger:
+        stats = compute(ledger, scope)
+    if format is JsonOrText.json:
+        typer.echo(render.dumps(stats.record()))
+    else:
+        _stdout().print(render.info_table(list(stats.record().items()),
+                                          title=f"brief stats {scope}"))
+
+
 
 
 # -- demo -------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ knowledge_snippets = sa.Table(
     sa.Column("text", sa.Text, nullable=False),
     sa.Column("entities", sa.Text, nullable=False),
     sa.Column("position", PositionType, nullable=False),
+    # The scope's latest snippet and the snippets put after a position are index seeks.
+    sa.Index("ix_knowledge_snippets_scope_position", "scope", "position"),
 )
 """Retrievable snippets; ``entities`` is a canonical JSON list of entity ids."""
 

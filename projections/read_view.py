@@ -49,13 +49,17 @@ from projections.view import (
     PreviousSession,
     SessionView,
     Snippet,
+    SnippetBase,
+    SnippetProbe,
     Source,
     Tool,
     ToolUsage,
     ViewRequest,
 )
+from store.catalog import SCOPE_PREFIX
 from store.clock import ensure_utc
 from store.errors import LedgerError
+from store.schema import events
 
 Row = sa.RowMapping
 
@@ -91,6 +95,10 @@ def load_session_view(conn: sa.Connection, stream_id: str,
         scope = DEFAULT_SCOPE if session is None else str(session["scope"])
         settings, sources = load_settings(conn, stream_id, scope)
         load_usage = request.tools or window is not None
+        head = since = None
+        snippets: tuple[Snippet, ...] = ()
+        if request.knowledge:
+            head, since, snippets = load_snippet_set(conn, scope, request.snippet_probe)
         return SessionView(
             stream_id=stream_id,
             scope=scope,
@@ -119,9 +127,13 @@ def load_session_view(conn: sa.Connection, stream_id: str,
             items=load_items(conn, stream_id) if request.items else (),
             documents=load_documents(conn, stream_id) if request.documents else (),
             sources=load_sources(conn, scope) if request.knowledge else (),
-            snippets=load_snippets(conn, scope) if request.knowledge else (),
+            snippets=snippets,
             entities=load_entities(conn, scope) if request.knowledge else (),
             persona=load_persona(conn, stream_id) if request.knowledge else None,
+            snippet_head=head,
+            snippets_since=since,
+            ended_sessions=load_ended_sessions(conn, scope, stream_id,
+                                               request.ended_sessions),
         )
 
 
@@ -474,16 +486,61 @@ def load_sources(conn: sa.Connection, scope: str) -> tuple[Source, ...]:
                         key=lambda source: (source.source_id, source.version)))
 
 
-def load_snippets(conn: sa.Connection, scope: str) -> tuple[Snippet, ...]:
-    """The scope's snippets by snippet_id."""
-    rows = conn.execute(sa.select(knowledge_snippets)
-                        .where(knowledge_snippets.c.scope == scope)
-                        .order_by(knowledge_snippets.c.snippet_id)).mappings()
+def load_snippets(conn: sa.Connection, scope: str,
+                  after_position: int | None = None) -> tuple[Snippet, ...]:
+    """The scope's snippets by snippet_id (only those put after ``after_position``)."""
+    query = sa.select(knowledge_snippets).where(knowledge_snippets.c.scope == scope)
+    if after_position is not None:
+        query = query.where(knowledge_snippets.c.position > after_position)
+    rows = conn.execute(query.order_by(knowledge_snippets.c.snippet_id)).mappings()
     return tuple(sorted((Snippet(snippet_id=r["snippet_id"], source_id=r["source_id"],
                                  source_version=r["source_version"], text=r["text"],
                                  entities=tuple(json.loads(r["entities"])),
                                  position=int(r["position"])) for r in rows),
                         key=lambda snippet: snippet.snippet_id))
+
+
+def _event_hash(conn: sa.Connection, position: int, stream_id: str) -> str | None:
+    return conn.execute(sa.select(events.c.hash).where(
+        events.c.position == position, events.c.stream_id == stream_id)).scalar_one_or_none()
+
+
+def load_snippet_set(conn: sa.Connection, scope: str, probe: SnippetProbe | None
+                     ) -> tuple[SnippetBase | None, SnippetBase | None, tuple[Snippet, ...]]:
+    """The scope's snippet head, and its snippets: all of them, or when a base the
+    ``probe`` offers is a prefix of this log's scope stream, only those put after it
+    (index seeks plus the rows that changed)."""
+    position = conn.execute(
+        sa.select(knowledge_snippets.c.position).where(knowledge_snippets.c.scope == scope)
+        .order_by(knowledge_snippets.c.position.desc()).limit(1)).scalar_one_or_none()
+    stream = f"{SCOPE_PREFIX}{scope}"
+    head = None
+    if position is not None:
+        found = _event_hash(conn, int(position), stream)
+        head = None if found is None else SnippetBase(int(position), found)
+    if head is not None and probe is not None:
+        for base in probe(scope):
+            if base.position <= head.position \
+                    and _event_hash(conn, base.position, stream) == base.event_hash:
+                return head, base, load_snippets(conn, scope, after_position=base.position)
+    return head, None, load_snippets(conn, scope)
+
+
+def load_ended_sessions(conn: sa.Connection, scope: str, stream_id: str,
+                        limit: int) -> tuple[PreviousSession, ...]:
+    """The scope's ``limit`` latest ended sessions (not ``stream_id``) with a summary,
+    newest first: a seek on (scope, ended_position)."""
+    if limit <= 0:
+        return ()
+    rows = conn.execute(
+        sa.select(sessions.c.stream_id, sessions.c.end_summary, sessions.c.ended_at,
+                  sessions.c.ended_position)
+        .where(sessions.c.scope == scope, sessions.c.ended_position.is_not(None),
+               sessions.c.stream_id != stream_id, sessions.c.end_summary.is_not(None))
+        .order_by(sessions.c.ended_position.desc()).limit(limit)).mappings()
+    return tuple(PreviousSession(stream_id=r["stream_id"], summary=r["end_summary"],
+                                 ended_at=r["ended_at"], position=int(r["ended_position"]))
+                 for r in rows)
 
 
 def load_entities(conn: sa.Connection, scope: str) -> tuple[Entity, ...]:

@@ -18,6 +18,10 @@ HistoryMeasure = Callable[[Sequence["Message"]], Sequence[int]]
 """The cost (in the budget's unit) of each of a page of messages, as the profile will
 count them. The read view calls it to know when the history window is full."""
 
+SnippetProbe = Callable[[str], Sequence["SnippetBase"]]
+"""Given a scope, the snippet sets the caller already holds for it, best first (several
+databases may share a scope name)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ViewRequest:
@@ -42,6 +46,11 @@ class ViewRequest:
     items: bool = False
     documents: bool = False
     knowledge: bool = False
+    snippet_probe: SnippetProbe | None = None
+    """With ``knowledge``: when one of the probe's bases is a prefix of this log's scope
+    stream, only the snippets put after it are loaded (``SessionView.snippets_since``)."""
+    ended_sessions: int = 0
+    """How many of the scope's earlier ended sessions with a summary to load."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +211,16 @@ class Snippet:
 
 
 @dataclass(frozen=True, slots=True)
+class SnippetBase:
+    """A scope's snippets as of the snippet event at ``position``, whose chained hash is
+    ``event_hash``: the hash commits to the whole scope stream up to it, so it names the
+    snippet set in any database. A caller's memo of that set may subclass it."""
+
+    position: int
+    event_hash: str
+
+
+@dataclass(frozen=True, slots=True)
 class EntityFact:
     """One fact about an entity."""
 
@@ -271,3 +290,10 @@ class SessionView:
     entities: tuple[Entity, ...] = ()
     """The scope's entities, by entity_id."""
     persona: Persona | None = None
+    snippet_head: SnippetBase | None = None
+    """With ``knowledge``: the scope's latest snippet event (None without snippets)."""
+    snippets_since: SnippetBase | None = None
+    """None: ``snippets`` is the scope's whole set. Else the probe's base (the very object
+    it returned), and ``snippets`` holds only those put after it."""
+    ended_sessions: tuple[PreviousSession, ...] = ()
+    """The scope's earlier ended sessions with a summary, newest first."""

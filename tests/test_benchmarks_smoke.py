@@ -67,6 +67,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "first seal, keyed (HMAC)",
         "seal check (verify)",
         "incremental seal of 10,000 events",
+        "brief re-assembly after one new message, 1k vs 300 snippets",
+        "brief index builds after new messages at 1k snippets",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -87,7 +89,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
-                "rollup", "seal"):
+                "rollup", "seal", "brief"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

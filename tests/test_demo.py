@@ -212,8 +212,8 @@ def test_brief_example() -> None:
     assert sources and snippets and all(s["entities"] for s in snippets)
     entities = {e["entity_id"] for e in _of_type(events, "entity.put")}
     assert {name for s in snippets for name in s["entities"]} <= entities
-    (persona,) = _of_type(events, "persona.set")
-    assert persona["knowledge_scope"]
+    personas = _of_type(events, "persona.set")
+    assert personas and all(persona["knowledge_scope"] for persona in personas)
     assert _of_type(events, "message.appended")
     # Provenance cases for later: at least one snippet cites an unregistered version.
     assert any((s["source_id"], s["source_version"]) not in sources for s in snippets)

@@ -37,8 +37,9 @@ UTC_FORM = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 ANY_DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d")
 
 GOLDEN = {
-    "card.jsonl": "1ee405e6306dd4c8375a4ac70db1e23df285aac1d43cff6ed37418379cee0825",
-    "session.jsonl": "82a4384f82a4497f1f04f2928eceabdf9e2b2e64c026588d34b9bb86acc07b72",
+    "brief.jsonl": "ac09aa986f5dd7bd4fdc3887eaac27f817b2efcf8cb862441043b9e281aa4add",
+    "card.jsonl": "47941eff8ae3e8d203bd2b2a240fbbaa4d3395c669e1b8453bc78327887ac60b",
+    "session.jsonl": "33f72defa0fe516e3505d9e776034db2b516d31299134f3c95437413165cd059",
 }
 """Digests of the example assemblies (``ctxledger demo``), pinned. When one changes on
 purpose, bump ``FORMAT_VERSION`` if what is hashed changed, and update README and here."""

@@ -1,0 +1,25 @@
+"""An index on knowledge snippets by (scope, position), for the ``brief`` profile's
+incremental snippet index (the scope's latest snippet, and the snippets after one).
+
+Revision ID: 0008
+Revises: 0003
+Create Date: 2026-11-22
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = "0008"
+down_revision = "0005"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_index("ix_knowledge_snippets_scope_position", "knowledge_snippets",
+                    ["scope", "position"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_knowledge_snippets_scope_position", table_name="knowledge_snippets")

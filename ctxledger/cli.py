@@ -444,6 +444,10 @@ def demo(
     run_demo(_stdout(), db_url=db or _db(ctx), examples_dir=examples)
 
 
+# SPEC §4 commands (replay, why, audit, fork) register themselves on ``app``.
+from ctxledger import cli_replay as _cli_replay  # noqa: E402,F401
+
+
 def main() -> None:
     """Console-script entry point (``ctxledger``)."""
     app()

@@ -58,9 +58,9 @@ def audit_table(report: AuditReport) -> RenderableType:
     for name in ("session", "record", "at", "profile", "status", "detail"):
         table.add_column(name, overflow="fold")
     for e in report.entries:
+        detail = e.detail or (f"digest {e.derived_digest[:16]}" if e.derived_digest else "")
         table.add_row(e.session, str(e.record_position), str(e.position), e.profile,
-                      Text(e.status, style=_STATUS_STYLE[e.status]), e.detail or e.derived_digest
-                      and f"digest {e.derived_digest[:16]}" or "")
+                      Text(e.status, style=_STATUS_STYLE[e.status]), detail)
     counts = ", ".join(f"{n} {status}" for status, n in report.counts().items() if n)
     verdict = "ok" if report.ok else "FAILED"
     return Group(table, Text(f"{len(report.entries)} record(s): {counts or 'none'} - {verdict}"))

@@ -56,10 +56,11 @@ def scenario_events() -> Iterator[tuple[str, dict[str, Any], timedelta]]:
         yield "scope:alice", {"type": "tool.registered",
                               "data": {"name": name, "tool_type": kind}}, minute
     yield "alice-1", {"type": "session.started", "data": {"scope": "alice"}}, minute
-    yield "alice-1", {"type": "observation.recorded",
-                      "data": {"kind": "decision", "content": "Use the webhook for billing"}}, minute
+    yield "alice-1", {"type": "observation.recorded", "data": {
+        "kind": "decision", "content": "Use the webhook for billing"}}, minute
     yield "bob-1", {"type": "session.started", "data": {"scope": "bob"}}, minute
-    yield "alice-1", {"type": "tool.used", "data": {"tool_name": "mcp__github__create_issue"}}, minute
+    yield "alice-1", {"type": "tool.used",
+                      "data": {"tool_name": "mcp__github__create_issue"}}, minute
     yield "bob-1", _msg("user", "unrelated noise"), minute
     yield "alice-1", {"type": "session.ended", "data": {"summary": "Billing webhook wired."}}, day
     yield "mover", {"type": "session.started", "data": {"scope": "alice"}}, minute

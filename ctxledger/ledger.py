@@ -218,12 +218,14 @@ class Ledger:
                          str(exc).splitlines()[0])
 
     def record_assembly(self, session: str, assembly: Assembly,
-                        policy: Policy | Mapping[str, Any] | str | None = None) -> AppendResult:
+                        policy: Policy | Mapping[str, Any] | str | None = None, *,
+                        event_id: str | None = None) -> AppendResult:
         """Append ``context.assembled`` for an assembly the app sent, for later audit.
 
         The policy's data is stored with it, so an audit re-derives even a custom policy:
         pass the policy the assembly was made with; without one, the policy the session's
-        settings give now is stored if its version is the assembly's.
+        settings give now is stored if its version is the assembly's. ``event_id`` makes
+        recording the same assembly twice idempotent.
         """
         from ctxledger.audit import recorded_policy
 
@@ -236,7 +238,10 @@ class Ledger:
         stored = recorded_policy(assembly, chosen)
         if stored is not None:
             data["policy"] = stored
-        return self.append(session, {"type": "context.assembled", "data": data})
+        event: dict[str, Any] = {"type": "context.assembled", "data": data}
+        if event_id is not None:
+            event["id"] = event_id
+        return self.append(session, event)
 
     def _settings_policy(self, session: str, profile: str) -> Policy | None:
         try:

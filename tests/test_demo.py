@@ -62,7 +62,8 @@ def test_demo_prints_every_example_session(runner: CliRunner, tmp_path: Path) ->
     assert re.search(r"result\s+│\s+ok", result.stdout)
 
     with Ledger.open(url) as ledger:
-        stored = ledger.events()
+        # The demo records each example assembly (context.assembled) to audit it.
+        stored = [e for e in ledger.events() if e.type != "context.assembled"]
     assert len(stored) == len(examples)
     # The demo drives the clock: every event is recorded at its example's time, in order.
     assert [(e.stream_id, e.type, e.recorded_at) for e in stored] == \
@@ -75,7 +76,9 @@ def test_demo_twice_on_one_database_is_idempotent(runner: CliRunner, tmp_path: P
     second = runner.invoke(app, ["--db", url, "demo"])  # the global --db works too
     assert (first.exit_code, second.exit_code) == (0, 0), second.stderr
     with Ledger.open(url) as ledger:
-        assert ledger.head() == len(_examples())
+        assert ledger.head() == len(_examples()) + len(
+            [e for e in ledger.events() if e.type == "context.assembled"])
+        assert ledger.audit().ok
 
 
 def test_demo_shows_only_the_examples_of_a_busy_database(runner: CliRunner,

@@ -187,6 +187,19 @@ def _by_item(decisions: Sequence[Decision]) -> dict[str, tuple[str, str]]:
     return {d.item: (d.action, d.reason) for d in decisions}
 
 
+def _covered(decisions: Sequence[Decision], other: Assembly, item: str) -> tuple[str, str]:
+    """How a message with no decision of its own was decided: through the range decision
+    covering its seq (found in the other assembly's decision), else absent."""
+    from ctxledger.why import covering
+
+    try:
+        seq = other.decision(item).detail.get("seq")
+    except KeyError:
+        return ABSENT
+    cover = covering(decisions, seq) if isinstance(seq, int) else None
+    return ABSENT if cover is None else (cover.action, f"{cover.reason} via {cover.item}")
+
+
 def compare_timelines(session: str, profile: str, old: Sequence[TimelineStep],
                       new: Sequence[TimelineStep]) -> WhatIfReport:
     """Every (item, message) whose action or reason differs between ``old`` and ``new``."""
@@ -197,7 +210,8 @@ def compare_timelines(session: str, profile: str, old: Sequence[TimelineStep],
         # Items in the old order, then those only the new timeline has, in its order.
         items = list(dict.fromkeys([*was, *now]))
         for item in items:
-            a, b = was.get(item, ABSENT), now.get(item, ABSENT)
+            a = was.get(item) or _covered(before.assembly.decisions, after.assembly, item)
+            b = now.get(item) or _covered(after.assembly.decisions, before.assembly, item)
             if a != b:
                 changes.append(DecisionChange(item, before.message, before.position,
                                               a[0], a[1], b[0], b[1]))

@@ -107,7 +107,7 @@ def _message_seq(events: Sequence[RecordedEvent], message_id: str) -> int | None
     return None
 
 
-def _covering(decisions: Sequence[Decision], seq: int) -> Decision | None:
+def covering(decisions: Sequence[Decision], seq: int) -> Decision | None:
     """The range decision that covers message ``seq``, if any."""
     for decision in decisions:
         d = decision.detail
@@ -137,7 +137,7 @@ def explain_item(session: str, item: str, profile: str, steps: Sequence[Timeline
             continue
         if seq is None or step.seq < seq:
             continue  # not a candidate yet (or never)
-        cover = _covering(decisions, seq)
+        cover = covering(decisions, seq)
         if cover is not None:
             found.append((step.message, cover, cover.item))
         else:

@@ -91,3 +91,8 @@ def test_assert_decisions_lists_every_difference(pytester: pytest.Pytester) -> N
         assert_decisions(assembly, {"description": "included", "nothing": "included"})
     assert "description: expected included, got dropped (empty_field)" in str(raised.value)
     assert "nothing: no decision" in str(raised.value)
+
+
+def test_the_readme_shows_the_example_as_it_is() -> None:
+    readme = (EXAMPLE.parent.parent.parent / "README.md").read_text(encoding="utf-8")
+    assert "```python\n" + EXAMPLE.read_text(encoding="utf-8") + "```" in readme

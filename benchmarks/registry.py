@@ -32,6 +32,8 @@ class Settings:
     rounds: int
     """Each leg runs this many times, peers interleaved; the median is reported."""
     quick: bool
+    replay_log: int = 250_000
+    """Events in the large log of the replay leg."""
 
 
 @dataclass

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from registry import LEGS, Comparison, Context, Settings
 from workload import DEFAULT_SEED, FULL_EVENTS, describe_mix, generate_mix
 
-LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble")
+LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble", "legs_replay")
 """Modules whose import registers legs, in the order their legs run."""
 
 QUICK = Settings(events=3_000, single_events=600, batch_size=1_000, rounds=1, quick=True)
@@ -50,11 +50,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="tiny sizes and one round: a smoke run, not a measurement")
     parser.add_argument("--only", action="append", default=None, metavar="LEG",
                         help="run only this leg (repeatable)")
+    parser.add_argument("--replay-log", type=int, default=250_000, metavar="N",
+                        help="events in the replay leg's large log (1,000,000 where it fits)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--json", type=Path, default=None, metavar="FILE",
                         help="also write every figure (each round too) to FILE")
     args = parser.parse_args(argv)
-    for name in ("events", "single", "rounds", "batch_size"):
+    for name in ("events", "single", "rounds", "batch_size", "replay_log"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
@@ -65,7 +67,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if args.quick:
         return QUICK
     return Settings(events=args.events, single_events=min(args.single, args.events),
-                    batch_size=args.batch_size, rounds=args.rounds, quick=False)
+                    batch_size=args.batch_size, rounds=args.rounds, quick=False,
+                    replay_log=args.replay_log)
 
 
 def environment() -> dict[str, str]:

@@ -44,13 +44,14 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "card re-assembly after a retraction, 1k vs 300 events",
         "session re-assembly at 1k events, nothing new",
         "session re-assembly at 1k events after one new observation",
+        "replay at 5,000 vs 200 events",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
         unit = row["ours"]["unit"]
         if row["leg"] in ("single", "batch", "rebuild"):
             assert unit == "ev/s"
-        elif row["leg"] == "assemble" or row["peer"] is not None:
+        elif row["leg"] in ("assemble", "replay") or row["peer"] is not None:
             assert unit == row["peer"]["unit"] == "ms"
         else:
             assert unit == "calls"

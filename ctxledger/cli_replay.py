@@ -15,8 +15,10 @@ import typer
 
 from assembler.profiles import profile_names
 from ctxledger import render
+from ctxledger.audit import WhatIfReport
 from ctxledger.cli import JsonOrText, _db, _progress, _stdout, app
 from ctxledger.cli_errors import fail, open_ledger, reports_errors
+from ctxledger.cli_input import read_policy
 from ctxledger.render_assembly import assembly_view
 from ctxledger.render_replay import (
     audit_table,
@@ -44,43 +46,30 @@ FormatOption = Annotated[JsonOrText, typer.Option("--format", help="json (defaul
 
 def parse_until(value: str | None) -> int | datetime | None:
     """``--until``: a position (digits) or an aware ISO-8601 time (else exit 1)."""
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return int(text)
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise fail(f"--until {value!r} is neither a log position nor an ISO-8601 time"
-                   ) from None
-    if parsed.tzinfo is None:
-        raise fail(f"--until {value!r} needs a zone, such as Z or +00:00")
-    return parsed.astimezone(UTC)
+    if value is None or not value.strip().isdigit():
+        return _parse_time(value, "--until", "neither a log position nor an ISO-8601 time")
+    return int(value.strip())
 
 
-def _parse_time(value: str | None, option: str) -> datetime | None:
+def _parse_time(value: str | None, option: str,
+                not_a_time: str = "not an ISO-8601 time") -> datetime | None:
+    """An aware ISO-8601 time, in UTC; a bad or naive one is a one-line error (exit 1)."""
     if value is None:
         return None
     try:
-        parsed = datetime.fromisoformat(value)
+        parsed = datetime.fromisoformat(value.strip())
     except ValueError:
-        raise fail(f"{option} {value!r} is not an ISO-8601 time") from None
+        raise fail(f"{option} {value!r} is {not_a_time}") from None
     if parsed.tzinfo is None:
         raise fail(f"{option} {value!r} needs a zone, such as Z or +00:00")
     return parsed.astimezone(UTC)
 
 
-def read_policy(path: Path | None) -> str | None:
-    """The text of a ``--policy`` file (one-line errors for unreadable files)."""
-    if path is None:
-        return None
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise fail(f"cannot read policy file {str(path)!r}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise fail(f"policy file {str(path)!r} is not UTF-8 text") from None
+def _print_what_if(report: WhatIfReport, format: JsonOrText) -> None:
+    if format is JsonOrText.json:
+        typer.echo(render.dumps(report.to_json(), indent=2))
+    else:
+        _stdout().print(what_if_table(report))
 
 
 def _check_profile(profile: str) -> None:
@@ -118,11 +107,8 @@ def replay(
     diff_text = read_policy(diff)
     with open_ledger(_db(ctx)) as ledger:
         if diff_text is not None:
-            report = ledger.what_if(session, diff_text, profile=profile, until=cut)
-            if format is JsonOrText.json:
-                typer.echo(render.dumps(report.to_json(), indent=2))
-            else:
-                _stdout().print(what_if_table(report))
+            _print_what_if(ledger.what_if(session, diff_text, profile=profile, until=cut),
+                           format)
             return
         if timeline:
             with _progress("replaying") as bar:
@@ -191,11 +177,7 @@ def audit(
     with open_ledger(_db(ctx)) as ledger:
         if policy_text is not None:
             assert session is not None
-            what_if = ledger.what_if(session, policy_text, profile=profile)
-            if format is JsonOrText.json:
-                typer.echo(render.dumps(what_if.to_json(), indent=2))
-            else:
-                _stdout().print(what_if_table(what_if))
+            _print_what_if(ledger.what_if(session, policy_text, profile=profile), format)
             return
         report = ledger.audit(session)
     if format is JsonOrText.json:

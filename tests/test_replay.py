@@ -60,11 +60,18 @@ def test_replay_equals_the_live_assembly_at_every_position(
         assert (session, position, replayed.digest) == (session, position, digest)
 
 
-def test_now_defaults_to_the_last_event_of_the_prefix(ledger: Ledger) -> None:
+@pytest.fixture
+def scenario(ledger: Ledger) -> tuple[Ledger, StepClock, list[int]]:
+    """The scenario in the backend's ledger, its clock, and the position of each event."""
     clock = StepClock()
     ledger.clock = clock
     ledger.log.clock = clock
-    positions = load_scenario(ledger, clock)
+    return ledger, clock, load_scenario(ledger, clock)
+
+
+def test_now_defaults_to_the_last_event_of_the_prefix(
+        scenario: tuple[Ledger, StepClock, list[int]]) -> None:
+    ledger, _, positions = scenario
     cut = positions[30]
     expected = ledger.events(after=cut - 1, limit=1)[0].recorded_at
     assert ledger.replay("chat-1", until=cut).now == expected
@@ -79,11 +86,9 @@ def _table_contents(ledger: Ledger) -> dict[str, list[tuple[object, ...]]]:
                 for name, table in sorted(projection_metadata.tables.items())}
 
 
-def test_replay_never_touches_live_tables(ledger: Ledger) -> None:
-    clock = StepClock()
-    ledger.clock = clock
-    ledger.log.clock = clock
-    positions = load_scenario(ledger, clock)
+def test_replay_never_touches_live_tables(
+        scenario: tuple[Ledger, StepClock, list[int]]) -> None:
+    ledger, _, positions = scenario
     before = _table_contents(ledger)
     for profile in ("card", "session"):
         ledger.replay("chat-1", until=positions[20], profile=profile)
@@ -91,11 +96,9 @@ def test_replay_never_touches_live_tables(ledger: Ledger) -> None:
     assert _table_contents(ledger) == before
 
 
-def test_replay_reads_only_the_streams_the_profile_needs(ledger: Ledger) -> None:
-    clock = StepClock()
-    ledger.clock = clock
-    ledger.log.clock = clock
-    load_scenario(ledger, clock)
+def test_replay_reads_only_the_streams_the_profile_needs(
+        scenario: tuple[Ledger, StepClock, list[int]]) -> None:
+    ledger, _, _ = scenario
     head = ledger.head()
     with ledger.engine.connect() as conn:
         card = read_prefix(conn, "chat-1", head, "card")
@@ -112,11 +115,9 @@ def test_replay_reads_only_the_streams_the_profile_needs(ledger: Ledger) -> None
         assert positions == sorted(positions) and len(set(positions)) == len(positions)
 
 
-def test_timeline_step_k_equals_a_replay_at_message_k(ledger: Ledger) -> None:
-    clock = StepClock()
-    ledger.clock = clock
-    ledger.log.clock = clock
-    load_scenario(ledger, clock)
+def test_timeline_step_k_equals_a_replay_at_message_k(
+        scenario: tuple[Ledger, StepClock, list[int]]) -> None:
+    ledger, _, _ = scenario
     messages = [e for e in ledger.events("chat-1") if e.type == "message.appended"]
     for profile in ("card", "session"):
         steps = ledger.timeline("chat-1", profile=profile)
@@ -127,11 +128,9 @@ def test_timeline_step_k_equals_a_replay_at_message_k(ledger: Ledger) -> None:
             assert again.digest == step.assembly.digest
 
 
-def test_bad_replays_are_one_line_domain_errors(ledger: Ledger) -> None:
-    clock = StepClock()
-    ledger.clock = clock
-    ledger.log.clock = clock
-    load_scenario(ledger, clock)
+def test_bad_replays_are_one_line_domain_errors(
+        scenario: tuple[Ledger, StepClock, list[int]]) -> None:
+    ledger, clock, _ = scenario
     head = ledger.head()
     cases = [
         (lambda: ledger.replay("nobody"), "unknown session 'nobody'"),

@@ -17,11 +17,12 @@ steps cost O(n + m·A), not ``m`` replays.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,6 +30,7 @@ import sqlalchemy as sa
 from assembler.api import assemble_with_caches, policy_for, request_for
 from assembler.model import Assembly
 from assembler.policy import Policy
+from assembler.profiles import get_profile
 from assembler.tokens import TokenCounter
 from ctxledger.scratch import scratch_engine
 from ctxledger.token_store import TableTokenStore
@@ -46,9 +48,20 @@ from store.errors import LedgerError
 from store.read import head_position, position_at, read_stream_until, recorded_at_until
 from store.records import RecordedEvent
 
-SCOPE_WIDE_PROFILES: frozenset[str] = frozenset({"session"})
-"""Profiles whose view holds state of the scope's other sessions (observations, tool
-usage, the previous session): their replays also read those sessions' streams."""
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+@functools.cache
+def scope_wide(profile: str) -> bool:
+    """True when ``profile``'s read view holds state that the scope's other sessions
+    write (observations, tool usage, the previous session), so its replays also read
+    those sessions' streams. Asked of the profile's own request under its default policy,
+    so a profile registered later is served without a list to keep up to date."""
+    found = get_profile(profile)
+    # chars4: measuring needs no vocabulary, and the request's sections do not depend on it.
+    request = found.request(found.policy_type.defaults(), _EPOCH, TokenCounter("chars4"))
+    return bool(request.observations > 0 or request.previous_session or request.tools
+                or request.usage_window is not None)
 
 Progress = Callable[[int, int], None]
 """Called with (steps done, steps in all) while a timeline is assembled."""
@@ -122,7 +135,7 @@ def read_prefix(conn: sa.Connection, session: str, position: int, profile: str) 
     scope = scope_of(own)
     streams = [session, f"{SCOPE_PREFIX}{scope}"]
     read = [own, read_stream_until(conn, streams[1], position)]
-    if profile in SCOPE_WIDE_PROFILES:
+    if scope_wide(profile):
         for member in members_until(conn, scope, position):
             if member != session:
                 streams.append(member)

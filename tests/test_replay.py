@@ -147,3 +147,9 @@ def test_bad_replays_are_one_line_domain_errors(
         assert "\n" not in str(raised.value)
     assert issubclass(ReplayError, LedgerError)
     assert ledger.head() == head
+
+
+def test_which_profiles_read_the_scopes_other_sessions() -> None:
+    from ctxledger.replay import scope_wide
+
+    assert scope_wide("session") and not scope_wide("card")

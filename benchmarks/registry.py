@@ -39,6 +39,8 @@ class Settings:
     checkpoint: its database grows with the square of the turns)."""
     rollup_events: int = 300_000
     """Size of the log the rollup leg rolls up (30 days of it)."""
+    replay_log: int = 250_000
+    """Events in the large log of the replay leg."""
 
 
 @dataclass

@@ -32,7 +32,7 @@ from workload import DEFAULT_SEED, FULL_EVENTS, describe_mix, generate_mix
 
 LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble", "legs_turnloop", "legs_cold",
                "legs_rollup", "legs_seal",
-               "legs_brief")
+               "legs_brief", "legs_replay")
 """Modules whose import registers legs, in the order their legs run."""
 
 QUICK = Settings(events=3_000, single_events=600, batch_size=1_000, rounds=1, quick=True,
@@ -61,11 +61,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="run only this leg (repeatable)")
     parser.add_argument("--rollup-events", type=int, default=300_000, metavar="N",
                         help="size of the log the rollup leg rolls up over 30 days")
+    parser.add_argument("--replay-log", type=int, default=250_000, metavar="N",
+                        help="events in the replay leg's large log (1,000,000 where it fits)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--json", type=Path, default=None, metavar="FILE",
                         help="also write every figure (each round too) to FILE")
     args = parser.parse_args(argv)
-    for name in ("events", "single", "rounds", "batch_size", "rollup_events"):
+    for name in ("events", "single", "rounds", "batch_size", "rollup_events", "replay_log"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     for name in ("turns", "peer_turns"):
@@ -81,7 +83,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(events=args.events, single_events=min(args.single, args.events),
                     batch_size=args.batch_size, rounds=args.rounds, quick=False,
                     turns=args.turns, peer_turns=min(args.peer_turns, args.turns),
-                    rollup_events=args.rollup_events)
+                    rollup_events=args.rollup_events, replay_log=args.replay_log)
 
 
 def environment() -> dict[str, str]:

@@ -40,7 +40,7 @@ from ctxledger.cli_errors import (
     reports_errors,
     safe_url,
 )
-from ctxledger.cli_input import InputError, parse_jsonl, validate_lines
+from ctxledger.cli_input import InputError, parse_jsonl, read_policy, validate_lines
 from ctxledger.config import DEFAULT_DB_URL, ENV_VAR, resolve_db_url
 from ctxledger.demo import EXAMPLES_DIR, run_demo
 from ctxledger.ledger import Ledger
@@ -371,15 +371,7 @@ def assemble(
         raise typer.BadParameter(f"{profile!r} is not one of {', '.join(profile_names())}",
                                  param_hint="'--profile'")
     when = None if now is None else _parse_now(now)
-    policy_text = None
-    if policy is not None:
-        try:
-            policy_text = policy.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise fail(f"cannot read policy file {str(policy)!r}: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise fail(f"policy file {str(policy)!r} is not UTF-8"
-                       f" (byte {exc.start + 1})") from None
+    policy_text = read_policy(policy)
     with open_ledger(_db(ctx)) as ledger:
         if not ledger.view(session).exists:
             raise fail(f"unknown session {session!r}")
@@ -583,6 +575,8 @@ def demo(
 
 
 cli_seal.register(app)
+# SPEC §4 commands (replay, why, audit, fork) register themselves on ``app``.
+from ctxledger import cli_replay as _cli_replay  # noqa: E402,F401
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from store.errors import EventValidationError
@@ -95,3 +96,16 @@ def _json_kind(value: object) -> str:
     if isinstance(value, str):
         return "a string"
     return "an array"
+
+
+def read_policy(path: Path | None) -> str | None:
+    """The text of a ``--policy`` file (None without one); unreadable files are one-line
+    errors."""
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read policy file {str(path)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"policy file {str(path)!r} is not UTF-8 text") from None

@@ -202,6 +202,7 @@ def run_demo(console: Console, *, db_url: str | None = None,
         for name in names:
             _print_example(console, ledger, clock, name,
                            [e for e in recorded if by_position[e.position].file == name])
+        _replay_why_audit(console, ledger, by_position)
         _print_usage(console, ledger, clock, examples)
         report = ledger.verify()
         console.print(Rule("verify"))
@@ -270,6 +271,37 @@ def _print_example(console: Console, ledger: Ledger, clock: ScriptedClock, file:
         console.print(assembly_view(assembly, show_text=True))
 
 
+WHY_ITEM = "mes_example"
+"""The decision the demo explains (the card example's example dialogue expires)."""
+
+
+def _replay_why_audit(console: Console, ledger: Ledger,
+                      by_position: Mapping[int, ExampleEvent]) -> None:
+    """Record each example assembly as the app would, replay it from the log, explain
+    one decision across its session's timeline, and audit every record."""
+    from ctxledger.render_replay import audit_table, why_view
+
+    found = example_assemblies(ledger, by_position)
+    console.print(Rule("replay, why, audit"))
+    rows = []
+    for session, assembly in found.values():
+        # An id per assembly: recording it again (same position and digest) is a no-op.
+        ledger.record_assembly(session, assembly, event_id=str(uuid.uuid5(
+            EXAMPLE_ID_NAMESPACE,
+            f"assembled:{session}:{assembly.position}:{assembly.digest}")))
+        again = ledger.replay(session, until=assembly.position, profile=assembly.profile,
+                              now=assembly.now)
+        rows.append((f"replay {session} --until {assembly.position}",
+                     f"{assembly.profile}: digest {again.digest[:16]} "
+                     f"{'matches' if again.digest == assembly.digest else 'DIFFERS'}"))
+    console.print(render.info_table(rows))
+    for session, assembly in found.values():
+        if any(d.item == WHY_ITEM for d in assembly.decisions):
+            console.print(why_view(ledger.why(session, WHY_ITEM, profile=assembly.profile)))
+    report = ledger.audit()
+    console.print(audit_table(report))
+    if not report.ok:
+        raise ExampleError("audit found records that do not match")
 USAGE_EXAMPLE = "session.jsonl"
 """The coding-agent example, whose days of tool use the demo rolls up and reports."""
 

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -42,6 +42,11 @@ from store.seal import Seal, SealSettings
 from store.strict import check_time
 from store.validate import DEFAULT_MAX_EVENT_BYTES
 from store.verify import VerifyReport
+
+if TYPE_CHECKING:
+    from ctxledger.audit import AuditReport, WhatIfReport
+    from ctxledger.replay import TimelineStep
+    from ctxledger.why import WhyReport
 
 RebuildProgress = Callable[[int, int], None]
 # Beyond this many cached counts a long-lived counter starts afresh (bounded memory).
@@ -221,12 +226,109 @@ class Ledger:
             _log.warning("token caches not saved (%s); the next assembly recounts",
                          str(exc).splitlines()[0])
 
-    def record_assembly(self, session: str, assembly: Assembly) -> AppendResult:
-        """Append ``context.assembled`` for an assembly the app sent, for later audit."""
-        return self.append(session, {"type": "context.assembled", "data": {
+    def record_assembly(self, session: str, assembly: Assembly,
+                        policy: Policy | Mapping[str, Any] | str | None = None, *,
+                        event_id: str | None = None) -> AppendResult:
+        """Append ``context.assembled`` for an assembly the app sent, for later audit.
+
+        The policy's data is stored with it, so an audit re-derives even a custom policy:
+        pass the policy the assembly was made with; without one, the policy the session's
+        settings give now is stored if its version is the assembly's. ``event_id`` makes
+        recording the same assembly twice idempotent.
+        """
+        from ctxledger.audit import recorded_policy
+
+        data: dict[str, Any] = {
             "profile": assembly.profile, "policy_version": assembly.policy_version,
             "position": assembly.position, "now": format_utc(assembly.now),
-            "digest": assembly.digest, "tokens": assembly.tokens.total}})
+            "digest": assembly.digest, "tokens": assembly.tokens.total}
+        chosen = _as_policy(policy) if policy is not None else self._settings_policy(
+            session, assembly.profile)
+        stored = recorded_policy(assembly, chosen)
+        if stored is not None:
+            data["policy"] = stored
+        event: dict[str, Any] = {"type": "context.assembled", "data": data}
+        if event_id is not None:
+            event["id"] = event_id
+        return self.append(session, event)
+
+    def _settings_policy(self, session: str, profile: str) -> Policy | None:
+        try:
+            return policy_for(profile, self.view(session).settings)
+        except LedgerError:
+            return None  # a setting no longer gives a valid policy: store none
+
+    # -- replay, why, audit, fork (SPEC §4) -------------------------------------------------
+
+    def replay(self, session: str, until: int | datetime | None = None, *,
+               profile: str = "card", policy: Policy | Mapping[str, Any] | str | None = None,
+               now: datetime | None = None) -> Assembly:
+        """The assembly of ``session`` derived again from the log prefix ending at ``until``
+        (a position, a time, or the head), in a scratch store; live tables are untouched.
+
+        ``now`` defaults to the ``recorded_at`` of the prefix's last event, ``policy`` to
+        the one the prefix's settings give.
+        """
+        from ctxledger import replay as _replay
+
+        with self.log.connection() as conn, read_snapshot(conn):
+            return _replay.replay(conn, session, profile=profile, until=until,
+                                  policy=_as_policy(policy), now=now,
+                                  clock_now=self.clock())
+
+    def timeline(self, session: str, *, profile: str = "card",
+                 until: int | datetime | None = None,
+                 policy: Policy | Mapping[str, Any] | str | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> list[TimelineStep]:
+        """The assembly after each message of ``session`` (folded once, assembled per step)."""
+        from ctxledger import replay as _replay
+
+        with self.log.connection() as conn, read_snapshot(conn):
+            return _replay.timeline(conn, session, profile=profile, until=until,
+                                    policy=_as_policy(policy), clock_now=self.clock(),
+                                    progress=progress)
+
+    def why(self, session: str, item: str, *, profile: str = "card",
+            until: int | datetime | None = None,
+            policy: Policy | Mapping[str, Any] | str | None = None) -> WhyReport:
+        """``item``'s decisions across the session's timeline, collapsed into runs."""
+        from ctxledger.why import explain_item
+
+        steps = self.timeline(session, profile=profile, until=until, policy=policy)
+        return explain_item(session, item, profile, steps, self.events(session, until=until))
+
+    def audit(self, session: str | None = None) -> AuditReport:
+        """Derive every recorded ``context.assembled`` again (one session's, or all) and
+        say whether each digest and policy still match."""
+        from ctxledger.audit import audit_log
+
+        with self.log.connection() as conn, read_snapshot(conn):
+            return audit_log(conn, session, clock_now=self.clock())
+
+    def what_if(self, session: str, policy: Policy | Mapping[str, Any] | str, *,
+                profile: str | None = None, until: int | datetime | None = None
+                ) -> WhatIfReport:
+        """The decisions that change when ``session``'s timeline is replayed under ``policy``."""
+        from ctxledger.audit import compare_timelines
+
+        chosen = _as_policy(policy)
+        assert chosen is not None
+        name = profile or chosen.profile
+        return compare_timelines(session, name,
+                                 self.timeline(session, profile=name, until=until),
+                                 self.timeline(session, profile=name, until=until,
+                                               policy=chosen))
+
+    def fork(self, session: str, new_session: str, at: int) -> AppendResult:
+        """Copy ``session``'s events up to position ``at`` into the new stream
+        ``new_session`` (new ids; ``causation_id`` and ``forked_from`` in the metadata)."""
+        from ctxledger.fork import ForkError, fork_events
+
+        if self.log.stream_version(new_session) > 0:
+            raise ForkError(f"stream {new_session!r} already exists: fork onto a new one")
+        copies = fork_events(self.events(session), session, new_session, at,
+                             head=self.head())
+        return self.append(new_session, copies, expected_version=0)
 
     # -- maintenance --------------------------------------------------------------------
 
@@ -292,3 +394,10 @@ class Ledger:
             report.deep = "differs" if found else "ok"
             report.problems.extend(found)
         return report
+
+
+def _as_policy(policy: Policy | Mapping[str, Any] | str | None) -> Policy | None:
+    """A policy given as a ``Policy``, its JSON data or JSON text (None stays None)."""
+    if policy is None or isinstance(policy, Policy):
+        return policy
+    return parse_policy(policy)

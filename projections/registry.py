@@ -14,6 +14,7 @@ from projections.context_items import ContextItemsProjection
 from projections.documents import DocumentsProjection
 from projections.knowledge import KnowledgeProjection
 from projections.observations import ObservationsProjection
+from projections.scope_members import ScopeMembersProjection
 from projections.session_stats import SessionStatsProjection
 from projections.settings import SettingsProjection
 from projections.tool_registry import ToolRegistryProjection
@@ -31,6 +32,7 @@ BUILTIN_PROJECTION_TYPES: tuple[type[Projection], ...] = (
     ObservationsProjection,
     DocumentsProjection,
     KnowledgeProjection,
+    ScopeMembersProjection,
 )
 """Every built-in projection class, in the order they are applied to each event."""
 

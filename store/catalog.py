@@ -271,6 +271,9 @@ class ContextAssembled(EventData):
     now: str = NonEmpty
     digest: str = Field(pattern=r"^[0-9a-f]{64}$")
     tokens: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    policy: dict[str, Any] | None = None
+    """The policy's canonical JSON data, so an audit re-derives a custom policy too
+    (records without it are audited with the policy the settings give)."""
 
 
 class RollupCompleted(EventData):

@@ -240,3 +240,24 @@ def position_at(conn: sa.Connection, when: datetime) -> int:
         sa.select(sa.func.max(events.c.position)).where(events.c.position < first_after)
     ).scalar_one()
     return int(last or 0)
+
+
+def read_stream_until(conn: sa.Connection, stream_id: str,
+                      until_position: int | None = None) -> list[RecordedEvent]:
+    """The events of one stream up to ``until_position`` (inclusive), in version order.
+
+    A seek on ``(stream_id, stream_version)``: positions rise with versions within a
+    stream, so the cut is a prefix of the stream and the cost is that stream's events.
+    """
+    query = sa.select(*_COLUMNS).where(events.c.stream_id == stream_id)
+    if until_position is not None:
+        query = query.where(events.c.position <= until_position)
+    return [row_to_event(r) for r in conn.execute(query.order_by(events.c.stream_version))]
+
+
+def recorded_at_until(conn: sa.Connection, position: int) -> datetime | None:
+    """``recorded_at`` of the last event at or before ``position`` (None when there is none);
+    one seek on the primary key."""
+    value = conn.execute(sa.select(events.c.recorded_at).where(events.c.position <= position)
+                         .order_by(events.c.position.desc()).limit(1)).scalar_one_or_none()
+    return None if value is None else ensure_utc(value, "recorded_at")

@@ -69,6 +69,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "incremental seal of 10,000 events",
         "brief re-assembly after one new message, 1k vs 300 snippets",
         "brief index builds after new messages at 1k snippets",
+        "replay at 5,000 vs 200 events",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -80,7 +81,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit == row["peer"]["unit"] == "MB"
         elif row["leg"] == "seal":
             assert unit in ("ev/s", "s")
-        elif row["leg"] == "assemble" or row["peer"] is not None:
+        elif row["leg"] in ("assemble", "replay") or row["peer"] is not None:
             assert unit == row["peer"]["unit"] == "ms"
         else:
             assert unit == "calls"
@@ -89,7 +90,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
-                "rollup", "seal", "brief"):
+                "rollup", "seal", "brief", "replay"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

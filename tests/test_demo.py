@@ -62,8 +62,10 @@ def test_demo_prints_every_example_session(runner: CliRunner, tmp_path: Path) ->
     assert re.search(r"result\s+│\s+ok", result.stdout)
 
     with Ledger.open(url) as ledger:
-        # The demo's nightly rollup adds rollup.completed events on the stream "system".
-        stored = [e for e in ledger.events() if e.stream_id != "system"]
+        # The demo's nightly rollup adds rollup.completed events on the stream "system",
+        # and it records each example assembly (context.assembled) to audit it.
+        stored = [e for e in ledger.events()
+                  if e.stream_id != "system" and e.type != "context.assembled"]
     assert len(stored) == len(examples)
     assert "usage of acme-billing, 2025-05-01 .. 2025-05-11" in result.stdout
     # The demo drives the clock: every event is recorded at its example's time, in order.
@@ -78,7 +80,9 @@ def test_demo_twice_on_one_database_is_idempotent(runner: CliRunner, tmp_path: P
     assert (first.exit_code, second.exit_code) == (0, 0), second.stderr
     with Ledger.open(url) as ledger:
         rollups = [e for e in ledger.events("system") if e.type == "rollup.completed"]
-        assert ledger.head() == len(_examples()) + len(rollups)
+        recorded = [e for e in ledger.events() if e.type == "context.assembled"]
+        assert ledger.head() == len(_examples()) + len(rollups) + len(recorded)
+        assert ledger.audit().ok
     assert len({e.data["day"] for e in rollups}) == len(rollups) > 0  # the second rolled none
     assert "rolled up 0 day(s)" in second.stdout
 

@@ -1,7 +1,7 @@
 """Seals: the whole log as one chain, sealed up to positions no open transaction can fill.
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 Create Date: 2026-11-22
 
 Written out explicitly (not imported from the live table definitions) so this revision

@@ -1,8 +1,8 @@
 """An index on knowledge snippets by (scope, position), for the ``brief`` profile's
 incremental snippet index (the scope's latest snippet, and the snippets after one).
 
-Revision ID: 0008
-Revises: 0003
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-22
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0008"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 

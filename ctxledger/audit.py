@@ -1,0 +1,221 @@
+"""Audit: derive every recorded ``context.assembled`` again and compare (SPEC §4).
+
+Each record names the profile, the position its read view reflected, its ``now``, its
+policy version and digest, and (since the policy field exists) the policy's data. The
+audit replays the session at that position and ``now`` with that policy (or, for old
+records without one, the policy the prefix's settings give) and reports one of:
+
+- ``match``: same policy version and same digest;
+- ``policy_mismatch``: the policy derived is not the one recorded (the settings' policy
+  differs from a custom one the app used, or the stored policy is not its version);
+- ``digest_mismatch``: same policy, another digest (the log or the record was altered,
+  or the assembler changed without a ``format_version`` bump);
+- ``copied``: a record copied into a fork; its original is audited in its own session;
+- ``error``: it cannot be derived again (e.g. its position is before the session began).
+
+A *what-if* replays a timeline under another policy and lists the decisions that change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from assembler.api import parse_policy
+from assembler.model import Assembly, Decision
+from assembler.policy import Policy
+from ctxledger.replay import ReplayError, TimelineStep, policy_data, replay
+from store.errors import LedgerError
+from store.read import read_all, read_stream_until
+from store.records import RecordedEvent
+
+AuditStatus = Literal["match", "digest_mismatch", "policy_mismatch", "copied", "error"]
+RECORD_TYPE = "context.assembled"
+
+
+def recorded_policy(assembly: Assembly, policy: Policy | None) -> dict[str, Any] | None:
+    """The policy data to store with ``assembly``'s record: ``policy``'s, when it is the
+    policy the assembly was made with (same profile and version); else None."""
+    if policy is None or policy.profile != assembly.profile \
+            or policy.version != assembly.policy_version:
+        return None
+    return policy_data(policy)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """The audit of one ``context.assembled`` record."""
+
+    session: str
+    record_position: int
+    """Where the record itself is in the log."""
+    position: int
+    """The position the recorded assembly's read view reflected."""
+    profile: str
+    now: str
+    status: AuditStatus
+    recorded_digest: str
+    derived_digest: str | None
+    recorded_policy_version: str
+    derived_policy_version: str | None
+    policy_stored: bool
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True unless the record failed to match."""
+        return self.status in ("match", "copied")
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    """Every record audited, in log order."""
+
+    session: str | None
+    entries: list[AuditEntry] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every record matched (an empty audit is fine)."""
+        return all(entry.ok for entry in self.entries)
+
+    def counts(self) -> dict[str, int]:
+        """How many records have each status, in a fixed order."""
+        order: tuple[AuditStatus, ...] = ("match", "digest_mismatch", "policy_mismatch",
+                                          "copied", "error")
+        return {status: sum(1 for e in self.entries if e.status == status) for status in order}
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready data: ok, counts and one object per record."""
+        return {"session": self.session, "ok": self.ok, "counts": self.counts(),
+                "records": [asdict(entry) for entry in self.entries]}
+
+
+def _records(conn: sa.Connection, session: str | None) -> list[RecordedEvent]:
+    if session is not None:
+        found = read_stream_until(conn, session)
+        if not found:
+            raise ReplayError(f"unknown session {session!r}")
+        return [e for e in found if e.type == RECORD_TYPE]
+    # No index on type: auditing the whole log reads it once, in pages.
+    return [e for e in read_all(conn) if e.type == RECORD_TYPE]
+
+
+def audit_record(conn: sa.Connection, record: RecordedEvent, *,
+                 clock_now: datetime) -> AuditEntry:
+    """Derive one record again and compare it."""
+    data = record.data
+    base: dict[str, Any] = {
+        "session": record.stream_id, "record_position": record.position,
+        "position": int(data["position"]), "profile": str(data["profile"]),
+        "now": str(data["now"]), "recorded_digest": str(data["digest"]),
+        "recorded_policy_version": str(data["policy_version"]),
+        "policy_stored": data.get("policy") is not None}
+    if record.metadata.get("forked_from"):
+        return AuditEntry(**base, status="copied", derived_digest=None,
+                          derived_policy_version=None,
+                          detail=f"copied from {record.metadata['forked_from']}")
+    try:
+        policy = None if data.get("policy") is None else parse_policy(data["policy"])
+        derived = replay(conn, record.stream_id, profile=base["profile"],
+                         until=base["position"], policy=policy,
+                         now=datetime.fromisoformat(base["now"].replace("Z", "+00:00")),
+                         clock_now=clock_now)
+    except (LedgerError, ValueError) as exc:
+        return AuditEntry(**base, status="error", derived_digest=None,
+                          derived_policy_version=None, detail=str(exc))
+    status: AuditStatus = "match"
+    detail = ""
+    if derived.policy_version != base["recorded_policy_version"]:
+        status = "policy_mismatch"
+        detail = (f"recorded policy {base['recorded_policy_version']}, derived "
+                  f"{derived.policy_version}")
+    elif derived.digest != base["recorded_digest"]:
+        status = "digest_mismatch"
+        detail = f"recorded {base['recorded_digest'][:16]}, derived {derived.digest[:16]}"
+    return AuditEntry(**base, status=status, derived_digest=derived.digest,
+                      derived_policy_version=derived.policy_version, detail=detail)
+
+
+def audit_log(conn: sa.Connection, session: str | None, *, clock_now: datetime) -> AuditReport:
+    """Audit every ``context.assembled`` of ``session`` (or of the whole log)."""
+    return AuditReport(session, [audit_record(conn, record, clock_now=clock_now)
+                                 for record in _records(conn, session)])
+
+
+# -- what-if -------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class DecisionChange:
+    """One decision that differs between two timelines at the same message."""
+
+    item: str
+    message: int
+    position: int
+    old_action: str
+    old_reason: str
+    new_action: str
+    new_reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfReport:
+    """The decisions of ``session`` that change under another policy, turn by turn."""
+
+    session: str
+    profile: str
+    old_policy: str
+    new_policy: str
+    messages: int
+    changes: list[DecisionChange]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {"session": self.session, "profile": self.profile,
+                "old_policy": self.old_policy, "new_policy": self.new_policy,
+                "messages": self.messages, "changes": [asdict(c) for c in self.changes]}
+
+
+ABSENT = ("absent", "not_a_candidate")
+
+
+def _by_item(decisions: Sequence[Decision]) -> dict[str, tuple[str, str]]:
+    return {d.item: (d.action, d.reason) for d in decisions}
+
+
+def _covered(decisions: Sequence[Decision], other: Assembly, item: str) -> tuple[str, str]:
+    """How a message with no decision of its own was decided: through the range decision
+    covering its seq (found in the other assembly's decision), else absent."""
+    from ctxledger.why import covering
+
+    try:
+        seq = other.decision(item).detail.get("seq")
+    except KeyError:
+        return ABSENT
+    cover = covering(decisions, seq) if isinstance(seq, int) else None
+    return ABSENT if cover is None else (cover.action, f"{cover.reason} via {cover.item}")
+
+
+def compare_timelines(session: str, profile: str, old: Sequence[TimelineStep],
+                      new: Sequence[TimelineStep]) -> WhatIfReport:
+    """Every (item, message) whose action or reason differs between ``old`` and ``new``."""
+    changes: list[DecisionChange] = []
+    for before, after in zip(old, new, strict=True):
+        was = _by_item(before.assembly.decisions)
+        now = _by_item(after.assembly.decisions)
+        # Items in the old order, then those only the new timeline has, in its order.
+        items = list(dict.fromkeys([*was, *now]))
+        for item in items:
+            a = was.get(item) or _covered(before.assembly.decisions, after.assembly, item)
+            b = now.get(item) or _covered(after.assembly.decisions, before.assembly, item)
+            if a != b:
+                changes.append(DecisionChange(item, before.message, before.position,
+                                              a[0], a[1], b[0], b[1]))
+    return WhatIfReport(
+        session, profile,
+        old[-1].assembly.policy_version if old else "",
+        new[-1].assembly.policy_version if new else "", len(old), changes)

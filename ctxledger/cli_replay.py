@@ -1,0 +1,206 @@
+"""CLI commands for SPEC §4: ``replay``, ``why``, ``audit`` and ``fork``.
+
+Registered on ``ctxledger.cli.app`` when that module is imported; each command is a thin
+shell over ``Ledger`` (the domain logic is in ``ctxledger.replay``, ``why``, ``audit``
+and ``fork``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from assembler.profiles import profile_names
+from ctxledger import render
+from ctxledger.audit import WhatIfReport
+from ctxledger.cli import JsonOrText, _db, _progress, _stdout, app
+from ctxledger.cli_errors import fail, open_ledger, reports_errors
+from ctxledger.cli_input import read_policy
+from ctxledger.render_assembly import assembly_view
+from ctxledger.render_replay import (
+    audit_table,
+    timeline_record,
+    timeline_table,
+    what_if_table,
+    why_view,
+)
+
+TIMELINE_PROGRESS_FROM = 200
+"""Timelines at least this many messages long show a progress bar on stderr."""
+
+Session = Annotated[str, typer.Argument(help="The session stream.", metavar="SESSION")]
+UntilOption = Annotated[str | None, typer.Option(
+    "--until", metavar="POS|ISO",
+    help="Stop at this log position, or at the last event recorded by this time"
+         " (ISO-8601 with a zone). Default: the head.")]
+ProfileOption = Annotated[str, typer.Option(
+    "--profile", metavar="NAME", help=f"Assembler profile: {', '.join(profile_names())}.")]
+PolicyOption = Annotated[Path | None, typer.Option(
+    "--policy", metavar="FILE", dir_okay=False,
+    help="A whole policy as JSON, instead of the one the prefix's settings give.")]
+FormatOption = Annotated[JsonOrText, typer.Option("--format", help="json (default) or text.")]
+
+
+def parse_until(value: str | None) -> int | datetime | None:
+    """``--until``: a position (digits) or an aware ISO-8601 time (else exit 1)."""
+    if value is None or not value.strip().isdigit():
+        return _parse_time(value, "--until", "neither a log position nor an ISO-8601 time")
+    return int(value.strip())
+
+
+def _parse_time(value: str | None, option: str,
+                not_a_time: str = "not an ISO-8601 time") -> datetime | None:
+    """An aware ISO-8601 time, in UTC; a bad or naive one is a one-line error (exit 1)."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise fail(f"{option} {value!r} is {not_a_time}") from None
+    if parsed.tzinfo is None:
+        raise fail(f"{option} {value!r} needs a zone, such as Z or +00:00")
+    return parsed.astimezone(UTC)
+
+
+def _print_what_if(report: WhatIfReport, format: JsonOrText) -> None:
+    if format is JsonOrText.json:
+        typer.echo(render.dumps(report.to_json(), indent=2))
+    else:
+        _stdout().print(what_if_table(report))
+
+
+def _check_profile(profile: str) -> None:
+    if profile not in profile_names():
+        raise typer.BadParameter(f"{profile!r} is not one of {', '.join(profile_names())}",
+                                 param_hint="'--profile'")
+
+
+
+
+@app.command()
+@reports_errors
+def replay(
+    ctx: typer.Context,
+    session: Session,
+    until: UntilOption = None,
+    profile: ProfileOption = "card",
+    policy: PolicyOption = None,
+    now: Annotated[str | None, typer.Option(
+        "--now", metavar="ISO",
+        help="The assembly time (default: the time of the prefix's last event).")] = None,
+    timeline: Annotated[bool, typer.Option(
+        "--timeline", help="The assembly after each message of the session.")] = False,
+    diff: Annotated[Path | None, typer.Option(
+        "--diff", metavar="FILE", dir_okay=False,
+        help="Replay the timeline under this policy too; list the decisions that"
+             " change.")] = None,
+    format: FormatOption = JsonOrText.json,
+) -> None:
+    """Derive a session's context again from a prefix of the log, in a scratch store."""
+    _check_profile(profile)
+    cut = parse_until(until)
+    when = _parse_time(now, "--now")
+    policy_text = read_policy(policy)
+    diff_text = read_policy(diff)
+    with open_ledger(_db(ctx)) as ledger:
+        if diff_text is not None:
+            _print_what_if(ledger.what_if(session, diff_text, profile=profile, until=cut),
+                           format)
+            return
+        if timeline:
+            with _progress("replaying") as bar:
+                steps = ledger.timeline(
+                    session, profile=profile, until=cut, policy=policy_text,
+                    progress=lambda done, total: bar(done, total)
+                    if total >= TIMELINE_PROGRESS_FROM else None)
+            if format is JsonOrText.json:
+                typer.echo(render.dumps([timeline_record(s) for s in steps], indent=2))
+            else:
+                _stdout().print(timeline_table(steps, title=f"timeline {session} ({profile})"))
+            return
+        result = ledger.replay(session, until=cut, profile=profile, policy=policy_text,
+                               now=when)
+    if format is JsonOrText.json:
+        typer.echo(result.model_dump_json(indent=2))
+    else:
+        _stdout().print(assembly_view(result, show_text=True))
+
+
+@app.command()
+@reports_errors
+def why(
+    ctx: typer.Context,
+    session: Session,
+    item: Annotated[str, typer.Argument(
+        help="A decision's item, e.g. mes_example or message:<id>.", metavar="ITEM")],
+    profile: ProfileOption = "card",
+    until: UntilOption = None,
+    policy: PolicyOption = None,
+    format: FormatOption = JsonOrText.json,
+) -> None:
+    """Explain an item's decisions across the session's timeline, with their numbers."""
+    _check_profile(profile)
+    cut = parse_until(until)
+    policy_text = read_policy(policy)
+    with open_ledger(_db(ctx)) as ledger:
+        report = ledger.why(session, item, profile=profile, until=cut, policy=policy_text)
+    if format is JsonOrText.json:
+        typer.echo(render.dumps(report.to_json(), indent=2))
+    else:
+        _stdout().print(why_view(report))
+
+
+@app.command()
+@reports_errors
+def audit(
+    ctx: typer.Context,
+    session: Annotated[str | None, typer.Argument(
+        help="Only this session (default: every session).", metavar="[SESSION]")] = None,
+    policy: Annotated[Path | None, typer.Option(
+        "--policy", metavar="FILE", dir_okay=False,
+        help="What-if: replay SESSION's timeline under this policy and list the decisions"
+             " that change.")] = None,
+    profile: Annotated[str | None, typer.Option(
+        "--profile", metavar="NAME",
+        help="With --policy: the profile (default: the policy's).")] = None,
+    format: FormatOption = JsonOrText.json,
+) -> None:
+    """Derive every recorded context.assembled again; exit 1 unless all match."""
+    policy_text = read_policy(policy)
+    if policy_text is not None and session is None:
+        raise typer.BadParameter("a what-if (--policy) needs a SESSION", param_hint="SESSION")
+    if profile is not None:
+        _check_profile(profile)
+    with open_ledger(_db(ctx)) as ledger:
+        if policy_text is not None:
+            assert session is not None
+            _print_what_if(ledger.what_if(session, policy_text, profile=profile), format)
+            return
+        report = ledger.audit(session)
+    if format is JsonOrText.json:
+        typer.echo(render.dumps(report.to_json(), indent=2))
+    else:
+        _stdout().print(audit_table(report))
+    if not report.ok:
+        bad = sum(1 for e in report.entries if not e.ok)
+        raise fail(f"audit: {bad} of {len(report.entries)} record(s) do not match")
+
+
+@app.command()
+@reports_errors
+def fork(
+    ctx: typer.Context,
+    session: Session,
+    new_session: Annotated[str, typer.Argument(
+        help="The new session stream (must not exist).", metavar="NEW_SESSION")],
+    at: Annotated[int, typer.Option("--at", metavar="POS", min=0,
+                                    help="Copy the events up to this log position.")],
+) -> None:
+    """Copy a session's events up to a position into a new session (new ids)."""
+    with open_ledger(_db(ctx)) as ledger:
+        result = ledger.fork(session, new_session, at)
+    typer.echo(render.dumps({**render.append_record(result), "forked_from": session,
+                             "at": at}))

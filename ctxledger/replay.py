@@ -1,0 +1,291 @@
+"""Replay: a past assembly derived again from a prefix of the log (SPEC §4).
+
+A replay folds the prefix's events into a *scratch* store (an in-memory SQLite copy of
+the schema, ``ctxledger.scratch``) with the same reducers, then loads the same read view
+from it and assembles. Live projection tables are never read or written; only the event
+log (through the ``(stream_id, stream_version)`` index) and the token-count cache (keyed
+by content hash, so any count in it is right) are read.
+
+Only the streams the profile needs are read, each cut at the position, and merged by
+position: the session and ``scope:<S>``; for the ``session`` profile also every session
+that joined the scope by then (the ``scope_members`` projection). The cost is the events
+of those streams, not the length of the log.
+
+A *timeline* folds once and assembles after each of the session's messages, so ``m``
+steps cost O(n + m·A), not ``m`` replays.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from assembler.api import assemble_with_caches, policy_for, request_for
+from assembler.model import Assembly
+from assembler.policy import Policy
+from assembler.profiles import get_profile
+from assembler.tokens import TokenCounter
+from ctxledger.scratch import scratch_engine
+from ctxledger.token_store import TableTokenStore
+from projections.checkpoints import checkpoints
+from projections.read_view import load_session_view
+from projections.registry import builtin_projections
+from projections.rowstore import RowStore
+from projections.runner import ProjectionRunner
+from projections.scope_members import members_until
+from projections.session_scopes import DEFAULT_SCOPE
+from projections.view import SessionView, ViewRequest
+from store.catalog import SCOPE_PREFIX
+from store.clock import ensure_utc
+from store.errors import LedgerError
+from store.read import head_position, position_at, read_stream_until, recorded_at_until
+from store.records import RecordedEvent
+
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+@functools.cache
+def scope_wide(profile: str) -> bool:
+    """True when ``profile``'s read view holds state that the scope's other sessions
+    write (observations, tool usage, the previous session), so its replays also read
+    those sessions' streams. Asked of the profile's own request under its default policy,
+    so a profile registered later is served without a list to keep up to date."""
+    found = get_profile(profile)
+    # chars4: measuring needs no vocabulary, and the request's sections do not depend on it.
+    request = found.request(found.policy_type.defaults(), _EPOCH, TokenCounter("chars4"))
+    return bool(request.observations > 0 or request.previous_session or request.tools
+                or request.usage_window is not None)
+
+Progress = Callable[[int, int], None]
+"""Called with (steps done, steps in all) while a timeline is assembled."""
+
+
+class ReplayError(LedgerError):
+    """A replay cannot be made: unknown session, a cut beyond the log, a naive time..."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prefix:
+    """The events a replay folds: the needed streams, cut at ``position``, by position."""
+
+    session: str
+    scope: str
+    position: int
+    events: tuple[RecordedEvent, ...]
+    streams: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineStep:
+    """The assembly right after the session's ``message``-th message was appended."""
+
+    message: int
+    """1-based: the first ``message.appended`` of the session is message 1."""
+    position: int
+    seq: int
+    message_id: str
+    assembly: Assembly
+
+
+def resolve_until(conn: sa.Connection, until: int | datetime | None,
+                  now: datetime) -> int:
+    """The log position a replay stops at: a position, the prefix recorded by a time, or
+    the head. A position beyond the head or a time after ``now`` is an error."""
+    head = head_position(conn)
+    if until is None:
+        return head
+    if isinstance(until, bool) or not isinstance(until, int | datetime):
+        raise ReplayError("until must be a log position or an aware datetime")
+    if isinstance(until, int):
+        if until < 0:
+            raise ReplayError(f"until {until} is not a log position (positions start at 1)")
+        if until > head:
+            raise ReplayError(f"position {until} is beyond the head of the log ({head})")
+        return until
+    try:
+        when = ensure_utc(until, "until")
+    except ValueError as exc:
+        raise ReplayError(str(exc)) from None
+    if when > now:
+        raise ReplayError(f"until {when.isoformat()} is in the future")
+    return position_at(conn, when)
+
+
+def scope_of(events: Sequence[RecordedEvent]) -> str:
+    """The scope a session belongs to after ``events`` (its last ``session.started``)."""
+    scope = DEFAULT_SCOPE
+    for event in events:
+        if event.type == "session.started":
+            scope = str(event.data.get("scope") or DEFAULT_SCOPE)
+    return scope
+
+
+def read_prefix(conn: sa.Connection, session: str, position: int, profile: str) -> Prefix:
+    """The events ``profile`` needs to replay ``session`` at ``position``."""
+    own = read_stream_until(conn, session, position)
+    if not own:
+        raise ReplayError(f"unknown session {session!r} at position {position}")
+    scope = scope_of(own)
+    streams = [session, f"{SCOPE_PREFIX}{scope}"]
+    read = [own, read_stream_until(conn, streams[1], position)]
+    if scope_wide(profile):
+        for member in members_until(conn, scope, position):
+            if member != session:
+                streams.append(member)
+                read.append(read_stream_until(conn, member, position))
+    merged = tuple(heapq.merge(*read, key=lambda event: event.position))
+    return Prefix(session, scope, position, merged, tuple(streams))
+
+
+class ScratchProjections:
+    """Every built-in projection, folded into a scratch store one event at a time.
+
+    Rows stay cached in the ``RowStore`` (the scratch tables start empty, so nothing is
+    ever read back); ``settle`` writes what changed and moves the checkpoints, so the
+    read view sees the state at that position.
+    """
+
+    def __init__(self) -> None:
+        self._engine = scratch_engine()
+        self._conn = self._engine.connect()
+        self._transaction = self._conn.begin()
+        self._runner = ProjectionRunner(builtin_projections())
+        tables = [t for p in self._runner.projections for t in p.tables]
+        self._rows = RowStore(self._conn, empty=tables)
+
+    def fold(self, events: Sequence[RecordedEvent]) -> None:
+        """Apply ``events`` (in position order) to every projection."""
+        self._runner.dispatch(events, self._rows)
+
+    def settle(self, position: int) -> None:
+        """Write the folded rows and mark every projection as being at ``position``."""
+        self._rows.flush()
+        self._conn.execute(checkpoints.update().values(position=position))
+
+    def view(self, session: str, request: ViewRequest) -> SessionView:
+        """The read view of ``session`` as folded and settled so far."""
+        return load_session_view(self._conn, session, request)
+
+    def close(self) -> None:
+        """Drop the scratch database."""
+        self._transaction.rollback()
+        self._conn.close()
+        self._engine.dispose()
+
+
+@contextmanager
+def scratch_projections() -> Iterator[ScratchProjections]:
+    """A ``ScratchProjections`` closed on exit."""
+    scratch = ScratchProjections()
+    try:
+        yield scratch
+    finally:
+        scratch.close()
+
+
+class Assembler:
+    """Assembles from a scratch store with token counts read from the live cache.
+
+    One counter per encoding is shared by every step of a replay, so a timeline counts
+    each text once. Nothing is written back: new counts stay in memory.
+    """
+
+    def __init__(self, live: sa.Connection, profile: str, policy: Policy | None) -> None:
+        self.profile = profile
+        self.policy = policy
+        self._store = TableTokenStore(live)
+        self._counters: dict[str, TokenCounter] = {}
+
+    def policy_at(self, scratch: ScratchProjections, session: str) -> Policy:
+        """The policy given, or the one the settings folded so far give."""
+        if self.policy is not None:
+            return self.policy
+        return policy_for(self.profile, scratch.view(session, ViewRequest()).settings)
+
+    def assemble(self, scratch: ScratchProjections, session: str, now: datetime) -> Assembly:
+        """The assembly of ``session`` at ``now`` from what ``scratch`` holds."""
+        policy = self.policy_at(scratch, session)
+        counter = self._counters.get(policy.token_encoding)
+        if counter is None:
+            counter = self._counters[policy.token_encoding] = TokenCounter(
+                policy.token_encoding, store=self._store)
+        view = scratch.view(session, request_for(self.profile, policy, now, counter))
+        return assemble_with_caches(view, self.profile, now, policy, counter)[0]
+
+
+def replay_prefix(live: sa.Connection, prefix: Prefix, profile: str, policy: Policy | None,
+                  now: datetime) -> Assembly:
+    """Fold ``prefix`` into a scratch store and assemble it at ``now``."""
+    with scratch_projections() as scratch:
+        scratch.fold(prefix.events)
+        scratch.settle(prefix.position)
+        return Assembler(live, profile, policy).assemble(scratch, prefix.session, now)
+
+
+def default_now(live: sa.Connection, position: int) -> datetime:
+    """``recorded_at`` of the last event of the prefix ending at ``position``."""
+    found = recorded_at_until(live, position)
+    if found is None:
+        raise ReplayError(f"the log holds no event at or before position {position}")
+    return found
+
+
+def replay(live: sa.Connection, session: str, *, profile: str, until: int | datetime | None,
+           policy: Policy | None, now: datetime | None, clock_now: datetime) -> Assembly:
+    """The assembly of ``session`` as of ``until`` (see the module docstring)."""
+    position = resolve_until(live, until, clock_now)
+    prefix = read_prefix(live, session, position, profile)
+    when = default_now(live, position) if now is None else _aware(now)
+    return replay_prefix(live, prefix, profile, policy, when)
+
+
+def timeline(live: sa.Connection, session: str, *, profile: str,
+             until: int | datetime | None, policy: Policy | None, clock_now: datetime,
+             progress: Progress | None = None) -> list[TimelineStep]:
+    """The assembly after each message of ``session`` up to ``until``; each step's ``now``
+    is its message's ``recorded_at``, so step k equals ``replay(until=<message k>)``."""
+    position = resolve_until(live, until, clock_now)
+    prefix = read_prefix(live, session, position, profile)
+    marks = [i for i, event in enumerate(prefix.events)
+             if event.stream_id == session and event.type == "message.appended"]
+    steps: list[TimelineStep] = []
+    assembler = Assembler(live, profile, policy)
+    with scratch_projections() as scratch:
+        start = 0
+        for number, index in enumerate(marks, start=1):
+            scratch.fold(prefix.events[start:index + 1])
+            start = index + 1
+            event = prefix.events[index]
+            scratch.settle(event.position)
+            assembly = assembler.assemble(scratch, session, event.recorded_at)
+            steps.append(TimelineStep(message=number, position=event.position,
+                                      seq=event.stream_version,
+                                      message_id=message_id_of(event), assembly=assembly))
+            if progress is not None:
+                progress(number, len(marks))
+    return steps
+
+
+def message_id_of(event: RecordedEvent) -> str:
+    """The id a ``message.appended`` is known by (its own, else its event id)."""
+    return str(event.data.get("message_id") or event.event_id)
+
+
+def _aware(value: datetime) -> datetime:
+    try:
+        return ensure_utc(value, "now")
+    except ValueError as exc:
+        raise ReplayError(str(exc)) from None
+
+
+def policy_data(policy: Policy) -> dict[str, Any]:
+    """A policy's canonical JSON data (what ``record_assembly`` stores)."""
+    data: dict[str, Any] = policy.model_dump(mode="json")
+    return data

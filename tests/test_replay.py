@@ -1,0 +1,155 @@
+"""Replay (SPEC §4): a scratch store per replay, stream-scoped reads, and equality with the
+live assembly at every position, for every registered profile, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from assembler.profiles import profile_names
+from ctxledger import Ledger
+from ctxledger.replay import ReplayError, read_prefix
+from projections.base import metadata as projection_metadata
+from store.errors import LedgerError
+from tests.helpers.scenario import Recorded, StepClock, load_scenario
+
+SESSIONS = ("chat-1", "alice-2", "mover")
+
+
+@pytest.fixture
+def recorded(db_url: str) -> Iterator[tuple[Ledger, Recorded]]:
+    """The scenario, with every profile's live assembly of every session after each event."""
+    clock = StepClock()
+    found = Recorded()
+
+    def observe(ledger: Ledger, position: int, now: datetime) -> None:
+        for profile in profile_names():
+            for session in SESSIONS:
+                if not ledger.view(session).exists:
+                    continue
+                try:
+                    assembly = ledger.assemble(session, profile, now=now)
+                except LedgerError as exc:
+                    found.unservable.setdefault(profile, f"{session}: {exc}")
+                    continue
+                assert assembly.position == position
+                found.digests[(profile, session, position)] = (now, assembly.digest)
+
+    with Ledger.open(db_url, clock=clock) as ledger:
+        load_scenario(ledger, clock, observe)
+        yield ledger, found
+
+
+@pytest.mark.parametrize("profile", profile_names())
+def test_replay_equals_the_live_assembly_at_every_position(
+        recorded: tuple[Ledger, Recorded], profile: str) -> None:
+    ledger, found = recorded
+    mine = {key: value for key, value in found.digests.items() if key[0] == profile}
+    if not mine:
+        pytest.skip(f"the scenario cannot serve profile {profile!r}: "
+                    f"{found.unservable.get(profile)}")
+    if profile in ("card", "session"):
+        # Guards the loop below: these profiles serve every session all along.
+        for session in SESSIONS:
+            assert sum(1 for key in mine if key[1] == session) > 5
+    for (_, session, position), (now, digest) in sorted(mine.items()):
+        replayed = ledger.replay(session, until=position, profile=profile, now=now)
+        assert (session, position, replayed.digest) == (session, position, digest)
+
+
+@pytest.fixture
+def scenario(ledger: Ledger) -> tuple[Ledger, StepClock, list[int]]:
+    """The scenario in the backend's ledger, its clock, and the position of each event."""
+    clock = StepClock()
+    ledger.clock = clock
+    ledger.log.clock = clock
+    return ledger, clock, load_scenario(ledger, clock)
+
+
+def test_now_defaults_to_the_last_event_of_the_prefix(
+        scenario: tuple[Ledger, StepClock, list[int]]) -> None:
+    ledger, _, positions = scenario
+    cut = positions[30]
+    expected = ledger.events(after=cut - 1, limit=1)[0].recorded_at
+    assert ledger.replay("chat-1", until=cut).now == expected
+    # A time cut is the prefix recorded by then; its last event gives now.
+    by_time = ledger.replay("chat-1", until=expected + timedelta(seconds=1))
+    assert (by_time.position, by_time.now) == (cut, expected)
+
+
+def _table_contents(ledger: Ledger) -> dict[str, list[tuple[object, ...]]]:
+    with ledger.engine.connect() as conn:
+        return {name: sorted(map(tuple, conn.execute(sa.select(table))), key=repr)
+                for name, table in sorted(projection_metadata.tables.items())}
+
+
+def test_replay_never_touches_live_tables(
+        scenario: tuple[Ledger, StepClock, list[int]]) -> None:
+    ledger, _, positions = scenario
+    before = _table_contents(ledger)
+    for profile in ("card", "session"):
+        ledger.replay("chat-1", until=positions[20], profile=profile)
+        ledger.timeline("chat-1", profile=profile)
+    assert _table_contents(ledger) == before
+
+
+def test_replay_reads_only_the_streams_the_profile_needs(
+        scenario: tuple[Ledger, StepClock, list[int]]) -> None:
+    ledger, _, _ = scenario
+    head = ledger.head()
+    with ledger.engine.connect() as conn:
+        card = read_prefix(conn, "chat-1", head, "card")
+        session = read_prefix(conn, "chat-1", head, "session")
+        before_alice_2 = read_prefix(conn, "chat-1", 20, "session")
+    assert card.streams == ("chat-1", "scope:alice")
+    assert {e.stream_id for e in card.events} == {"chat-1", "scope:alice"}
+    # The scope's members, including one that moved to another scope since.
+    assert set(session.streams) == {"chat-1", "scope:alice", "alice-1", "alice-2", "mover"}
+    assert "bob-1" not in {e.stream_id for e in session.events}
+    assert "alice-2" not in before_alice_2.streams
+    for prefix in (card, session):
+        positions = [e.position for e in prefix.events]
+        assert positions == sorted(positions) and len(set(positions)) == len(positions)
+
+
+def test_timeline_step_k_equals_a_replay_at_message_k(
+        scenario: tuple[Ledger, StepClock, list[int]]) -> None:
+    ledger, _, _ = scenario
+    messages = [e for e in ledger.events("chat-1") if e.type == "message.appended"]
+    for profile in ("card", "session"):
+        steps = ledger.timeline("chat-1", profile=profile)
+        assert [s.position for s in steps] == [e.position for e in messages]
+        assert [s.message for s in steps] == list(range(1, len(messages) + 1))
+        for step in steps:
+            again = ledger.replay("chat-1", until=step.position, profile=profile)
+            assert again.digest == step.assembly.digest
+
+
+def test_bad_replays_are_one_line_domain_errors(
+        scenario: tuple[Ledger, StepClock, list[int]]) -> None:
+    ledger, clock, _ = scenario
+    head = ledger.head()
+    cases = [
+        (lambda: ledger.replay("nobody"), "unknown session 'nobody'"),
+        (lambda: ledger.replay("chat-1", until=head + 1), "beyond the head"),
+        (lambda: ledger.replay("chat-1", until=-1), "not a log position"),
+        (lambda: ledger.replay("chat-1", until=clock() + timedelta(days=1)), "in the future"),
+        (lambda: ledger.replay("chat-1", until=datetime(2025, 3, 2)), "timezone-aware"),
+        (lambda: ledger.replay("chat-1", until=3), "unknown session 'chat-1' at position 3"),
+    ]
+    for call, needle in cases:
+        with pytest.raises(LedgerError) as raised:
+            call()
+        assert needle in str(raised.value)
+        assert "\n" not in str(raised.value)
+    assert issubclass(ReplayError, LedgerError)
+    assert ledger.head() == head
+
+
+def test_which_profiles_read_the_scopes_other_sessions() -> None:
+    from ctxledger.replay import scope_wide
+
+    assert scope_wide("session") and not scope_wide("card")

@@ -54,14 +54,13 @@ _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 @functools.cache
 def scope_wide(profile: str) -> bool:
     """True when ``profile``'s read view holds state that the scope's other sessions
-    write (observations, tool usage, the previous session), so its replays also read
+    write (``ViewRequest.reads_other_sessions``), so its replays also read
     those sessions' streams. Asked of the profile's own request under its default policy,
     so a profile registered later is served without a list to keep up to date."""
     found = get_profile(profile)
     # chars4: measuring needs no vocabulary, and the request's sections do not depend on it.
     request = found.request(found.policy_type.defaults(), _EPOCH, TokenCounter("chars4"))
-    return bool(request.observations > 0 or request.previous_session or request.tools
-                or request.usage_window is not None)
+    return request.reads_other_sessions()
 
 Progress = Callable[[int, int], None]
 """Called with (steps done, steps in all) while a timeline is assembled."""

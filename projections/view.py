@@ -52,6 +52,14 @@ class ViewRequest:
     ended_sessions: int = 0
     """How many of the scope's earlier ended sessions with a summary to load."""
 
+    def reads_other_sessions(self) -> bool:
+        """True when a section this request loads is written by the scope's *other*
+        sessions too (observations, tool usage, the previous or earlier ended sessions),
+        so a replay must read their streams as well. A new section that reads such state
+        says so here, next to its field."""
+        return bool(self.observations > 0 or self.previous_session or self.tools
+                    or self.usage_window is not None or self.ended_sessions > 0)
+
 
 @dataclass(frozen=True, slots=True)
 class MessageCounts:

@@ -42,11 +42,13 @@ from projections.runner import ProjectionRunner
 from projections.scope_members import members_until
 from projections.session_scopes import DEFAULT_SCOPE
 from projections.view import SessionView, ViewRequest
+from store.canonical import canonical_json
 from store.catalog import SCOPE_PREFIX
 from store.clock import ensure_utc
 from store.errors import LedgerError
 from store.read import head_position, position_at, read_stream_until, recorded_at_until
 from store.records import RecordedEvent
+from store.schema import events as log_events
 
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -160,8 +162,18 @@ class ScratchProjections:
         self._rows = RowStore(self._conn, empty=tables)
 
     def fold(self, events: Sequence[RecordedEvent]) -> None:
-        """Apply ``events`` (in position order) to every projection."""
+        """Apply ``events`` (in position order) to every projection, and keep them in the
+        scratch log too: a read view may check an event's hash there (the brief profile's
+        snippet index is named by one), exactly as it does in the live log."""
         self._runner.dispatch(events, self._rows)
+        if events:
+            self._conn.execute(log_events.insert(), [{
+                "position": e.position, "stream_id": e.stream_id,
+                "stream_version": e.stream_version, "event_id": e.event_id,
+                "type": e.type, "schema_version": e.schema_version,
+                "data": canonical_json(e.data), "metadata": canonical_json(e.metadata),
+                "recorded_at": e.recorded_at, "prev_hash": e.prev_hash, "hash": e.hash}
+                for e in events])
 
     def settle(self, position: int) -> None:
         """Write the folded rows and mark every projection as being at ``position``."""

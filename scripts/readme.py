@@ -114,9 +114,11 @@ def run_shell(body: list[str], folder: Path) -> list[str]:
         shown = command.split("\n")
         result.append(f"$ {shown[0]}")
         result.extend(shown[1:])
+        # One stream for both, interleaved as a terminal shows them.
         done = subprocess.run(["bash", "-c", command], cwd=folder, env=environment(folder),
-                              capture_output=True, text=True, timeout=TIMEOUT, check=False)
-        output = (done.stdout + done.stderr).rstrip("\n")
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=TIMEOUT, check=False)
+        output = done.stdout.rstrip("\n")
         result.extend(line.rstrip() for line in output.split("\n") if output)
     return result
 

@@ -17,7 +17,7 @@ from store.upcasting import current_version, upcast
 
 DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
 _INPUT_KEYS = frozenset({"type", "data", "id", "event_id", "metadata", "schema_version"})
-_METADATA_KEYS = ("actor", "causation_id", "correlation_id", "forked_from")
+_METADATA_KEYS = ("actor", "causation_id", "correlation_id", "forked_from", "forked_at")
 """Metadata keys with a meaning; each holds a string."""
 METADATA_EXTRA = "extra"
 """The one namespace for the app's own metadata: any JSON object. Every other key is

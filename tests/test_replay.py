@@ -153,3 +153,25 @@ def test_which_profiles_read_the_scopes_other_sessions() -> None:
     from ctxledger.replay import scope_wide
 
     assert scope_wide("session") and not scope_wide("card")
+
+
+def test_every_example_assembly_replays_to_its_digest(db_url: str) -> None:
+    """The example sessions (one per profile, snippets and all) replay exactly."""
+    from ctxledger.demo import (
+        EXAMPLES_DIR,
+        ScriptedClock,
+        example_assemblies,
+        example_files,
+        load_examples,
+        read_examples,
+    )
+
+    examples = read_examples(example_files(EXAMPLES_DIR))
+    clock = ScriptedClock(examples[0].at)
+    with Ledger.open(db_url, clock=clock) as ledger:
+        found = example_assemblies(ledger, load_examples(ledger, clock, examples))
+        assert len(found) == len(profile_names())
+        for session, assembly in found.values():
+            again = ledger.replay(session, until=assembly.position, profile=assembly.profile,
+                                  now=assembly.now)
+            assert (assembly.profile, again.digest) == (assembly.profile, assembly.digest)

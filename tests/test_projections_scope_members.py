@@ -6,6 +6,7 @@ import sqlalchemy as sa
 
 from ctxledger import Ledger
 from projections.scope_members import members_until, scope_members
+from tests.helpers.legacy import append_legacy
 
 
 def _rows(ledger: Ledger) -> list[tuple[str, str, int]]:
@@ -17,11 +18,13 @@ def _rows(ledger: Ledger) -> list[tuple[str, str, int]]:
 def test_members_keep_their_first_join_and_survive_a_move(ledger: Ledger) -> None:
     first = ledger.append("s1", {"type": "session.started", "data": {"scope": "alice"}})
     ledger.append("s2", {"type": "session.started", "data": {}})
-    moved = ledger.append("s1", {"type": "session.started", "data": {"scope": "bob"}})
-    ledger.append("s1", {"type": "session.started", "data": {"scope": "alice"}})
+    # A session that changes scope: only a log from before the stream rules has one.
+    append_legacy(ledger, "s1", [{"type": "session.started", "data": {"scope": "bob"}}])
+    moved_at = ledger.head()
+    append_legacy(ledger, "s1", [{"type": "session.started", "data": {"scope": "alice"}}])
     ledger.append("scope:alice", {"type": "setting.changed",
                                   "data": {"key": "k", "value": 1}})
-    p1, p2, p3 = first.positions[0], first.positions[0] + 1, moved.positions[0]
+    p1, p2, p3 = first.positions[0], first.positions[0] + 1, moved_at
     assert _rows(ledger) == [("alice", "s1", p1), ("bob", "s1", p3), ("default", "s2", p2)]
     with ledger.engine.connect() as conn:
         assert members_until(conn, "alice", p1) == ["s1"]

@@ -16,7 +16,7 @@ model, store the model's reply. The context is the card profile with a small car
   cheapest, way to add both messages in LangGraph.
 
 Both see the same seeded messages (20-120 words each), one contender after the other.
-A turn's figure at N is the median of turns N-4..N+5 (noise from WAL checkpoints and
+A turn's figure at N is the median of turns N-9..N+10 (noise from WAL checkpoints and
 garbage collection stays out). The database size (main file, WAL and shared memory) is
 taken after turn N.
 """
@@ -47,7 +47,7 @@ SESSION = "chat-turnloop"
 USER, CHAR = "Alex", "Mira"
 POINTS = (10, 100, 1_000)
 """Turn counts reported, besides the run's ``turns`` and ``peer_turns``."""
-BEFORE, AFTER = 4, 5
+BEFORE, AFTER = 9, 10
 """A turn's figure at N is the median of turns N-BEFORE..N+AFTER."""
 REFERENCE = 100
 """The flat target compares the last turn with this one."""

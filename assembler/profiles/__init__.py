@@ -10,11 +10,13 @@ from __future__ import annotations
 from assembler.errors import AssemblyError
 from assembler.profiles.base import Profile
 from assembler.profiles.card import CardPolicy, CardProfile
+from assembler.profiles.novel import NovelPolicy, NovelProfile
 from assembler.profiles.session import SessionPolicy, SessionProfile
 
 _REGISTERED: tuple[Profile, ...] = (
     CardProfile(),
     SessionProfile(),
+    NovelProfile(),
 )
 _PROFILES: dict[str, Profile] = {profile.name: profile for profile in _REGISTERED}
 
@@ -32,5 +34,5 @@ def get_profile(name: str) -> Profile:
     return profile
 
 
-__all__ = ["CardPolicy", "CardProfile", "Profile", "SessionPolicy", "SessionProfile",
-           "get_profile", "profile_names"]
+__all__ = ["CardPolicy", "CardProfile", "NovelPolicy", "NovelProfile", "Profile",
+           "SessionPolicy", "SessionProfile", "get_profile", "profile_names"]

@@ -1,0 +1,270 @@
+"""Profile ``novel`` (seed 000): tiered hot/warm/cold context with the sandwich layout.
+
+Rules (SPEC §3 "Profile novel"):
+
+- Items are the session's ``item.put`` items; the current chapter is the last
+  ``chapter.moved``.
+- Tiers: hot = exemplar, anti_exemplar, scene_plan, emotional_directive, characters in the
+  scene, relationship states in the scene (*promoted*); warm = summaries inside the window
+  ``current − warm_window <= chapter < current``, other relationship states, active
+  foreshadowing, plot, style; cold = everything else (world, act_summary, summaries
+  outside the window or without a chapter, inactive foreshadowing, characters not in the
+  scene).
+- Priorities come from the policy's table; within a tier items rank by priority
+  descending, then put order, then item_id (a total order).
+- Budgets per tier (15000/25000/40000 tokens). Hot over budget: emotional directives go
+  first (lowest priority first), then promoted relationship states; scene plans,
+  exemplars, anti-exemplars and characters are never dropped: if still over, everything
+  stays, the tier overshoots and the assembly warns. Warm and cold over budget: the
+  lowest priority goes first. Nothing is ever shortened, characters least of all.
+- Sandwich: prefix = the scene plan(s), then the first exemplar; suffix = the remaining
+  exemplars, then anti-exemplars, then emotional directives, then characters. SPEC puts
+  promoted relationship states in hot but names no place for them in the sandwich; they
+  close the suffix (hot material next to the generation point, after the characters they
+  relate). Prompt order: prefix, cold, warm, suffix. With two or more exemplars one is
+  in the prefix and the others in the suffix.
+- The stats line: ``Hot: X/15000 tokens (N items) | Warm: X/25000 (N items) | Cold:
+  X/40000 (N items) | Total: X/80000``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, ClassVar
+
+from assembler.engine import (
+    Candidate,
+    Engine,
+    SectionLayout,
+    ShedStep,
+    joined,
+    ranked,
+    total_of,
+)
+from assembler.model import Assembly
+from assembler.policy import Policy
+from assembler.profiles.base import Profile, report_of
+from assembler.profiles.novel.policy import TIERS, NovelPolicy
+from assembler.profiles.novel.report import NovelItemRow, NovelReport, TierReport
+from assembler.report import ProfileReport
+from assembler.tokens import TokenCounter
+from projections.view import Item, SessionView, ViewRequest
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+SECTION_PREFIX = "prefix"
+SECTION_COLD = "cold"
+SECTION_WARM = "warm"
+SECTION_SUFFIX = "suffix"
+SECTIONS: tuple[SectionLayout, ...] = (
+    SectionLayout(SECTION_PREFIX, "hot"), SectionLayout(SECTION_COLD, "cold"),
+    SectionLayout(SECTION_WARM, "warm"), SectionLayout(SECTION_SUFFIX, "hot"))
+"""Prompt order: prefix, cold, warm, suffix."""
+
+HOT_KINDS = frozenset({"exemplar", "anti_exemplar", "scene_plan", "emotional_directive"})
+NEVER_DROPPED = frozenset({"scene_plan", "exemplar", "anti_exemplar", "character"})
+WARM_KINDS = frozenset({"plot", "style"})
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """An item's tier, why, and whether it was promoted to hot."""
+
+    tier: str
+    reason: str
+    promoted: bool = False
+
+
+def summary_window(chapter: int | None, policy: NovelPolicy) -> tuple[int, int] | None:
+    """Chapters ``(first, last)`` whose summaries are warm (None without a chapter)."""
+    if chapter is None:
+        return None
+    return chapter - policy.warm_window, chapter - 1
+
+
+def assign_tier(item: Item, chapter: int | None, policy: NovelPolicy) -> Placement:
+    """The tier of ``item`` when the current chapter is ``chapter``."""
+    kind = item.kind
+    if kind in HOT_KINDS:
+        return Placement("hot", "hot_kind")
+    if kind == "character":
+        return (Placement("hot", "character_in_scene") if item.in_scene
+                else Placement("cold", "character_not_in_scene"))
+    if kind == "relationship_state":
+        return (Placement("hot", "relationship_in_scene_promoted", promoted=True)
+                if item.in_scene else Placement("warm", "relationship_state"))
+    if kind == "summary":
+        window = summary_window(chapter, policy)
+        if window is None or item.chapter is None:
+            return Placement("cold", "summary_without_chapter")
+        if window[0] <= item.chapter <= window[1]:
+            return Placement("warm", "summary_in_window")
+        return Placement("cold", "summary_outside_window")
+    if kind == "foreshadowing":
+        return (Placement("warm", "foreshadowing_active") if item.active
+                else Placement("cold", "foreshadowing_inactive"))
+    if kind in WARM_KINDS:
+        return Placement("warm", "warm_kind")
+    return Placement("cold", "cold_kind")
+
+
+def priority_of(item: Item, chapter: int | None, policy: NovelPolicy, *,
+                emotional_arc: bool) -> int:
+    """The priority of ``item`` (SPEC's table; ``emotional_arc``: a scene plan evolves)."""
+    table = policy.priorities
+    kind = item.kind
+    if kind == "character":
+        return table.character_pov if item.pov else table.character
+    if kind == "emotional_directive":
+        return table.emotional_directive_arc if emotional_arc else table.emotional_directive
+    if kind == "relationship_state":
+        evolving_now = bool(item.evolving) and (item.chapter is None or item.chapter == chapter)
+        return table.relationship_evolving if evolving_now else table.relationship_state
+    if kind == "summary":
+        if chapter is None or item.chapter is None:
+            return table.summary_min
+        return max(table.summary_min, table.summary_base - (chapter - item.chapter))
+    if kind == "foreshadowing":
+        return table.foreshadowing_active if item.active else table.foreshadowing
+    value: int = getattr(table, kind)
+    return value
+
+
+def rank_key(candidate: Candidate, item: Item) -> tuple[int, int, str]:
+    """Priority descending, then put order, then item_id."""
+    return (-(candidate.priority or 0), item.position, item.item_id)
+
+
+def stats_line(tiers: Sequence[TierReport], total_budget: int) -> str:
+    """``Hot: X/15000 tokens (N items) | Warm: X/25000 (N items) | Cold: X/40000 (N items)
+    | Total: X/80000``."""
+    by_tier = {tier.tier: tier for tier in tiers}
+    hot, warm, cold = by_tier["hot"], by_tier["warm"], by_tier["cold"]
+    total = hot.tokens + warm.tokens + cold.tokens
+    return (f"Hot: {hot.tokens}/{hot.budget} tokens ({hot.items} items) | "
+            f"Warm: {warm.tokens}/{warm.budget} ({warm.items} items) | "
+            f"Cold: {cold.tokens}/{cold.budget} ({cold.items} items) | "
+            f"Total: {total}/{total_budget}")
+
+
+class NovelProfile(Profile):
+    """The ``novel`` profile."""
+
+    name: ClassVar[str] = "novel"
+    policy_type: ClassVar[type[Policy]] = NovelPolicy
+    report_type: ClassVar[type[ProfileReport]] = NovelReport
+
+    def request(self, policy: Policy, now: datetime, counter: TokenCounter) -> ViewRequest:
+        """The session's context items (the chapter is always in the view)."""
+        assert isinstance(policy, NovelPolicy)
+        return ViewRequest(now=now, items=True)
+
+    def assemble(self, engine: Engine, view: SessionView, now: datetime,
+                 policy: Policy) -> Assembly:
+        """Tier, rank and fit the items, then lay them out as a sandwich."""
+        assert isinstance(policy, NovelPolicy)
+        chapter = view.chapter
+        window = summary_window(chapter, policy)
+        items = {item.item_id: item for item in view.items}
+        arc = any(item.kind == "scene_plan" and item.evolving for item in view.items)
+        engine.counter.prefetch([policy.separator, *(item.content for item in view.items)])
+
+        placements: dict[str, Placement] = {}
+        first_exemplar = next((item.item_id for item in sorted(
+            (i for i in view.items if i.kind == "exemplar"),
+            key=lambda i: (i.position, i.item_id))), None)
+        by_tier: dict[str, list[Candidate]] = {tier: [] for tier in TIERS}
+        for item in view.items:
+            placed = placements[item.item_id] = assign_tier(item, chapter, policy)
+            priority = priority_of(item, chapter, policy, emotional_arc=arc)
+            section = (placed.tier if placed.tier != "hot"
+                       else SECTION_PREFIX if item.kind == "scene_plan"
+                       or item.item_id == first_exemplar else SECTION_SUFFIX)
+            candidate = engine.candidate(item.item_id, section, item.content,
+                                         tier=placed.tier, priority=priority)
+            detail: dict[str, int | str | bool | None] = {
+                "kind": item.kind, "tier": placed.tier, "tokens": candidate.tokens,
+                "tier_budget": policy.budget(placed.tier), "put_position": item.position}
+            if item.kind == "summary":
+                detail.update({"chapter": item.chapter, "current_chapter": chapter,
+                               "window_start": window[0] if window else None,
+                               "window_end": window[1] if window else None})
+            elif item.kind == "relationship_state":
+                detail.update({"chapter": item.chapter, "current_chapter": chapter,
+                               "evolving": item.evolving, "promoted": placed.promoted})
+            elif item.kind == "emotional_directive":
+                detail["emotional_arc"] = arc
+            engine.include(candidate, placed.reason, **detail)
+            by_tier[placed.tier].append(candidate)
+
+        measure = total_of("tokens")
+        warnings: list[str] = []
+        kept: dict[str, list[Candidate]] = {}
+        tier_reports: list[TierReport] = []
+        for tier in TIERS:
+            ordered = ranked(by_tier[tier], key=lambda c: rank_key(c, items[c.id]))
+            lowest_first = list(reversed(ordered))
+            if tier == "hot":
+                steps = [ShedStep((c,)) for c in lowest_first
+                         if items[c.id].kind == "emotional_directive"]
+                steps += [ShedStep((c,)) for c in lowest_first
+                          if placements[c.id].promoted]
+            else:
+                steps = [ShedStep((c,)) for c in lowest_first]
+            shed = engine.shed_until_fits(ordered, steps, limit=policy.budget(tier),
+                                          unit="tokens", measure=measure,
+                                          reason=f"{tier}_over_budget")
+            kept[tier] = shed.kept
+            if not shed.fits:
+                warnings.append(
+                    f"hot tier is {shed.size} tokens, over its budget of "
+                    f"{policy.budget(tier)}: scene plans, exemplars and characters are "
+                    "never dropped or shortened, so it overshoots")
+            tier_reports.append(TierReport(
+                tier=tier, budget=policy.budget(tier), tokens=shed.size,  # type: ignore[arg-type]
+                items=len(shed.kept), dropped=len(ordered) - len(shed.kept),
+                over_budget=not shed.fits))
+
+        hot = kept["hot"]
+        prefix = [c for c in hot if c.section == SECTION_PREFIX]
+        prefix.sort(key=lambda c: (items[c.id].kind != "scene_plan",))  # stable: rank kept
+        suffix_order = ("exemplar", "anti_exemplar", "emotional_directive", "character",
+                        "relationship_state")
+        suffix = sorted((c for c in hot if c.section == SECTION_SUFFIX),
+                        key=lambda c: suffix_order.index(items[c.id].kind))
+        order = [*prefix, *kept["cold"], *kept["warm"], *suffix]
+        pieces = joined([[c] for c in order], policy.separator)
+        where = {c.id: c.section for c in order}
+
+        rows = [NovelItemRow(
+            item_id=c.id, kind=items[c.id].kind, tier=placements[c.id].tier,  # type: ignore[arg-type]
+            priority=c.priority or 0, tokens=c.tokens,
+            status="included" if c.id in where else "dropped",
+            placement=where.get(c.id), promoted=placements[c.id].promoted)  # type: ignore[arg-type]
+            for tier in TIERS
+            for c in ranked(by_tier[tier], key=lambda c: rank_key(c, items[c.id]))]
+        report = NovelReport(
+            chapter=chapter, scene=view.scene, warm_window=policy.warm_window,
+            window=window, tiers=tier_reports,
+            total_tokens=sum(tier.tokens for tier in tier_reports),
+            total_budget=policy.total_budget, prefix=[c.id for c in prefix],
+            suffix=[c.id for c in suffix], items=rows,
+            stats=stats_line(tier_reports, policy.total_budget))
+        return engine.finish(
+            profile=self.name, policy_version=policy.version, session=view.stream_id,
+            position=view.position, now=now, pieces=pieces, sections=SECTIONS,
+            report=report, warnings=warnings)
+
+    def render(self, assembly: Assembly) -> RenderableType:
+        """Items by tier (rank order) with priority, tokens and placement; the stats line."""
+        from assembler.profiles.novel.view import novel_table
+
+        return novel_table(report_of(assembly, NovelReport))
+
+    def summary_line(self, assembly: Assembly) -> str:
+        """The stats line and the digest."""
+        report = report_of(assembly, NovelReport)
+        return f"novel: {report.stats}, digest {assembly.digest[:16]}"

@@ -38,11 +38,11 @@ def card_view(settings: dict[str, object] | None = None, *, exists: bool = True)
 
 
 def test_registered_profiles() -> None:
-    assert profile_names() == ["card", "session"]
+    assert profile_names() == ["card", "novel", "session"]
 
 
 def test_unknown_profile_lists_the_known_ones() -> None:
-    with pytest.raises(LedgerError, match=r"unknown profile 'poem' \(known: card, session\)"):
+    with pytest.raises(LedgerError, match=r"unknown profile 'poem' \(known: card, novel, session\)"):
         assemble(card_view(), "poem", NOW)
     with pytest.raises(AssemblyError):
         policy_for("poem", {})

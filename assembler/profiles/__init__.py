@@ -26,6 +26,11 @@ def profile_names() -> list[str]:
     return sorted(_PROFILES)
 
 
+def profiles_showing_state() -> list[str]:
+    """Names of the registered profiles with a state section (``Profile.shows_state``)."""
+    return [name for name in profile_names() if _PROFILES[name].shows_state]
+
+
 def get_profile(name: str) -> Profile:
     """The profile called ``name``; an unknown name is a one-line ``AssemblyError``."""
     profile = _PROFILES.get(name)
@@ -35,4 +40,5 @@ def get_profile(name: str) -> Profile:
 
 
 __all__ = ["CardPolicy", "CardProfile", "NovelPolicy", "NovelProfile", "Profile",
-           "SessionPolicy", "SessionProfile", "get_profile", "profile_names"]
+           "SessionPolicy", "SessionProfile", "get_profile", "profile_names",
+           "profiles_showing_state"]

@@ -24,7 +24,7 @@ def assembly_schema() -> dict[str, Any]:
     reports = tuple(get_profile(name).report_type for name in profile_names())
     report_type: Any = reports[0] if len(reports) == 1 else Annotated[
         Union[reports], Field(discriminator="profile")]  # noqa: UP007 (a runtime tuple)
-    exported = create_model(  # type: ignore[call-overload]
+    exported = create_model(
         "Assembly", __base__=Assembly, __doc__=Assembly.__doc__,
         report=(report_type, ...))
     schema: dict[str, Any] = exported.model_json_schema(mode="serialization")

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from projections.agents import SETTING_KEY as AGENT_MANIFESTS, parse_manifests_setting
+from projections.agents import SETTING_KEY as AGENT_MANIFESTS
+from projections.agents import parse_manifests_setting
 from store.errors import EventValidationError, LedgerError
 from store.records import NewEvent
 

@@ -42,7 +42,8 @@ def test_registered_profiles() -> None:
 
 
 def test_unknown_profile_lists_the_known_ones() -> None:
-    with pytest.raises(LedgerError, match=r"unknown profile 'poem' \(known: card, novel, session\)"):
+    with pytest.raises(LedgerError,
+                       match=r"unknown profile 'poem' \(known: card, novel, session\)"):
         assemble(card_view(), "poem", NOW)
     with pytest.raises(AssemblyError):
         policy_for("poem", {})

@@ -39,6 +39,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "card assembly at 1k vs 300 events",
         "session assembly at 600 vs 300 events",
         "session assembly at 1k vs 300 events",
+        "novel assembly at 600 vs 300 events",
+        "novel assembly at 1k vs 300 events",
         "card re-assembly at 1k events, nothing new",
         "card re-assembly at 1k events after one new message",
         "card re-assembly after a retraction, 1k vs 300 events",

@@ -224,7 +224,7 @@ class NovelProfile(Profile):
                     f"{policy.budget(tier)}: scene plans, exemplars and characters are "
                     "never dropped or shortened, so it overshoots")
             tier_reports.append(TierReport(
-                tier=tier, budget=policy.budget(tier), tokens=shed.size,  # type: ignore[arg-type]
+                tier=tier, budget=policy.budget(tier), tokens=shed.size,
                 items=len(shed.kept), dropped=len(ordered) - len(shed.kept),
                 over_budget=not shed.fits))
 
@@ -240,10 +240,10 @@ class NovelProfile(Profile):
         where = {c.id: c.section for c in order}
 
         rows = [NovelItemRow(
-            item_id=c.id, kind=items[c.id].kind, tier=placements[c.id].tier,  # type: ignore[arg-type]
+            item_id=c.id, kind=items[c.id].kind, tier=placements[c.id].tier,
             priority=c.priority or 0, tokens=c.tokens,
             status="included" if c.id in where else "dropped",
-            placement=where.get(c.id), promoted=placements[c.id].promoted)  # type: ignore[arg-type]
+            placement=where.get(c.id), promoted=placements[c.id].promoted)
             for tier in TIERS
             for c in ranked(by_tier[tier], key=lambda c: rank_key(c, items[c.id]))]
         report = NovelReport(

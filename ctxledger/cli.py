@@ -234,7 +234,7 @@ def append(
         except EventValidationError:
             # The append is atomic, so nothing was written. The store names the event by
             # its index in the batch; check line by line to name the input line instead.
-            validate_lines(stream, lines, ledger.log.max_event_bytes)
+            validate_lines(stream, lines, ledger.log.max_event_bytes, ledger.log.check)
             raise
     typer.echo(render.dumps(render.append_record(result)))
 

@@ -75,11 +75,12 @@ def test_empty_agent_is_a_usage_error(cli: Run) -> None:
 def test_invalid_manifest_setting_is_one_error_line_and_writes_nothing(cli: Run) -> None:
     _session(cli)
     result = cli("append", "scope:p", input=_jsonl(
+        {"type": "setting.changed", "data": {"key": "theme", "value": "dark"}},
         {"type": "setting.changed", "data": {"key": "agent_manifests",
                                              "value": {"critic": {"optional": ["nope"]}}}}))
     assert result.exit_code == 1
     lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert len(lines) == 1 and lines[0].startswith("error: line 2: setting.changed: ")
     assert "agent_manifests" in lines[0] and "nope" in lines[0]
     assert len(cli("events").stdout.splitlines()) == 3
 

@@ -315,3 +315,22 @@ def test_novel_through_the_ledger_at_the_warm_window_edge(ledger: Ledger) -> Non
     assert again.decision("s6").section == "warm"
     assert "s7" not in [d.item for d in again.decisions]
     assert again.policy_version.startswith("novel@1+")
+
+
+def test_reassembling_after_one_new_item_counts_only_its_text(sqlite_url: str) -> None:
+    with Ledger.open(sqlite_url) as ledger:
+        ledger.append("book", [{"type": "session.started", "data": {"scope": "b"}},
+                               {"type": "chapter.moved", "data": {"chapter": 4}},
+                               *({"type": "item.put", "data": {
+                                   "item_id": f"w{n}", "kind": "world",
+                                   "content": f"World fact number {n}."}}
+                                 for n in range(20))])
+        first = ledger.assemble("book", "novel", now=NOW)
+        before = ledger.tokenizer_calls()
+        assert ledger.assemble("book", "novel", now=NOW).digest == first.digest
+        assert ledger.tokenizer_calls() == before
+        ledger.append("book", {"type": "item.put", "data": {
+            "item_id": "plan", "kind": "scene_plan", "content": "A brand new scene plan."}})
+        again = ledger.assemble("book", "novel", now=NOW)
+        assert ledger.tokenizer_calls() == before + 1
+        assert again.section("prefix") is not None

@@ -244,3 +244,9 @@ def test_an_invalid_manifest_setting_is_rejected_at_append(ledger: Ledger) -> No
         ledger.log.append("scope:proj", [ev("setting.changed", key="agent_manifests",
                                             value="executor")])
     assert ledger.head() == head
+
+
+def test_manifests_know_every_state_key(ledger: Ledger) -> None:
+    # STATE_KEYS is what manifests are validated against: it must be the state's keys.
+    _session(ledger)
+    assert sorted(ledger.state("s", now=NOW)) == sorted(STATE_KEYS)

@@ -38,7 +38,7 @@ ANY_DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d")
 
 GOLDEN = {
     "card.jsonl": "1ee405e6306dd4c8375a4ac70db1e23df285aac1d43cff6ed37418379cee0825",
-    "novel.jsonl": "6dcab2e9ea61d351af590e373c3391fb5ac0160c790888583655582882272043",
+    "novel.jsonl": "cad0fd12a67eb4525ed339cff9c00a113b4202a5758ff29b57b9d16a297b5df3",
     "session.jsonl": "82a4384f82a4497f1f04f2928eceabdf9e2b2e64c026588d34b9bb86acc07b72",
 }
 """Digests of the example assemblies (``ctxledger demo``), pinned. When one changes on

@@ -14,6 +14,7 @@ import pytest
 from assembler import assemble
 from assembler.model import Assembly
 from assembler.profiles.novel import (
+    TIERS,
     NovelPolicy,
     NovelReport,
     assign_tier,
@@ -108,6 +109,48 @@ def test_without_a_chapter_every_summary_is_cold() -> None:
     assert assign_tier(item("s", "summary", chapter=3), None, policy()).tier == "cold"
 
 
+def test_before_any_chapter_moved_the_current_chapter_is_one() -> None:
+    items = [item("s1", "summary", chapter=1), item("s4", "summary", chapter=4),
+             item("s0", "summary", chapter=0), item("none", "summary"),
+             item("rel", "relationship_state", evolving=True, chapter=1)]
+    assembly = run(items, chapter=None)
+    assert (report(assembly).chapter, report(assembly).moved) == (1, False)
+    assert report(assembly).window == (-4, 0)
+    # chapter >= 1 or no chapter: cold with priority 1.
+    for cold in ("s1", "s4", "none"):
+        assert (assembly.decision(cold).section, assembly.decision(cold).priority) == \
+            ("cold", 1), cold
+    # Chapter 0 is before chapter 1: warm, 8 - (1 - 0).
+    assert (assembly.decision("s0").section, assembly.decision("s0").priority) == ("warm", 7)
+    # Evolving in chapter 1, the current chapter: 8.
+    assert assembly.decision("rel").priority == 8
+
+
+@pytest.mark.parametrize("chapter", [None, 12, 13, 40])
+def test_a_summary_without_chapter_or_not_before_current_is_cold_priority_one(
+        chapter: int | None) -> None:
+    summary = item("s", "summary", chapter=chapter)
+    assert assign_tier(summary, 12, policy()).tier == "cold"
+    assert priority_of(summary, 12, policy(), emotional_arc=False) == 1
+
+
+def test_the_latest_scene_plan_is_the_scene_plan_the_others_are_cold() -> None:
+    items = [item("plan-b", "scene_plan", evolving=True, position=1),
+             item("plan-a", "scene_plan", evolving=False, position=3),
+             item("ex", "exemplar", position=4), item("ed", "emotional_directive", position=5)]
+    assembly = run(items)
+    assert report(assembly).prefix == ["plan-a", "ex"]
+    old = assembly.decision("plan-b")
+    assert (old.section, old.reason, old.priority) == ("cold", "scene_plan_superseded", 10)
+    # The emotional arc is the scene plan's: the latest one does not evolve.
+    assert assembly.decision("ed").priority == 6
+    # Put again later, the older one becomes the scene plan.
+    again = run([*items[1:], item("plan-b", "scene_plan", evolving=True, position=6)])
+    assert report(again).prefix == ["plan-b", "ex"]
+    assert again.decision("plan-a").section == "cold"
+    assert again.decision("ed").priority == 9
+
+
 def test_promoted_relationship_is_marked() -> None:
     placed = assign_tier(item("r", "relationship_state", in_scene=True), 12, policy())
     assert placed.promoted and placed.reason == "relationship_in_scene_promoted"
@@ -175,21 +218,22 @@ def test_hot_over_budget_drops_emotional_directives_lowest_first_then_promoted()
         item("ed-b", "emotional_directive", 10),
         item("rel", "relationship_state", 10, in_scene=True, evolving=True),
     ]
-    # 60 protected + 30 droppable; 80 fits after dropping one directive (the later put).
-    assembly = run(items, hot_budget=80)
+    # 60 protected + 30 droppable, plus one separator token before each item but the
+    # first: 84 fits after dropping one directive (the later put).
+    assembly = run(items, hot_budget=84)
     assert assembly.decision("ed-b").action == "dropped"
     assert assembly.decision("ed-b").reason == "hot_over_budget"
     assert assembly.decision("ed-a").action == "included"
     assert assembly.decision("rel").action == "included"
-    # 70: both directives go before the promoted relationship state.
-    assembly = run(items, hot_budget=70)
+    # 73: both directives go before the promoted relationship state.
+    assembly = run(items, hot_budget=73)
     assert [assembly.decision(i).action for i in ("ed-a", "ed-b", "rel")] == \
         ["dropped", "dropped", "included"]
-    # 60: then the promoted relationship state.
-    assembly = run(items, hot_budget=60)
+    # 62: then the promoted relationship state.
+    assembly = run(items, hot_budget=62)
     assert assembly.decision("rel").action == "dropped"
     assert not assembly.warnings
-    assert report(assembly).tiers[0].tokens == 60
+    assert report(assembly).tiers[0].tokens == 62 == assembly.tokens.tiers["hot"]
 
 
 def test_hot_overshoots_with_a_warning_and_never_touches_protected_items() -> None:
@@ -200,7 +244,8 @@ def test_hot_overshoots_with_a_warning_and_never_touches_protected_items() -> No
              *characters, item("ed", "emotional_directive", 50)]
     assembly = run(items, hot_budget=3000)
     hot = report(assembly).tiers[0]
-    assert hot.over_budget and hot.tokens == 400 + 750 + 100 + 3000
+    # 10 items kept, the prefix opens the prompt: 9 separators of 1 token.
+    assert hot.over_budget and hot.tokens == 400 + 750 + 100 + 3000 + 9
     assert assembly.decision("ed").action == "dropped"
     for protected in ("plan", "ex1", "ex2", "anti", *(c.item_id for c in characters)):
         decision = assembly.decision(protected)
@@ -225,7 +270,9 @@ def test_warm_and_cold_drop_the_lowest_priority_first() -> None:
              item("s11", "summary", 30, chapter=11), item("s7", "summary", 30, chapter=7),
              item("world", "world", 30), item("act", "act_summary", 30),
              item("old", "summary", 30, chapter=2)]
-    assembly = run(items, warm_budget=90, cold_budget=30)
+    # No prefix, so cold opens the prompt: its first item has no separator before it;
+    # each warm item has one (1 token).
+    assembly = run(items, warm_budget=93, cold_budget=30)
     # warm by priority: fs 7 (put first), s11 7, plot 6, style 5, s7 3: the top three stay.
     assert [i.id for i in assembly.section("warm").items] == ["fs", "s11", "plot"]  # type: ignore[union-attr]
     assert [assembly.decision(i).action for i in ("style", "s7")] == ["dropped"] * 2
@@ -233,8 +280,66 @@ def test_warm_and_cold_drop_the_lowest_priority_first() -> None:
     assert [i.id for i in assembly.section("cold").items] == ["world"]  # type: ignore[union-attr]
     assert assembly.decision("old").reason == "cold_over_budget"
     tiers = {tier.tier: tier for tier in report(assembly).tiers}
-    assert (tiers["warm"].tokens, tiers["warm"].dropped) == (90, 2)
+    assert (tiers["warm"].tokens, tiers["warm"].dropped) == (93, 2)
+    assert tiers["warm"].framing_tokens == 3
     assert (tiers["cold"].tokens, tiers["cold"].dropped) == (30, 2)
+
+
+def test_equal_priorities_drop_the_latest_put_first() -> None:
+    items = [item("w-early", "world", 10, position=1), item("w-late", "world", 10, position=3),
+             item("w-mid", "world", 10, position=2)]
+    # Cold opens the prompt: 10 + 1 + 10 = 21 keeps two of the three.
+    assembly = run(items, cold_budget=21)
+    assert [i.id for i in assembly.section("cold").items] == ["w-early", "w-mid"]  # type: ignore[union-attr]
+    assert assembly.decision("w-late").action == "dropped"
+
+
+@pytest.mark.parametrize("tier", ["warm", "cold"])
+def test_dropping_keeps_the_longest_priority_prefix_and_never_skips(tier: str) -> None:
+    if tier == "warm":
+        items = [item("top", "foreshadowing", 30, active=True), item("big", "plot", 50),
+                 item("small", "style", 5)]
+    else:
+        items = [item("top", "world", 30), item("big", "act_summary", 50),
+                 item("small", "summary", 5, chapter=1)]
+    # Alone in the prompt: top (30) + small (5) + a separator would fit 40, but big
+    # ranks between them and does not fit, so small goes too.
+    assembly = run(items, **{f"{tier}_budget": 40})
+    assert [d.item for d in assembly.decisions if d.action == "included"] == ["top"]
+    assert [assembly.decision(i).action for i in ("big", "small")] == ["dropped"] * 2
+    assert report(assembly).tiers[TIERS.index(tier)].tokens == 30
+
+
+def test_anti_exemplars_are_never_dropped_in_hot() -> None:
+    items = [item("plan", "scene_plan", 20), item("anti-1", "anti_exemplar", 20),
+             item("anti-2", "anti_exemplar", 20), item("ed", "emotional_directive", 5)]
+    assembly = run(items, hot_budget=10)
+    assert [assembly.decision(i).action for i in ("plan", "anti-1", "anti-2", "ed")] == \
+        ["included", "included", "included", "dropped"]
+    assert report(assembly).tiers[0].over_budget and assembly.warnings
+
+
+@pytest.mark.parametrize("with_prefix", [True, False])
+def test_tier_totals_include_their_framing_and_add_up_to_the_total(
+        with_prefix: bool) -> None:
+    items = [item("ex", "exemplar", 8), item("char", "character", 9, in_scene=True),
+             item("rel", "relationship_state", 4, in_scene=True),
+             item("plot", "plot", 5), item("style", "style", 3), item("world", "world", 7),
+             item("fs", "foreshadowing", 2)]
+    if with_prefix:
+        items.append(item("plan", "scene_plan", 12))
+    assembly = run(items)
+    tiers = {tier.tier: tier for tier in report(assembly).tiers}
+    assert {name: tier.tokens for name, tier in tiers.items()} == assembly.tokens.tiers
+    assert sum(tier.tokens for tier in tiers.values()) == assembly.tokens.total
+    assert assembly.tokens.framing == 0
+    assert report(assembly).stats.endswith(f"Total: {assembly.tokens.total}/80000")
+    # One separator (1 token) between every two items; each tier holds its own.
+    laid_out = kept(assembly)
+    assert sum(t.framing_tokens for t in tiers.values()) == len(laid_out) - 1
+    for tier in tiers.values():
+        assert tier.tokens == tier.item_tokens + tier.framing_tokens
+    assert assembly.text.count("\n\n") == len(laid_out) - 1
 
 
 def test_budgets_are_settings() -> None:
@@ -254,10 +359,11 @@ def test_sandwich_order_prefix_cold_warm_suffix() -> None:
              item("rel", "relationship_state", in_scene=True)]
     assembly = run(items)
     assert [s.name for s in assembly.sections] == ["prefix", "cold", "warm", "suffix"]
+    # The promoted relationship state goes in the suffix, before the characters.
     assert kept(assembly) == ["plan", "ex1", "world", "plot", "ex2", "ex3", "anti", "ed",
-                              "char", "rel"]
+                              "rel", "char"]
     assert report(assembly).prefix == ["plan", "ex1"]
-    assert report(assembly).suffix == ["ex2", "ex3", "anti", "ed", "char", "rel"]
+    assert report(assembly).suffix == ["ex2", "ex3", "anti", "ed", "rel", "char"]
     assert assembly.text.split("\n\n") == [it.content for it in sorted(
         items, key=lambda it: kept(assembly).index(it.item_id))]
 
@@ -271,11 +377,13 @@ def test_stats_line_and_tier_tokens() -> None:
     items = [item("plan", "scene_plan", 12), item("ex", "exemplar", 8),
              item("plot", "plot", 5), item("world", "world", 7)]
     assembly = run(items)
+    # Tier totals include the separator before each item but the first (1 token each).
     assert report(assembly).stats == (
-        "Hot: 20/15000 tokens (2 items) | Warm: 5/25000 (1 items) | "
-        "Cold: 7/40000 (1 items) | Total: 32/80000")
-    assert assembly.tokens.tiers == {"hot": 20, "cold": 7, "warm": 5}
-    assert assembly.tokens.total == 32 + assembly.tokens.framing
+        "Hot: 21/15000 tokens (2 items) | Warm: 6/25000 (1 items) | "
+        "Cold: 8/40000 (1 items) | Total: 35/80000")
+    assert assembly.tokens.tiers == {"hot": 21, "cold": 8, "warm": 6}
+    # The stats line adds up to the assembly's total: no framing outside the tiers.
+    assert assembly.tokens.framing == 0 and assembly.tokens.total == 35
 
 
 def test_empty_session_assembles_to_nothing() -> None:
@@ -334,3 +442,54 @@ def test_reassembling_after_one_new_item_counts_only_its_text(sqlite_url: str) -
         again = ledger.assemble("book", "novel", now=NOW)
         assert ledger.tokenizer_calls() == before + 1
         assert again.section("prefix") is not None
+
+
+def _prose(label: str, sentences: int) -> str:
+    """Distinct prose; the real counter gives roughly 12 tokens a sentence."""
+    return " ".join(f"{label} walks the causeway at low water, sentence {n}, and counts "
+                    "the bells." for n in range(sentences))
+
+
+def test_every_tier_over_budget_with_real_tokens(ledger: Ledger) -> None:
+    """Synthetic book: 6 in-scene characters of about 2,000 tokens put hot over 15000;
+    plot items over warm's 25000; world items over cold's 40000 (cl100k_base)."""
+    puts: list[dict[str, Any]] = [
+        {"item_id": "plan", "kind": "scene_plan", "content": _prose("Plan", 100),
+         "evolving": True},
+        {"item_id": "ex-1", "kind": "exemplar", "content": _prose("Exemplar", 80)},
+        {"item_id": "anti", "kind": "anti_exemplar", "content": _prose("Anti", 40)},
+        *({"item_id": f"char-{n}", "kind": "character", "in_scene": True,
+           "pov": n == 0, "content": _prose(f"Character {n}", 170)} for n in range(6)),
+        *({"item_id": f"ed-{n}", "kind": "emotional_directive",
+           "content": _prose(f"Directive {n}", 20)} for n in range(3)),
+        *({"item_id": f"plot-{n:02d}", "kind": "plot", "content": _prose(f"Plot {n}", 170)}
+          for n in range(14)),
+        *({"item_id": f"world-{n:02d}", "kind": "world",
+           "content": _prose(f"World {n}", 170)} for n in range(22)),
+    ]
+    ledger.append("book", [{"type": "session.started", "data": {"scope": "b"}},
+                           {"type": "chapter.moved", "data": {"chapter": 3}},
+                           *({"type": "item.put", "data": put} for put in puts)])
+    assembly = ledger.assemble("book", "novel", now=NOW)
+    tiers = {tier.tier: tier for tier in report(assembly).tiers}
+    # Hot: every directive goes, then it still overshoots; nothing protected is touched.
+    assert tiers["hot"].over_budget and tiers["hot"].tokens > 15000
+    assert all(assembly.decision(f"ed-{n}").action == "dropped" for n in range(3))
+    assert any("overshoots" in warning for warning in assembly.warnings)
+    for kept_id in ("plan", "ex-1", "anti", *(f"char-{n}" for n in range(6))):
+        assert assembly.decision(kept_id).action == "included", kept_id
+    separator = 1  # "\n\n" is one cl100k_base token
+    for tier, prefix, budget in (("warm", "plot", 25000), ("cold", "world", 40000)):
+        decisions = [d for d in assembly.decisions if d.item.startswith(prefix)]
+        actions = [d.action for d in decisions]
+        first_dropped = actions.index("dropped")
+        # The longest prefix (put order here: equal priorities) that fits, then nothing.
+        assert set(actions[first_dropped:]) == {"dropped"} and first_dropped > 0
+        tokens = [int(d.detail["tokens"]) for d in decisions]  # type: ignore[arg-type]
+        kept_size = sum(tokens[:first_dropped]) + separator * first_dropped
+        assert tiers[tier].tokens == kept_size <= budget
+        assert kept_size + tokens[first_dropped] + separator > budget
+        assert not tiers[tier].over_budget
+    assert not any(d.action == "truncated" for d in assembly.decisions)
+    assert sum(t.tokens for t in tiers.values()) == assembly.tokens.total
+    assert report(assembly).stats.endswith(f"Total: {assembly.tokens.total}/80000")

@@ -3,26 +3,32 @@
 Rules (SPEC §3 "Profile novel"):
 
 - Items are the session's ``item.put`` items; the current chapter is the last
-  ``chapter.moved``.
+  ``chapter.moved``, and 1 before any (issue #9).
 - Tiers: hot = exemplar, anti_exemplar, scene_plan, emotional_directive, characters in the
   scene, relationship states in the scene (*promoted*); warm = summaries inside the window
   ``current − warm_window <= chapter < current``, other relationship states, active
   foreshadowing, plot, style; cold = everything else (world, act_summary, summaries
-  outside the window or without a chapter, inactive foreshadowing, characters not in the
-  scene).
+  outside the window, inactive foreshadowing, characters not in the scene). A summary
+  with no chapter, or with chapter >= current, is cold with priority 1. With several
+  scene plans the latest put is the scene plan; the others are cold.
 - Priorities come from the policy's table; within a tier items rank by priority
-  descending, then put order, then item_id (a total order).
+  descending, then put order, then item_id (a total order). Dropping goes from the end
+  of that order, so equal priorities drop the latest put first and what stays is the
+  longest prefix that fits (an item is never skipped to keep a later one).
 - Budgets per tier (15000/25000/40000 tokens). Hot over budget: emotional directives go
   first (lowest priority first), then promoted relationship states; scene plans,
   exemplars, anti-exemplars and characters are never dropped: if still over, everything
-  stays, the tier overshoots and the assembly warns. Warm and cold over budget: the
-  lowest priority goes first. Nothing is ever shortened, characters least of all.
-- Sandwich: prefix = the scene plan(s), then the first exemplar; suffix = the remaining
-  exemplars, then anti-exemplars, then emotional directives, then characters. SPEC puts
-  promoted relationship states in hot but names no place for them in the sandwich; they
-  close the suffix (hot material next to the generation point, after the characters they
-  relate). Prompt order: prefix, cold, warm, suffix. With two or more exemplars one is
-  in the prefix and the others in the suffix.
+  stays, the tier overshoots and the assembly warns. Anti-exemplars are never dropped
+  in hot either. Warm and cold over budget: the lowest priority goes first. Nothing is
+  ever shortened, characters least of all.
+- Sandwich: prefix = the scene plan, then the first exemplar; suffix = the remaining
+  exemplars, then anti-exemplars, then emotional directives, then promoted relationship
+  states, then characters (issue #9: in the suffix, before the characters). Prompt
+  order: prefix, cold, warm, suffix. With two or more exemplars one is in the prefix and
+  the others in the suffix.
+- Framing: the separator before an item belongs to that item's section (so to its
+  tier); tier totals include it, tier budgets are checked with it, and the stats line
+  adds up to the assembly's total.
 - The stats line: ``Hot: X/15000 tokens (N items) | Warm: X/25000 (N items) | Cold:
   X/40000 (N items) | Total: X/80000``.
 """
@@ -37,11 +43,12 @@ from typing import TYPE_CHECKING, ClassVar
 from assembler.engine import (
     Candidate,
     Engine,
+    Frame,
+    Measure,
+    Piece,
     SectionLayout,
     ShedStep,
-    joined,
     ranked,
-    total_of,
 )
 from assembler.model import Assembly
 from assembler.policy import Policy
@@ -67,6 +74,10 @@ SECTIONS: tuple[SectionLayout, ...] = (
 HOT_KINDS = frozenset({"exemplar", "anti_exemplar", "scene_plan", "emotional_directive"})
 NEVER_DROPPED = frozenset({"scene_plan", "exemplar", "anti_exemplar", "character"})
 WARM_KINDS = frozenset({"plot", "style"})
+SUFFIX_ORDER = ("exemplar", "anti_exemplar", "emotional_directive", "relationship_state",
+                "character")
+"""The suffix: remaining exemplars, anti-exemplars, emotional directives, promoted
+relationship states (before the characters, issue #9), characters."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +89,44 @@ class Placement:
     promoted: bool = False
 
 
-def summary_window(chapter: int | None, policy: NovelPolicy) -> tuple[int, int] | None:
-    """Chapters ``(first, last)`` whose summaries are warm (None without a chapter)."""
-    if chapter is None:
+FIRST_CHAPTER = 1
+"""The current chapter before any ``chapter.moved``."""
+
+
+def current_chapter(chapter: int | None) -> int:
+    """The current chapter: the last ``chapter.moved``, or 1 before any."""
+    return FIRST_CHAPTER if chapter is None else chapter
+
+
+def summary_window(chapter: int | None, policy: NovelPolicy) -> tuple[int, int]:
+    """Chapters ``(first, last)`` whose summaries are warm."""
+    current = current_chapter(chapter)
+    return current - policy.warm_window, current - 1
+
+
+def summary_is_ahead(item: Item, chapter: int | None) -> bool:
+    """A summary with no chapter, or with chapter >= current: cold with priority 1."""
+    return item.chapter is None or item.chapter >= current_chapter(chapter)
+
+
+def latest_scene_plan(items: Sequence[Item]) -> str | None:
+    """The item_id of the scene plan: the latest put (ties by item_id)."""
+    plans = [item for item in items if item.kind == "scene_plan"]
+    if not plans:
         return None
-    return chapter - policy.warm_window, chapter - 1
+    return ranked(plans, key=lambda i: (-i.position, i.item_id))[0].item_id
 
 
-def assign_tier(item: Item, chapter: int | None, policy: NovelPolicy) -> Placement:
-    """The tier of ``item`` when the current chapter is ``chapter``."""
+def assign_tier(item: Item, chapter: int | None, policy: NovelPolicy, *,
+                scene_plan: str | None = None) -> Placement:
+    """The tier of ``item`` when the current chapter is ``chapter`` (None: 1).
+
+    ``scene_plan`` is the id of the session's scene plan (``latest_scene_plan``); any
+    other scene plan is cold. None treats a scene plan as the scene plan.
+    """
     kind = item.kind
+    if kind == "scene_plan" and scene_plan is not None and item.item_id != scene_plan:
+        return Placement("cold", "scene_plan_superseded")
     if kind in HOT_KINDS:
         return Placement("hot", "hot_kind")
     if kind == "character":
@@ -98,8 +137,10 @@ def assign_tier(item: Item, chapter: int | None, policy: NovelPolicy) -> Placeme
                 if item.in_scene else Placement("warm", "relationship_state"))
     if kind == "summary":
         window = summary_window(chapter, policy)
-        if window is None or item.chapter is None:
+        if item.chapter is None:
             return Placement("cold", "summary_without_chapter")
+        if summary_is_ahead(item, chapter):
+            return Placement("cold", "summary_not_before_current")
         if window[0] <= item.chapter <= window[1]:
             return Placement("warm", "summary_in_window")
         return Placement("cold", "summary_outside_window")
@@ -113,9 +154,13 @@ def assign_tier(item: Item, chapter: int | None, policy: NovelPolicy) -> Placeme
 
 def priority_of(item: Item, chapter: int | None, policy: NovelPolicy, *,
                 emotional_arc: bool) -> int:
-    """The priority of ``item`` (SPEC's table; ``emotional_arc``: a scene plan evolves)."""
+    """The priority of ``item`` (SPEC's table; ``emotional_arc``: the scene plan evolves).
+
+    ``chapter`` None is chapter 1 (before any ``chapter.moved``).
+    """
     table = policy.priorities
     kind = item.kind
+    chapter = current_chapter(chapter)
     if kind == "character":
         return table.character_pov if item.pov else table.character
     if kind == "emotional_directive":
@@ -124,7 +169,7 @@ def priority_of(item: Item, chapter: int | None, policy: NovelPolicy, *,
         evolving_now = bool(item.evolving) and (item.chapter is None or item.chapter == chapter)
         return table.relationship_evolving if evolving_now else table.relationship_state
     if kind == "summary":
-        if chapter is None or item.chapter is None:
+        if item.chapter is None or summary_is_ahead(item, chapter):
             return table.summary_min
         return max(table.summary_min, table.summary_base - (chapter - item.chapter))
     if kind == "foreshadowing":
@@ -136,6 +181,15 @@ def priority_of(item: Item, chapter: int | None, policy: NovelPolicy, *,
 def rank_key(candidate: Candidate, item: Item) -> tuple[int, int, str]:
     """Priority descending, then put order, then item_id."""
     return (-(candidate.priority or 0), item.position, item.item_id)
+
+
+def framed_total(separator_tokens: int, *, leads: bool) -> Measure:
+    """A tier's size: its items plus one separator before each, except the item that
+    opens the prompt (when the tier ``leads``)."""
+    def measure(kept: Sequence[Candidate]) -> int:
+        separators = max(len(kept) - 1, 0) if leads else len(kept)
+        return sum(c.tokens for c in kept) + separators * separator_tokens
+    return measure
 
 
 def stats_line(tiers: Sequence[TierReport], total_budget: int) -> str:
@@ -166,11 +220,13 @@ class NovelProfile(Profile):
                  policy: Policy) -> Assembly:
         """Tier, rank and fit the items, then lay them out as a sandwich."""
         assert isinstance(policy, NovelPolicy)
-        chapter = view.chapter
+        chapter = current_chapter(view.chapter)
         window = summary_window(chapter, policy)
         items = {item.item_id: item for item in view.items}
-        arc = any(item.kind == "scene_plan" and item.evolving for item in view.items)
+        plan = latest_scene_plan(view.items)
+        arc = plan is not None and bool(items[plan].evolving)
         engine.counter.prefetch([policy.separator, *(item.content for item in view.items)])
+        separator_tokens = engine.counter.count(policy.separator)
 
         placements: dict[str, Placement] = {}
         first_exemplar = next((item.item_id for item in sorted(
@@ -178,7 +234,8 @@ class NovelProfile(Profile):
             key=lambda i: (i.position, i.item_id))), None)
         by_tier: dict[str, list[Candidate]] = {tier: [] for tier in TIERS}
         for item in view.items:
-            placed = placements[item.item_id] = assign_tier(item, chapter, policy)
+            placed = placements[item.item_id] = assign_tier(item, chapter, policy,
+                                                            scene_plan=plan)
             priority = priority_of(item, chapter, policy, emotional_arc=arc)
             section = (placed.tier if placed.tier != "hot"
                        else SECTION_PREFIX if item.kind == "scene_plan"
@@ -190,23 +247,32 @@ class NovelProfile(Profile):
                 "tier_budget": policy.budget(placed.tier), "put_position": item.position}
             if item.kind == "summary":
                 detail.update({"chapter": item.chapter, "current_chapter": chapter,
-                               "window_start": window[0] if window else None,
-                               "window_end": window[1] if window else None})
+                               "window_start": window[0], "window_end": window[1]})
             elif item.kind == "relationship_state":
                 detail.update({"chapter": item.chapter, "current_chapter": chapter,
                                "evolving": item.evolving, "promoted": placed.promoted})
             elif item.kind == "emotional_directive":
                 detail["emotional_arc"] = arc
+            elif item.kind == "scene_plan":
+                detail["scene_plan"] = plan
             engine.include(candidate, placed.reason, **detail)
             by_tier[placed.tier].append(candidate)
 
-        measure = total_of("tokens")
+        ordered = {tier: ranked(by_tier[tier], key=lambda c: rank_key(c, items[c.id]))
+                   for tier in TIERS}
+        # The prefix (scene plan, first exemplar) is never dropped, so whether it opens
+        # the prompt is known before any budget is checked.
+        hot_leads = any(c.section == SECTION_PREFIX for c in by_tier["hot"])
         warnings: list[str] = []
         kept: dict[str, list[Candidate]] = {}
-        tier_reports: list[TierReport] = []
-        for tier in TIERS:
-            ordered = ranked(by_tier[tier], key=lambda c: rank_key(c, items[c.id]))
-            lowest_first = list(reversed(ordered))
+        reports: dict[str, TierReport] = {}
+        # Prompt order is prefix, cold, warm, suffix: the tier that opens the prompt has
+        # no separator before its first item, so cold and warm are fitted before hot.
+        for tier in ("cold", "warm", "hot"):
+            leads = (hot_leads if tier == "hot" and hot_leads
+                     else not hot_leads and not any(kept.get(t) for t in ("cold", "warm")))
+            measure = framed_total(separator_tokens, leads=leads)
+            lowest_first = list(reversed(ordered[tier]))
             if tier == "hot":
                 steps = [ShedStep((c,)) for c in lowest_first
                          if items[c.id].kind == "emotional_directive"]
@@ -214,29 +280,35 @@ class NovelProfile(Profile):
                           if placements[c.id].promoted]
             else:
                 steps = [ShedStep((c,)) for c in lowest_first]
-            shed = engine.shed_until_fits(ordered, steps, limit=policy.budget(tier),
+            shed = engine.shed_until_fits(ordered[tier], steps, limit=policy.budget(tier),
                                           unit="tokens", measure=measure,
                                           reason=f"{tier}_over_budget")
             kept[tier] = shed.kept
             if not shed.fits:
                 warnings.append(
                     f"hot tier is {shed.size} tokens, over its budget of "
-                    f"{policy.budget(tier)}: scene plans, exemplars and characters are "
-                    "never dropped or shortened, so it overshoots")
-            tier_reports.append(TierReport(
+                    f"{policy.budget(tier)}: scene plans, exemplars, anti-exemplars and "
+                    "characters are never dropped or shortened, so it overshoots")
+            item_tokens = sum(c.tokens for c in shed.kept)
+            reports[tier] = TierReport(
                 tier=tier, budget=policy.budget(tier), tokens=shed.size,
-                items=len(shed.kept), dropped=len(ordered) - len(shed.kept),
-                over_budget=not shed.fits))
+                item_tokens=item_tokens, framing_tokens=shed.size - item_tokens,
+                items=len(shed.kept), dropped=len(ordered[tier]) - len(shed.kept),
+                over_budget=not shed.fits)
+        tier_reports = [reports[tier] for tier in TIERS]
 
         hot = kept["hot"]
         prefix = [c for c in hot if c.section == SECTION_PREFIX]
         prefix.sort(key=lambda c: (items[c.id].kind != "scene_plan",))  # stable: rank kept
-        suffix_order = ("exemplar", "anti_exemplar", "emotional_directive", "character",
-                        "relationship_state")
         suffix = sorted((c for c in hot if c.section == SECTION_SUFFIX),
-                        key=lambda c: suffix_order.index(items[c.id].kind))
+                        key=lambda c: SUFFIX_ORDER.index(items[c.id].kind))
         order = [*prefix, *kept["cold"], *kept["warm"], *suffix]
-        pieces = joined([[c] for c in order], policy.separator)
+        pieces: list[Piece] = []
+        for candidate in order:
+            if pieces:
+                # The separator belongs to the section of the item it introduces.
+                pieces.append(Frame(policy.separator, candidate.section))
+            pieces.append(candidate)
         where = {c.id: c.section for c in order}
 
         rows = [NovelItemRow(
@@ -244,11 +316,10 @@ class NovelProfile(Profile):
             priority=c.priority or 0, tokens=c.tokens,
             status="included" if c.id in where else "dropped",
             placement=where.get(c.id), promoted=placements[c.id].promoted)
-            for tier in TIERS
-            for c in ranked(by_tier[tier], key=lambda c: rank_key(c, items[c.id]))]
+            for tier in TIERS for c in ordered[tier]]
         report = NovelReport(
-            chapter=chapter, scene=view.scene, warm_window=policy.warm_window,
-            window=window, tiers=tier_reports,
+            chapter=chapter, moved=view.chapter is not None, scene=view.scene,
+            warm_window=policy.warm_window, window=window, tiers=tier_reports,
             total_tokens=sum(tier.tokens for tier in tier_reports),
             total_budget=policy.total_budget, prefix=[c.id for c in prefix],
             suffix=[c.id for c in suffix], items=rows,

@@ -37,7 +37,13 @@ class TierReport(_Frozen):
     tier: Tier
     budget: int
     tokens: int
-    """Tokens of the included items (framing between items is not in any tier)."""
+    """The tier's total: its included items plus their framing (the separator before
+    each item belongs to that item's tier), so the tiers add up to the assembly's total
+    and this equals ``tokens.tiers[tier]`` of the assembly."""
+    item_tokens: int
+    """Tokens of the included items alone."""
+    framing_tokens: int
+    """Tokens of the separators that introduce the tier's items."""
     items: int
     dropped: int
     over_budget: bool
@@ -48,20 +54,23 @@ class NovelReport(ProfileReport):
     """The ``novel`` profile's breakdown."""
 
     profile: Literal["novel"] = "novel"
-    chapter: int | None
+    chapter: int
+    """The current chapter: the last ``chapter.moved``, or 1 before any."""
+    moved: bool
+    """Whether any ``chapter.moved`` set the chapter."""
     scene: str | None
     warm_window: int
-    window: tuple[int, int] | None
-    """Chapters ``(first, last)`` whose summaries are warm; None without a chapter."""
+    window: tuple[int, int]
+    """Chapters ``(first, last)`` whose summaries are warm."""
     tiers: list[TierReport]
     """hot, warm, cold."""
     total_tokens: int
     total_budget: int
     prefix: list[str]
-    """Item ids of the sandwich's prefix: the scene plan(s), then the first exemplar."""
+    """Item ids of the sandwich's prefix: the scene plan, then the first exemplar."""
     suffix: list[str]
     """Item ids of the suffix: remaining exemplars and anti-exemplars, emotional
-    directives, characters, then promoted relationship states."""
+    directives, promoted relationship states, then characters."""
     items: list[NovelItemRow]
     stats: str
     """``Hot: X/15000 tokens (N items) | Warm: X/25000 (N items) | Cold: X/40000 (N items) |

@@ -5,9 +5,11 @@ A manifest is data: ``{fields, optional, exclude}`` naming state keys. The effec
 manifests are ``DEFAULT_MANIFESTS`` overlaid by the setting ``agent_manifests`` (an object
 ``{agent: manifest}``; a manifest replaces that agent's default, ``null`` removes it).
 Scoping keeps ``fields`` plus the ``optional`` keys that are not null, and adds ``_agent``
-and ``_savings {original_keys, scoped_keys, reduction_pct}``; an unknown agent gets the
-full state. ``exclude`` documents what an agent must not see: it may not overlap
-``fields`` or ``optional``, which is checked with every manifest.
+and ``_savings {original_keys, scoped_keys, reduction_pct}`` (one decimal); an unknown
+agent gets the full state plus ``_agent`` and a ``_warning``. ``exclude`` names what an
+agent must not see and wins over the other two lists; a manifest whose lists overlap, or
+that names a key the state never has, is rejected (one line), and the setting is
+checked when it is appended (``projections.setting_values``).
 
 Scoping is a filter on the state, not an assembler profile: it decides nothing about
 budgets. A profile that shows state applies the same filter to its state section.
@@ -16,6 +18,7 @@ budgets. A profile that shows state applies the same filter to its state section
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -125,20 +128,40 @@ def manifests_from_settings(settings: Mapping[str, Any]) -> dict[str, AgentManif
     return {agent: manifests[agent] for agent in sorted(manifests)}
 
 
+WARNING_KEY = "_warning"
+"""The field that tells an agent without a manifest it was given the full state."""
+
+
+def reduction_pct(original: int, kept: int) -> float:
+    """How much smaller ``kept`` is than ``original``, in percent with one decimal (half
+    up, in exact decimal arithmetic so no float noise decides a rounding)."""
+    if not original:
+        return 0.0
+    exact = Decimal(100 * (original - kept)) / Decimal(original)
+    return float(exact.quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+
+
 def scope_state(state: Mapping[str, Any], agent: str,
                 manifests: Mapping[str, AgentManifest]) -> dict[str, Any]:
-    """``state`` filtered through ``agent``'s manifest, with ``_agent`` and ``_savings``;
-    the full state (a copy) when the agent has no manifest."""
+    """``state`` filtered through ``agent``'s manifest, with ``_agent`` and ``_savings``
+    (counting the state's own keys, not these two); ``exclude`` wins over ``fields`` and
+    ``optional``. An agent without a manifest gets the full state plus ``_agent`` and
+    a ``_warning``."""
     manifest = manifests.get(agent)
     if manifest is None:
-        return dict(state)
-    scoped = {key: state[key] for key in manifest.fields if key in state}
+        known = ", ".join(manifests) or "none"
+        return {key: value for key, value in sorted({
+            **state, "_agent": agent,
+            WARNING_KEY: f"no manifest for agent {agent!r}: the full state is given "
+                         f"(agents with a manifest: {known})"}.items())}
+    # Validated manifests never overlap; if one built in code does, exclude wins.
+    excluded = set(manifest.exclude)
+    scoped = {key: state[key] for key in manifest.fields
+              if key in state and key not in excluded}
     scoped.update({key: state[key] for key in manifest.optional
-                   if state.get(key) is not None})
+                   if state.get(key) is not None and key not in excluded})
     original, kept = len(state), len(scoped)
-    # Integer percent, rounded half up (no float formatting in the output).
-    reduction = (200 * (original - kept) + original) // (2 * original) if original else 0
     scoped["_agent"] = agent
     scoped["_savings"] = {"original_keys": original, "scoped_keys": kept,
-                          "reduction_pct": reduction}
+                          "reduction_pct": reduction_pct(original, kept)}
     return {key: scoped[key] for key in sorted(scoped)}

@@ -64,7 +64,11 @@ def test_state_with_an_agent(cli: Run, sqlite_url: str) -> None:
     text = cli("state", "s1", "--agent", "verifier", "--format", "text")
     assert text.exit_code == 0 and "_savings" in text.stdout
     unknown = cli("state", "s1", "--agent", "stranger")
-    assert "_agent" not in json.loads(unknown.stdout)
+    assert unknown.exit_code == 0, unknown.stderr
+    stranger = json.loads(unknown.stdout)
+    assert stranger["_agent"] == "stranger" and "no manifest" in stranger["_warning"]
+    assert "_savings" not in stranger and "messages" in stranger
+    assert isinstance(found["_savings"]["reduction_pct"], float)
 
 
 def test_empty_agent_is_a_usage_error(cli: Run) -> None:

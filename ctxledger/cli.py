@@ -307,7 +307,8 @@ def state(
     agent: Annotated[str | None, typer.Option(
         "--agent", metavar="A",
         help="Scope the state to agent type A's manifest (defaults plus the setting"
-             " agent_manifests); an agent without one gets the full state.")] = None,
+             " agent_manifests); an agent without one gets the full state plus _agent and a"
+             " _warning.")] = None,
     format: FormatOption = JsonOrText.json,
 ) -> None:
     """Print the session's projection state (counts, chapter, settings, tools, documents

@@ -112,9 +112,26 @@ def test_assemble_novel_json_and_text(cli: Run) -> None:
     assert found.exit_code == 0, found.stderr
     assembly = json.loads(found.stdout)
     assert assembly["report"]["stats"].startswith("Hot: ")
+    # Per-tier totals (with their framing) and budgets; they add up to the total.
+    tiers = {tier["tier"]: tier for tier in assembly["report"]["tiers"]}
+    assert {name: tier["budget"] for name, tier in tiers.items()} == {
+        "hot": 15000, "warm": 25000, "cold": 40000}
+    assert {name: tier["tokens"] for name, tier in tiers.items() if tier["items"]} == \
+        assembly["tokens"]["tiers"]
+    assert sum(tier["tokens"] for tier in tiers.values()) == assembly["tokens"]["total"]
     text = cli("assemble", "book", "--profile", "novel", "--format", "text")
     assert text.exit_code == 0, text.stderr
-    assert "Hot: " in text.stdout and "scene_plan" in text.stdout
+    lines = text.stdout.splitlines()
+    # A table per tier, each with the columns item, kind, priority, tokens, action.
+    for tier in ("hot", "warm", "cold"):
+        assert any(line.startswith(f"{tier}: ") for line in lines), tier
+    headers = [line for line in lines if "item" in line and "action" in line]
+    assert len(headers) == 3
+    for header in headers:
+        words = header.replace("┃", " ").replace("|", " ").split()
+        assert words == ["item", "kind", "priority", "tokens", "action"]
+    assert "included (prefix)" in text.stdout and "scene_plan" in text.stdout
+    assert assembly["report"]["stats"] in lines
 
 
 def test_schema_assembly_covers_every_registered_report(cli: Run) -> None:

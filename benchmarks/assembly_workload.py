@@ -460,3 +460,51 @@ def novel_draft(events: int, *, seed: int, batch_size: int) -> ScopeHistory:
         "chapter": NOVEL_CHAPTER, "scene": "12.2 The bell at low water"}}))
     out += [(NOVEL_SESSION, _item(final, *spec)) for spec in _NOVEL_ITEMS]
     return ScopeHistory("novel", NOVEL_SESSION, NOVEL_SCOPE, batches_of(out, batch_size))
+
+
+# -- the book (issue #9's incremental leg) ------------------------------------------------
+
+BOOK_SCOPE = "book-longtide"
+BOOK_SESSION = "draft-longtide"
+BOOK_CHAPTERS = 60
+"""Chapters of the book; it is assembled at the last one."""
+_BOOK_KINDS: tuple[tuple[str, float], ...] = (
+    ("summary", 0.30), ("world", 0.20), ("character", 0.12), ("foreshadowing", 0.10),
+    ("relationship_state", 0.10), ("plot", 0.06), ("act_summary", 0.04), ("style", 0.02),
+    ("exemplar", 0.02), ("anti_exemplar", 0.02), ("emotional_directive", 0.02))
+"""The mix of a book's items (the scene plan is one item on its own)."""
+
+
+def book_item(rng: random.Random, number: int, kind: str) -> Event:
+    """Item ``number`` of a book: a short text of its kind, with the flags it has."""
+    flags: dict[str, Any] = {}
+    if kind == "summary":
+        flags["chapter"] = 1 + number % BOOK_CHAPTERS
+    elif kind == "character":
+        flags = {"in_scene": rng.random() < 0.02, "pov": number == 0}
+    elif kind == "relationship_state":
+        flags = {"in_scene": rng.random() < 0.02, "evolving": rng.random() < 0.2,
+                 "chapter": rng.randint(1, BOOK_CHAPTERS)}
+    elif kind == "foreshadowing":
+        flags["active"] = rng.random() < 0.3
+    low, high = (80, 200) if kind in ("character", "world") else (20, 80)
+    return {"type": "item.put", "data": {"item_id": f"{kind}-{number:05d}", "kind": kind,
+                                         "content": _text(rng, low, high), **flags}}
+
+
+def novel_book(items: int, *, seed: int, batch_size: int) -> ScopeHistory:
+    """A book of exactly ``items`` distinct items (one ``item.put`` each, one scene plan
+    among them), at chapter ``BOOK_CHAPTERS``: tiers well over their budgets at 5,000."""
+    rng = random.Random(seed * 7_919 + items)
+    kinds = [kind for kind, _ in _BOOK_KINDS]
+    weights = [weight for _, weight in _BOOK_KINDS]
+    out: list[tuple[str, Event]] = [
+        (BOOK_SESSION, {"type": "session.started", "data": {
+            "scope": BOOK_SCOPE, "title": "Longtide: the book", "agent": "writer"}}),
+        (BOOK_SESSION, {"type": "chapter.moved", "data": {"chapter": BOOK_CHAPTERS}}),
+        (BOOK_SESSION, {"type": "item.put", "data": {
+            "item_id": "scene-plan", "kind": "scene_plan", "evolving": True,
+            "content": _text(rng, 60, 120)}})]
+    out += [(BOOK_SESSION, book_item(rng, number, rng.choices(kinds, weights)[0]))
+            for number in range(items - 1)]
+    return ScopeHistory("novel", BOOK_SESSION, BOOK_SCOPE, batches_of(out, batch_size))

@@ -41,10 +41,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
 from assembler.engine import (
+    Additive,
     Candidate,
     Engine,
     Frame,
-    Measure,
     Piece,
     SectionLayout,
     ShedStep,
@@ -183,13 +183,11 @@ def rank_key(candidate: Candidate, item: Item) -> tuple[int, int, str]:
     return (-(candidate.priority or 0), item.position, item.item_id)
 
 
-def framed_total(separator_tokens: int, *, leads: bool) -> Measure:
+def framed_total(separator_tokens: int, *, leads: bool) -> Additive:
     """A tier's size: its items plus one separator before each, except the item that
     opens the prompt (when the tier ``leads``)."""
-    def measure(kept: Sequence[Candidate]) -> int:
-        separators = max(len(kept) - 1, 0) if leads else len(kept)
-        return sum(c.tokens for c in kept) + separators * separator_tokens
-    return measure
+    return Additive("tokens", per_item=separator_tokens,
+                    first_free=separator_tokens if leads else 0)
 
 
 def stats_line(tiers: Sequence[TierReport], total_budget: int) -> str:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from registry import LEGS, Comparison, Context, Settings
 from workload import DEFAULT_SEED, FULL_EVENTS, describe_mix, generate_mix
 
-LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble")
+LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble", "legs_novel")
 """Modules whose import registers legs, in the order their legs run."""
 
 QUICK = Settings(events=3_000, single_events=600, batch_size=1_000, rounds=1, quick=True)

@@ -46,6 +46,11 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "card re-assembly after a retraction, 1k vs 300 events",
         "session re-assembly at 1k events, nothing new",
         "session re-assembly at 1k events after one new observation",
+        # The novel leg at --quick sizes: 1,000 vs 100 items (5,000 vs 500 in full).
+        "novel assembly after one item.put, 1,000 vs 100 items",
+        "novel re-assembly of 1,000 items after one item.put",
+        "novel assembly after one chapter.moved, 1,000 vs 100 items",
+        "novel re-assembly of 1,000 items after one chapter.moved",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -60,7 +65,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert row["ours"]["value"] >= 0 if unit == "calls" else row["ours"]["value"] > 0
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
-    for leg in ("single", "batch", "rebuild", "assemble", "reassemble"):
+    for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "novel"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

@@ -116,7 +116,8 @@ def novel_incremental(ctx: Context) -> list[Comparison]:
             "novel", f"novel re-assembly of {_items_label(big)} items after one {kind}",
             Measure(max(got[big].calls[kind]), "calls", every), None, None,
             Exactly(calls, "calls"),
-            "tokenizer runs per re-assembly, every one at both sizes: "
-            + "; ".join(f"{_items_label(n)}: {'+'.join(map(str, got[n].calls[kind]))}"
-                        for n in sizes)))
+            "tokenizer runs per re-assembly, every one at both sizes (count x calls): "
+            + "; ".join(f"{_items_label(n)}: " + ", ".join(
+                f"{got[n].calls[kind].count(c)} x {c}" for c in sorted(set(got[n].calls[kind])))
+                for n in sizes)))
     return rows

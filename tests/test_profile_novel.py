@@ -493,3 +493,31 @@ def test_every_tier_over_budget_with_real_tokens(ledger: Ledger) -> None:
     assert not any(d.action == "truncated" for d in assembly.decisions)
     assert sum(t.tokens for t in tiers.values()) == assembly.tokens.total
     assert report(assembly).stats.endswith(f"Total: {assembly.tokens.total}/80000")
+
+
+def test_issue_rules_through_the_ledger(ledger: Ledger) -> None:
+    """Chapter 1 before any move, the latest scene plan, the promoted relationship state
+    before the characters, tier totals adding up: on each backend."""
+    def put(item_id: str, kind: str, **data: Any) -> dict[str, Any]:
+        return {"type": "item.put", "data": {"item_id": item_id, "kind": kind,
+                                             "content": f"{item_id} text.", **data}}
+    ledger.append("book", [
+        {"type": "session.started", "data": {"scope": "b"}},
+        put("plan-old", "scene_plan", evolving=True), put("plan-new", "scene_plan"),
+        put("ed", "emotional_directive"), put("s1", "summary", chapter=1),
+        put("s-none", "summary"), put("char", "character", in_scene=True),
+        put("rel", "relationship_state", in_scene=True, evolving=True, chapter=1)])
+    assembly = ledger.assemble("book", "novel", now=NOW)
+    assert (report(assembly).chapter, report(assembly).moved) == (1, False)
+    for summary in ("s1", "s-none"):
+        assert (assembly.decision(summary).section, assembly.decision(summary).priority) \
+            == ("cold", 1)
+    assert assembly.decision("plan-old").section == "cold"
+    assert report(assembly).prefix == ["plan-new"]
+    assert assembly.decision("ed").priority == 6  # the scene plan (plan-new) has no arc
+    assert report(assembly).suffix == ["ed", "rel", "char"]
+    assert assembly.decision("rel").priority == 8  # evolving in chapter 1, the current one
+    assert sum(t.tokens for t in report(assembly).tiers) == assembly.tokens.total
+    ledger.append("book", {"type": "chapter.moved", "data": {"chapter": 3}})
+    moved = ledger.assemble("book", "novel", now=NOW)
+    assert (moved.decision("s1").section, moved.decision("s1").priority) == ("warm", 6)

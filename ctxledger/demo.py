@@ -254,6 +254,16 @@ def example_assemblies(ledger: Ledger, by_position: Mapping[int, ExampleEvent]
     return out
 
 
+def load_and_assemble_examples(url: str, examples_dir: Path = EXAMPLES_DIR
+                               ) -> dict[str, tuple[str, Assembly]]:
+    """Load every example into the ledger at ``url`` (their clock driven as in the demo)
+    and return ``example_assemblies``: what the golden digests and the schema check use."""
+    examples = read_examples(example_files(examples_dir))
+    clock = ScriptedClock(examples[0].at)
+    with Ledger.open(url, clock=clock) as ledger:
+        return example_assemblies(ledger, load_examples(ledger, clock, examples))
+
+
 def _print_example(console: Console, ledger: Ledger, clock: ScriptedClock, file: str,
                    events: Sequence[RecordedEvent]) -> None:
     """One example file: its events, then each of its sessions' state as of its last event

@@ -16,14 +16,7 @@ from ctxledger import Ledger
 from ctxledger.cli import app
 from ctxledger.cli_errors import DEBUG_ENV_VAR
 from ctxledger.config import ENV_VAR
-from ctxledger.demo import (
-    EXAMPLES_DIR,
-    ScriptedClock,
-    example_assemblies,
-    example_files,
-    load_examples,
-    read_examples,
-)
+from ctxledger.demo import load_and_assemble_examples
 
 Run = Callable[..., Result]
 
@@ -144,10 +137,7 @@ def test_schema_assembly_covers_every_registered_report(cli: Run) -> None:
     assert report["discriminator"]["propertyName"] == "profile"
     assert sorted(report["discriminator"]["mapping"]) == profile_names()
     # Every example assembly (one per profile with an example) validates against it.
-    examples = read_examples(example_files(EXAMPLES_DIR))
-    clock = ScriptedClock(examples[0].at)
-    with Ledger.open("sqlite://", clock=clock) as ledger:
-        found = example_assemblies(ledger, load_examples(ledger, clock, examples))
+    found = load_and_assemble_examples("sqlite://")
     assert {"card.jsonl", "novel.jsonl", "session.jsonl"} <= set(found)
     validator = jsonschema.Draft202012Validator(schema)
     for _, assembly in found.values():

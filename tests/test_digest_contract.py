@@ -20,16 +20,9 @@ import pytest
 import sqlalchemy as sa
 
 from assembler.digest import canonical_payload, compute_digest
-from assembler.model import FORMAT_VERSION, Assembly
+from assembler.model import FORMAT_VERSION
 from ctxledger import Ledger
-from ctxledger.demo import (
-    EXAMPLES_DIR,
-    ScriptedClock,
-    example_assemblies,
-    example_files,
-    load_examples,
-    read_examples,
-)
+from ctxledger.demo import load_and_assemble_examples
 from projections.view import ViewRequest
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -55,14 +48,6 @@ def strings(value: Any) -> Iterator[str]:
     elif isinstance(value, list):
         for item in value:
             yield from strings(item)
-
-
-def load_all_examples(url: str) -> dict[str, tuple[str, Assembly]]:
-    examples = read_examples(example_files(EXAMPLES_DIR))
-    clock = ScriptedClock(examples[0].at)
-    with Ledger.open(url, clock=clock) as ledger:
-        by_position = load_examples(ledger, clock, examples)
-        return example_assemblies(ledger, by_position)
 
 
 def test_every_datetime_has_one_form(ledger: Ledger) -> None:
@@ -134,8 +119,8 @@ def test_database_order_never_leaks_into_the_output(sqlite_url: str, pg_url: str
 @pytest.mark.postgres
 def test_the_examples_give_the_pinned_digests_on_both_backends(sqlite_url: str,
                                                                 pg_url: str) -> None:
-    on_sqlite = load_all_examples(sqlite_url)
-    on_postgres = load_all_examples(pg_url)
+    on_sqlite = load_and_assemble_examples(sqlite_url)
+    on_postgres = load_and_assemble_examples(pg_url)
     assert sorted(on_sqlite) == sorted(GOLDEN)
     for name, (session, assembly) in on_sqlite.items():
         other_session, other = on_postgres[name]

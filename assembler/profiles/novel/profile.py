@@ -227,7 +227,7 @@ class NovelProfile(Profile):
         separator_tokens = engine.counter.count(policy.separator)
 
         placements: dict[str, Placement] = {}
-        first_exemplar = next((item.item_id for item in sorted(
+        first_exemplar = next((item.item_id for item in ranked(
             (i for i in view.items if i.kind == "exemplar"),
             key=lambda i: (i.position, i.item_id))), None)
         by_tier: dict[str, list[Candidate]] = {tier: [] for tier in TIERS}
@@ -297,9 +297,11 @@ class NovelProfile(Profile):
 
         hot = kept["hot"]
         prefix = [c for c in hot if c.section == SECTION_PREFIX]
-        prefix.sort(key=lambda c: (items[c.id].kind != "scene_plan",))  # stable: rank kept
-        suffix = sorted((c for c in hot if c.section == SECTION_SUFFIX),
-                        key=lambda c: SUFFIX_ORDER.index(items[c.id].kind))
+        # Layout order: by the sandwich's kind order, then by rank within a kind.
+        rank = {c.id: index for index, c in enumerate(hot)}
+        prefix = ranked(prefix, key=lambda c: (items[c.id].kind != "scene_plan", rank[c.id]))
+        suffix = ranked((c for c in hot if c.section == SECTION_SUFFIX),
+                        key=lambda c: (SUFFIX_ORDER.index(items[c.id].kind), rank[c.id]))
         order = [*prefix, *kept["cold"], *kept["warm"], *suffix]
         pieces: list[Piece] = []
         for candidate in order:

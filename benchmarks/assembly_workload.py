@@ -390,3 +390,121 @@ def project_scope(events: int, *, seed: int, batch_size: int) -> ScopeHistory:
     session = _project_session(project, out, number + 1, CURRENT_SESSION_EVENTS,
                                total=events, ended=False)
     return ScopeHistory("session", session, PROJECT_SCOPE, batches_of(out, batch_size))
+
+
+# -- the novel draft ---------------------------------------------------------------------
+
+NOVEL_SCOPE = "book-saltmarsh"
+NOVEL_SESSION = "draft-saltmarsh"
+NOVEL_CHAPTER = 12
+"""The chapter the draft is at when it is assembled."""
+_NOVEL_ITEMS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    *((f"sum-ch{n:02d}", "summary", {"chapter": n}) for n in range(1, NOVEL_CHAPTER)),
+    ("act-1", "act_summary", {}), ("act-2", "act_summary", {}),
+    ("world-island", "world", {}), ("world-abbey", "world", {}),
+    ("plot-spine", "plot", {}), ("style-voice", "style", {}),
+    ("char-ines", "character", {"in_scene": True, "pov": True}),
+    ("char-tomas", "character", {"in_scene": True}),
+    ("char-abbess", "character", {"in_scene": False}),
+    ("rel-ines-tomas", "relationship_state", {"in_scene": True, "evolving": True,
+                                              "chapter": NOVEL_CHAPTER}),
+    ("rel-ines-abbess", "relationship_state", {}),
+    ("fs-bell", "foreshadowing", {"active": True}),
+    ("fs-ledger", "foreshadowing", {"active": False}),
+    ("scene-plan", "scene_plan", {"evolving": True}),
+    ("ex-1", "exemplar", {}), ("ex-2", "exemplar", {}), ("anti-1", "anti_exemplar", {}),
+    ("ed-scene", "emotional_directive", {}),
+)
+"""The draft's items: revised again and again (same ids), so the current set is fixed."""
+
+
+def _item(rng: random.Random, item_id: str, kind: str, flags: dict[str, Any]) -> Event:
+    low, high = (150, 400) if kind in ("character", "world") else (30, 120)
+    return {"type": "item.put", "data": {"item_id": item_id, "kind": kind,
+                                         "content": _text(rng, low, high), **flags}}
+
+
+def novel_draft(events: int, *, seed: int, batch_size: int) -> ScopeHistory:
+    """A novel-writing session of exactly ``events`` events, assembled at chapter 12.
+
+    The bulk is drafting: chat turns with the writing model, chapter moves, and revisions
+    of the draft's ~30 items (an ``item.put`` of an existing id replaces it). The recent
+    part, seeded alike for every size, moves to chapter 12 and puts every item's final
+    version, so the context is the same at every size while the history grows.
+    """
+    scope_stream = f"scope:{NOVEL_SCOPE}"
+    out: list[tuple[str, Event]] = [
+        (scope_stream, _setting("warm_window", 5)),
+        (NOVEL_SESSION, {"type": "session.started", "data": {
+            "scope": NOVEL_SCOPE, "title": "Saltmarsh: the draft", "agent": "writer"}})]
+    recent = 1 + len(_NOVEL_ITEMS)
+    if events < len(out) + recent:
+        raise ValueError(f"a novel draft needs at least {len(out) + recent} events")
+    rng = random.Random(seed * 1_000_003 + events)
+    turn = 0
+    while len(out) < events - recent:
+        roll = rng.random()
+        if roll < 0.6:
+            user = turn % 2 == 0
+            turn += 1
+            event: Event = {"type": "message.appended", "data": {
+                "role": "user" if user else "assistant",
+                "content": _text(rng, 8, 60) if user else _text(rng, 60, 200)}}
+        elif roll < 0.95:
+            event = _item(rng, *rng.choice(_NOVEL_ITEMS))
+        else:
+            event = {"type": "chapter.moved", "data": {"chapter": rng.randint(1, NOVEL_CHAPTER)}}
+        out.append((NOVEL_SESSION, event))
+    final = random.Random(seed)
+    out.append((NOVEL_SESSION, {"type": "chapter.moved", "data": {
+        "chapter": NOVEL_CHAPTER, "scene": "12.2 The bell at low water"}}))
+    out += [(NOVEL_SESSION, _item(final, *spec)) for spec in _NOVEL_ITEMS]
+    return ScopeHistory("novel", NOVEL_SESSION, NOVEL_SCOPE, batches_of(out, batch_size))
+
+
+# -- the book (issue #9's incremental leg) ------------------------------------------------
+
+BOOK_SCOPE = "book-longtide"
+BOOK_SESSION = "draft-longtide"
+BOOK_CHAPTERS = 60
+"""Chapters of the book; it is assembled at the last one."""
+_BOOK_KINDS: tuple[tuple[str, float], ...] = (
+    ("summary", 0.30), ("world", 0.20), ("character", 0.12), ("foreshadowing", 0.10),
+    ("relationship_state", 0.10), ("plot", 0.06), ("act_summary", 0.04), ("style", 0.02),
+    ("exemplar", 0.02), ("anti_exemplar", 0.02), ("emotional_directive", 0.02))
+"""The mix of a book's items (the scene plan is one item on its own)."""
+
+
+def book_item(rng: random.Random, number: int, kind: str) -> Event:
+    """Item ``number`` of a book: a short text of its kind, with the flags it has."""
+    flags: dict[str, Any] = {}
+    if kind == "summary":
+        flags["chapter"] = 1 + number % BOOK_CHAPTERS
+    elif kind == "character":
+        flags = {"in_scene": rng.random() < 0.02, "pov": number == 0}
+    elif kind == "relationship_state":
+        flags = {"in_scene": rng.random() < 0.02, "evolving": rng.random() < 0.2,
+                 "chapter": rng.randint(1, BOOK_CHAPTERS)}
+    elif kind == "foreshadowing":
+        flags["active"] = rng.random() < 0.3
+    low, high = (80, 200) if kind in ("character", "world") else (20, 80)
+    return {"type": "item.put", "data": {"item_id": f"{kind}-{number:05d}", "kind": kind,
+                                         "content": _text(rng, low, high), **flags}}
+
+
+def novel_book(items: int, *, seed: int, batch_size: int) -> ScopeHistory:
+    """A book of exactly ``items`` distinct items (one ``item.put`` each, one scene plan
+    among them), at chapter ``BOOK_CHAPTERS``: tiers well over their budgets at 5,000."""
+    rng = random.Random(seed * 7_919 + items)
+    kinds = [kind for kind, _ in _BOOK_KINDS]
+    weights = [weight for _, weight in _BOOK_KINDS]
+    out: list[tuple[str, Event]] = [
+        (BOOK_SESSION, {"type": "session.started", "data": {
+            "scope": BOOK_SCOPE, "title": "Longtide: the book", "agent": "writer"}}),
+        (BOOK_SESSION, {"type": "chapter.moved", "data": {"chapter": BOOK_CHAPTERS}}),
+        (BOOK_SESSION, {"type": "item.put", "data": {
+            "item_id": "scene-plan", "kind": "scene_plan", "evolving": True,
+            "content": _text(rng, 60, 120)}})]
+    out += [(BOOK_SESSION, book_item(rng, number, rng.choices(kinds, weights)[0]))
+            for number in range(items - 1)]
+    return ScopeHistory("novel", BOOK_SESSION, BOOK_SCOPE, batches_of(out, batch_size))

@@ -1,11 +1,12 @@
 """Assembly legs: assembling stays flat as the history grows, and re-assembling counts
 only what is new (SPEC §7).
 
-``assemble``: the card chat and the project scope of ``assembly_workload`` are written at
-1k, 10k and 100k events (1,000-event batches at most, the ledger's clock spreading them
-over 30 days), then each is opened in a fresh ``Ledger``, as an application process
-would, assembled once (the warm-up: it counts every text once, or finds the counts in
-the cache table) and then assembled again and again with ``now`` fixed. The sizes are
+``assemble``: the card chat, the project scope and the novel draft of
+``assembly_workload`` are written at 1k, 10k and 100k events (1,000-event batches at
+most, the ledger's clock spreading them over 30 days), then each is opened in a fresh
+``Ledger``, as an application process would, assembled once (the warm-up: it counts
+every text once, or finds the counts in the cache table) and then assembled again and
+again with ``now`` fixed. The sizes are
 interleaved, repetition by repetition, so background load hits them alike; the table
 shows the median warm assembly at 10k and 100k against the one at 1k (<= 1.2x).
 
@@ -31,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from assembly_workload import ScopeHistory, card_chat, project_scope
+from assembly_workload import ScopeHistory, card_chat, novel_draft, project_scope
 from legs_append import ledger_url
 from registry import AtMostTimesPeer, Comparison, Context, Exactly, Measure, leg
 from workload import DEFAULT_SEED
@@ -53,7 +54,8 @@ SPAN = timedelta(days=30)
 NOW = START + SPAN + timedelta(hours=1)
 """``now`` of every assembly: one hour after the last event."""
 FLAT = AtMostTimesPeer(1.2)
-PROFILES: dict[str, Callable[..., ScopeHistory]] = {"card": card_chat, "session": project_scope}
+PROFILES: dict[str, Callable[..., ScopeHistory]] = {"card": card_chat, "session": project_scope,
+                                                    "novel": novel_draft}
 
 
 class StepClock:
@@ -187,14 +189,17 @@ def _flat_rows(ctx: Context, profile: str, timing: Timing, what: str) -> list[Co
             for big in larger]
 
 
-@leg("assemble", "warm assembly time as the history grows (card, session)")
+@leg("assemble", "warm assembly time as the history grows (card, session, novel)")
 def assemble_flat(ctx: Context) -> list[Comparison]:
-    """Warm assembly of ``card`` and ``session`` at each size against the smallest."""
+    """Warm assembly of ``card``, ``session`` and ``novel`` at each size against the
+    smallest."""
     rows: list[Comparison] = []
     for profile, what in (("card", "one chat, compression chat_only, a summary every "
                                    "~100 messages"),
                           ("session", "one project scope: ~30 tools, ended sessions, "
-                                      "observations")):
+                                      "observations"),
+                          ("novel", "one draft: ~30 items revised over and over, chat "
+                                    "turns and chapter moves between")):
         rows += _flat_rows(ctx, profile, time_profile(ctx, profile), what)
     return rows
 

@@ -31,7 +31,7 @@ from rich.progress import (
 )
 
 import ctxledger
-from assembler.profiles import profile_names
+from assembler.profiles import profile_names, profiles_showing_state
 from ctxledger import cli_seal, migrate, render
 from ctxledger.cli_errors import (
     database_errors,
@@ -241,7 +241,7 @@ def append(
         except EventValidationError as exc:
             # The append is atomic, so nothing was written. The store names the event by
             # its index in the batch; check line by line to name the input line instead.
-            validate_lines(stream, lines, ledger.log.max_event_bytes)
+            validate_lines(stream, lines, ledger.log.max_event_bytes, ledger.log.check)
             if isinstance(exc, BatchEventError):  # a rule of the stream's history
                 raise InputError(f"line {lines[exc.index].number}: {exc.reason}") from None
             raise
@@ -313,12 +313,20 @@ def state(
         "--now", metavar="ISO",
         help="The time the state is taken at, e.g. 2025-05-11T10:00:00Z (default: now)."
              " It anchors time windows such as the 7-day tool usage.")] = None,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", metavar="A",
+        help="Scope the state to agent type A's manifest (defaults plus the setting"
+             " agent_manifests); an agent without one gets the full state plus _agent and a"
+             " _warning.")] = None,
     format: FormatOption = JsonOrText.json,
 ) -> None:
-    """Print the session's projection state (counts, chapter, settings, tools...)."""
+    """Print the session's projection state (counts, chapter, settings, tools, documents
+    in compact form)."""
+    if agent is not None and not agent.strip():
+        raise typer.BadParameter("must not be empty", param_hint="'--agent'")
     options = {} if now is None else {"clock": _fixed_clock(_parse_now(now))}
     with open_ledger(_db(ctx), **options) as ledger:
-        found = ledger.state(session)
+        found = ledger.state(session, agent=agent)
     if format is JsonOrText.json:
         typer.echo(render.dumps(found, indent=2))
     else:
@@ -361,6 +369,10 @@ def assemble(
     policy: Annotated[Path | None, typer.Option(
         "--policy", metavar="FILE", dir_okay=False,
         help="A whole policy as JSON, instead of the one the session's settings give.")] = None,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", metavar="A",
+        help="Scope the state section to agent type A's manifest (only for profiles that"
+             " show state).")] = None,
     format: FormatOption = JsonOrText.json,
     text: Annotated[bool, typer.Option(
         "--text/--no-text",
@@ -370,6 +382,15 @@ def assemble(
     if profile not in profile_names():
         raise typer.BadParameter(f"{profile!r} is not one of {', '.join(profile_names())}",
                                  param_hint="'--profile'")
+    if agent is not None:
+        # Agent scoping filters a state section; a profile without one has nothing to
+        # scope, and silently ignoring --agent would suggest that it did something.
+        showing = profiles_showing_state()
+        which = (f"only {', '.join(showing)} shows state" if showing
+                 else "no registered profile shows state")
+        raise typer.BadParameter(
+            f"profile {profile!r} shows no state for an agent manifest to scope ({which});"
+            f" use 'ctxledger state SESSION --agent {agent}'", param_hint="'--agent'")
     when = None if now is None else _parse_now(now)
     policy_text = read_policy(policy)
     with open_ledger(_db(ctx)) as ledger:
@@ -380,6 +401,36 @@ def assemble(
         typer.echo(result.model_dump_json(indent=2))
     else:
         _stdout().print(assembly_view(result, show_text=text))
+
+
+# -- schema ---------------------------------------------------------------------------------
+
+
+class SchemaKind(StrEnum):
+    """What ``ctxledger schema`` exports."""
+
+    assembly = "assembly"
+    events = "events"
+
+
+@app.command()
+@reports_errors
+def schema(
+    kind: Annotated[SchemaKind, typer.Argument(
+        help="assembly (default): the output of 'assemble', its report one of the"
+             " registered profiles' reports; events: the input of 'append'.",
+        metavar="[assembly|events]")] = SchemaKind.assembly,
+) -> None:
+    """Print a JSON Schema: of an Assembly, or of the events the log accepts."""
+    if kind is SchemaKind.assembly:
+        from assembler.schema import assembly_schema
+
+        found = assembly_schema()
+    else:
+        from store.json_schema import events_schema
+
+        found = events_schema()
+    typer.echo(render.dumps(found, indent=2))
 
 
 # -- maintenance ------------------------------------------------------------------------------

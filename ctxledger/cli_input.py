@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from store.errors import EventValidationError
+from store.log import EventCheck
 from store.validate import coerce_new_event, validate_event
 
 
@@ -60,12 +61,13 @@ def parse_jsonl(raw_lines: Iterable[bytes]) -> list[InputLine]:
     return parsed
 
 
-def validate_lines(stream_id: str, lines: Iterable[InputLine], max_event_bytes: int) -> int:
+def validate_lines(stream_id: str, lines: Iterable[InputLine], max_event_bytes: int,
+                   check: EventCheck | None = None) -> int:
     """Validate each line as an event of ``stream_id``; returns how many were checked.
 
-    Uses the store's own validation (the same that ``append`` runs), so the error is the
-    store's, prefixed with the line number. Also rejects an event id used twice, naming
-    both lines.
+    Uses the store's own validation (the same that ``append`` runs, with the log's
+    ``check`` of setting values), so the error is the store's, prefixed with the line
+    number. Also rejects an event id used twice, naming both lines.
     """
     first_line_of_id: dict[str, int] = {}
     count = 0
@@ -73,6 +75,8 @@ def validate_lines(stream_id: str, lines: Iterable[InputLine], max_event_bytes: 
         try:
             event = coerce_new_event(line.event)
             normalized, _, _ = validate_event(stream_id, event, max_event_bytes)
+            if check is not None:
+                check(stream_id, normalized)
         except EventValidationError as exc:
             raise InputError(f"line {line.number}: {exc}") from None
         if event.event_id is not None:

@@ -211,6 +211,11 @@ def run_demo(console: Console, *, db_url: str | None = None,
             raise ExampleError(f"verify found {len(report.problems)} problem(s)")
 
 
+DEMO_AGENTS: Mapping[str, str] = {"session.jsonl": "executor"}
+"""Example file -> an agent type whose scoped state the demo prints for the file's last
+session (the coding-agent sessions, scoped for an executor: ``state SESSION --agent``)."""
+
+
 def _count(examples: Sequence[ExampleEvent], file: str) -> int:
     return sum(1 for e in examples if e.file == file)
 
@@ -253,16 +258,34 @@ def example_assemblies(ledger: Ledger, by_position: Mapping[int, ExampleEvent]
     return out
 
 
+def load_and_assemble_examples(url: str, examples_dir: Path = EXAMPLES_DIR
+                               ) -> dict[str, tuple[str, Assembly]]:
+    """Load every example into the ledger at ``url`` (their clock driven as in the demo)
+    and return ``example_assemblies``: what the golden digests and the schema check use."""
+    examples = read_examples(example_files(examples_dir))
+    clock = ScriptedClock(examples[0].at)
+    with Ledger.open(url, clock=clock) as ledger:
+        return example_assemblies(ledger, load_examples(ledger, clock, examples))
+
+
 def _print_example(console: Console, ledger: Ledger, clock: ScriptedClock, file: str,
                    events: Sequence[RecordedEvent]) -> None:
-    """One example file: its events, then each of its sessions' state as of its last event."""
+    """One example file: its events, then each of its sessions' state as of its last event
+    (and the last one scoped to an agent, for the files in ``DEMO_AGENTS``)."""
     console.print(Rule(f"examples/{file}"))
     console.print(render.events_table(events, title=f"{len(events)} events"))
+    session = ""
     for session, last_at in _sessions_last_seen(events).items():
         # The state's time-based figures (usage windows) are as of the session's last event.
         clock.set(last_at)
         console.print()
         console.print(render.state_table(ledger.state(session), title=f"state {session}"))
+    agent = DEMO_AGENTS.get(file)
+    if agent is not None and session:
+        # Same clock as the last state above: only the manifest differs.
+        console.print()
+        console.print(Rule(f"state {session} --agent {agent}", style="dim"))
+        console.print(render.dumps(ledger.state(session, agent=agent), indent=2), markup=False)
     found = example_assembly(ledger, file, events)
     if found is not None:
         session, assembly = found

@@ -30,6 +30,7 @@ from projections.base import Projection
 from projections.read_view import load_session_view, read_snapshot
 from projections.registry import builtin_projections
 from projections.runner import ProjectionRunner, ProjectionStatus
+from projections.setting_values import check_event
 from projections.token_cache import CacheWrite, store_counts
 from projections.view import SessionView, ViewRequest
 from store.anchor import Anchor, read_anchor
@@ -70,8 +71,11 @@ class Ledger:
         self.clock = clock
         self.runner = ProjectionRunner(
             projections if projections is not None else builtin_projections(), clock=clock)
+        # Setting values that must never be stored invalid (agent manifests) are checked
+        # by a hook every append path runs (see projections.setting_values).
         self.log = EventLog(engine, clock=clock, max_event_bytes=max_event_bytes,
-                            in_transaction=self.runner.apply_inline, seal=seal)
+                            in_transaction=self.runner.apply_inline, seal=seal,
+                            check=check_event)
         # One token counter per thread and encoding: a counter's memo is not thread-safe,
         # and a shared lock would make threads assembling different sessions wait.
         self._local = threading.local()
@@ -155,16 +159,21 @@ class Ledger:
         with self.log.connection() as conn:
             return load_session_view(conn, session, request or ViewRequest())
 
-    def state(self, session: str, *, now: datetime | None = None) -> dict[str, Any]:
-        """The session's projection state as JSON-ready data (counts, chapter, settings...).
+    def state(self, session: str, *, now: datetime | None = None,
+              agent: str | None = None) -> dict[str, Any]:
+        """The session's projection state as JSON-ready data (counts, chapter, settings,
+        top tools, documents in compact form).
 
-        ``now`` (default: the clock) is where the 7-day tool-usage window ends.
+        ``now`` (default: the clock) is where the 7-day tool-usage window ends. ``agent``
+        scopes the state to that agent type's manifest (defaults plus the setting
+        ``agent_manifests``), adding ``_agent`` and ``_savings``; an agent without a
+        manifest gets the full state.
         """
         from projections.state import session_state
 
         when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn:
-            return session_state(conn, session, now=when)
+            return session_state(conn, session, now=when, agent=agent)
 
     # -- assembling -----------------------------------------------------------------------
 

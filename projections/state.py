@@ -12,6 +12,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from projections.agents import manifests_from_settings, scope_state
+from projections.compact import compact_dep_graph, compact_plan_state
 from projections.read_view import load_session_view
 from projections.view import SessionView, ToolUsage, ViewRequest
 from store.clock import format_utc
@@ -23,9 +25,12 @@ TOP_TOOLS_WINDOW = timedelta(days=7)
 TOP_TOOLS_LIMIT = 5
 
 
-def session_state(conn: sa.Connection, stream_id: str, now: datetime) -> dict[str, Any]:
+def session_state(conn: sa.Connection, stream_id: str, now: datetime,
+                  agent: str | None = None) -> dict[str, Any]:
     """The state of ``stream_id`` at ``now``: identity, message counts, activity, chapter,
-    resolved settings, top tools, documents and the projections' position.
+    resolved settings, top tools, documents (in compact form) and the projections'
+    position. With ``agent``, scoped through that agent's manifest (``projections.agents``;
+    an agent without one gets the full state).
 
     Raises ``LedgerError`` for a stream with no session events.
     """
@@ -33,7 +38,10 @@ def session_state(conn: sa.Connection, stream_id: str, now: datetime) -> dict[st
         now=now, usage_window=TOP_TOOLS_WINDOW, documents=True))
     if not view.exists:
         raise LedgerError(f"unknown session {stream_id!r}: the stream has no session events")
-    return state_from_view(view)
+    state = state_from_view(view)
+    if agent is None:
+        return state
+    return scope_state(state, agent, manifests_from_settings(view.settings))
 
 
 def state_from_view(view: SessionView) -> dict[str, Any]:
@@ -54,13 +62,24 @@ def state_from_view(view: SessionView) -> dict[str, Any]:
         "scene": view.scene,
         "settings": dict(view.settings),
         "top_tools": top_tools(view.tool_usage),
-        "documents": [{"doc_id": d.doc_id, "kind": d.kind, "content": d.content}
+        "documents": [{"doc_id": d.doc_id, "kind": d.kind,
+                       "content": compact_document(d.kind, d.content)}
                       for d in view.documents],
         "position": view.position,
     }
     sorted_state = sort_keys(state)
     assert isinstance(sorted_state, dict)
     return sorted_state
+
+
+def compact_document(kind: str, content: Any) -> Any:
+    """A document as the state shows it: a plan state (markdown) and a dependency graph
+    (an object) in compact form (``projections.compact``), anything else as put."""
+    if kind == "plan_state" and isinstance(content, str):
+        return compact_plan_state(content)
+    if kind == "dep_graph" and isinstance(content, Mapping):
+        return compact_dep_graph(content)
+    return content
 
 
 def top_tools(usage: tuple[ToolUsage, ...],

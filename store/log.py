@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -76,18 +76,27 @@ class _SpareConnection:
             kept[1].close()
 
 
+EventCheck = Callable[[str, NewEvent], None]
+"""Called with (stream_id, validated event) before an append writes anything; raises
+``EventValidationError`` to reject the event (and with it the whole batch)."""
+
+
 class EventLog:
     """Append to and read from the event log of one database.
 
     ``in_transaction`` runs inside every append transaction with the new events; the
-    facade uses it to update inline projections atomically with the append.
+    facade uses it to update inline projections atomically with the append. ``check``
+    runs on every validated event before anything is written; it raises
+    ``EventValidationError`` to reject it (the facade checks setting values with it).
     """
 
     def __init__(self, engine: Engine, *, clock: Clock = system_clock,
                  max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
                  in_transaction: InTransactionHook | None = None,
-                 seal: SealSettings | None = None) -> None:
+                 seal: SealSettings | None = None,
+                 check: EventCheck | None = None) -> None:
         self.engine = engine
+        self.check = check
         self.chain_key = chain_key_from_env()
         """Appends link with this key (``CTXLEDGER_CHAIN_KEY`` when the log was opened)."""
         self.seal_settings = seal or SealSettings()
@@ -147,6 +156,8 @@ class EventLog:
                 event = coerce_new_event(raw)
                 normalized, data_json, meta_json = validate_event(stream_id, event,
                                                                   self.max_event_bytes)
+                if self.check is not None:
+                    self.check(stream_id, normalized)
             except EventValidationError as exc:
                 where = f"event {index + 1}: " if len(batch) > 1 else ""
                 raise BatchEventError(f"{where}{exc}", index=index, reason=str(exc)) from None

@@ -38,11 +38,11 @@ def card_view(settings: dict[str, object] | None = None, *, exists: bool = True)
 
 
 def test_registered_profiles() -> None:
-    assert profile_names() == ["brief", "card", "session"]
+    assert profile_names() == ["brief", "card", "novel", "session"]
 
 
 def test_unknown_profile_lists_the_known_ones() -> None:
-    known = r"\(known: brief, card, session\)"
+    known = r"\(known: brief, card, novel, session\)"
     with pytest.raises(LedgerError, match=r"unknown profile 'poem' " + known):
         assemble(card_view(), "poem", NOW)
     with pytest.raises(AssemblyError):

@@ -9,6 +9,7 @@ import pytest
 
 from assembler.digest import compute_digest
 from assembler.engine import (
+    Additive,
     Candidate,
     Engine,
     EngineError,
@@ -129,6 +130,39 @@ def test_shed_can_shorten_and_reports_a_miss() -> None:
     missed = engine2.shed_until_fits([only], [], limit=10, unit="chars",
                                      measure=total_of("chars"), reason="over")
     assert not missed.fits and missed.size == 100
+
+
+@pytest.mark.parametrize(("per_item", "first_free"), [(0, 0), (3, 0), (3, 3)])
+def test_an_additive_measure_updated_by_difference_matches_a_full_measure(
+        per_item: int, first_free: int) -> None:
+    """Shedding and admitting with ``Additive`` (updated by difference) decide exactly
+    as with the same sum re-measured in full at every step."""
+    sizes = [17, 5, 40, 8, 8, 23, 1, 12, 30, 9]
+    additive = Additive("chars", per_item=per_item, first_free=first_free)
+
+    def full(kept: Sequence[Candidate]) -> int:
+        return additive(list(kept))  # a plain callable: no difference updates
+
+    outcomes = []
+    for measure in (additive, full):
+        for limit in (0, 30, 77, 120, 500):
+            engine = Engine(TokenCounter(CHARS4))
+            items = lines(engine, sizes)
+            for item in items:
+                engine.include(item, "in")
+            steps = [ShedStep((item,)) for item in reversed(items)]
+            shed = engine.shed_until_fits(items, steps, limit=limit, unit="chars",
+                                          measure=measure, reason="over")
+            admitter = Engine(TokenCounter(CHARS4))
+            admitted = admitter.admit_while_fits(
+                lines(admitter, sizes), limit=limit, unit="chars", measure=measure,
+                reason_in="fits", reason_out="over")
+            outcomes.append((limit, [c.id for c in shed.kept], shed.size,
+                             [engine.decision(i).detail for i in items],
+                             [c.id for c in admitted]))
+            assert shed.size == additive(shed.kept)
+    half = len(outcomes) // 2
+    assert outcomes[:half] == outcomes[half:]
 
 
 def test_finish_renders_the_pieces_and_totals_them_where_they_stand() -> None:

@@ -52,6 +52,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "card assembly at 1k vs 300 events",
         "session assembly at 600 vs 300 events",
         "session assembly at 1k vs 300 events",
+        "novel assembly at 600 vs 300 events",
+        "novel assembly at 1k vs 300 events",
         "card re-assembly at 1k events, nothing new",
         "card re-assembly at 1k events after one new message",
         "card re-assembly after a retraction, 1k vs 300 events",
@@ -70,6 +72,11 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "brief re-assembly after one new message, 1k vs 300 snippets",
         "brief index builds after new messages at 1k snippets",
         "replay at 5,000 vs 200 events",
+        # The novel leg at --quick sizes: 1,000 vs 100 items (5,000 vs 500 in full).
+        "novel assembly after one item.put, 1,000 vs 100 items",
+        "novel re-assembly of 1,000 items after one item.put",
+        "novel assembly after one chapter.moved, 1,000 vs 100 items",
+        "novel re-assembly of 1,000 items after one chapter.moved",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -90,7 +97,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
-                "rollup", "seal", "brief", "replay"):
+                "rollup", "seal", "brief", "replay",
+                "novel"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

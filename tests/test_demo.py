@@ -60,6 +60,15 @@ def test_demo_prints_every_example_session(runner: CliRunner, tmp_path: Path) ->
             session
     assert f"{len(examples)} events in" in result.stdout
     assert re.search(r"result\s+│\s+ok", result.stdout)
+    # The novel example with its stats line, and a state scoped to an agent.
+    assert re.search(r"^Hot: \d+/15000 tokens \(\d+ items\) \| Warm: .* \| Total: \d+/80000$",
+                     result.stdout, re.MULTILINE)
+    scoped = re.search(r"state (\S+) --agent executor\b", result.stdout)
+    assert scoped is not None
+    with Ledger.open(url) as ledger:
+        expected = ledger.state(scoped.group(1), agent="executor")
+    assert '"_savings": {' in result.stdout
+    assert f'"reduction_pct": {expected["_savings"]["reduction_pct"]}' in result.stdout
 
     with Ledger.open(url) as ledger:
         # The demo's nightly rollup adds rollup.completed events on the stream "system",

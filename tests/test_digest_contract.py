@@ -20,16 +20,9 @@ import pytest
 import sqlalchemy as sa
 
 from assembler.digest import canonical_payload, compute_digest
-from assembler.model import FORMAT_VERSION, Assembly
+from assembler.model import FORMAT_VERSION
 from ctxledger import Ledger
-from ctxledger.demo import (
-    EXAMPLES_DIR,
-    ScriptedClock,
-    example_assemblies,
-    example_files,
-    load_examples,
-    read_examples,
-)
+from ctxledger.demo import load_and_assemble_examples
 from projections.view import ViewRequest
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -40,6 +33,7 @@ GOLDEN = {
     "brief.jsonl": "ac09aa986f5dd7bd4fdc3887eaac27f817b2efcf8cb862441043b9e281aa4add",
     "card.jsonl": "47941eff8ae3e8d203bd2b2a240fbbaa4d3395c669e1b8453bc78327887ac60b",
     "session.jsonl": "33f72defa0fe516e3505d9e776034db2b516d31299134f3c95437413165cd059",
+    "novel.jsonl": "cad0fd12a67eb4525ed339cff9c00a113b4202a5758ff29b57b9d16a297b5df3",
 }
 """Digests of the example assemblies (``ctxledger demo``), pinned. When one changes on
 purpose, bump ``FORMAT_VERSION`` if what is hashed changed, and update README and here."""
@@ -55,14 +49,6 @@ def strings(value: Any) -> Iterator[str]:
     elif isinstance(value, list):
         for item in value:
             yield from strings(item)
-
-
-def load_all_examples(url: str) -> dict[str, tuple[str, Assembly]]:
-    examples = read_examples(example_files(EXAMPLES_DIR))
-    clock = ScriptedClock(examples[0].at)
-    with Ledger.open(url, clock=clock) as ledger:
-        by_position = load_examples(ledger, clock, examples)
-        return example_assemblies(ledger, by_position)
 
 
 def test_every_datetime_has_one_form(ledger: Ledger) -> None:
@@ -134,8 +120,8 @@ def test_database_order_never_leaks_into_the_output(sqlite_url: str, pg_url: str
 @pytest.mark.postgres
 def test_the_examples_give_the_pinned_digests_on_both_backends(sqlite_url: str,
                                                                 pg_url: str) -> None:
-    on_sqlite = load_all_examples(sqlite_url)
-    on_postgres = load_all_examples(pg_url)
+    on_sqlite = load_and_assemble_examples(sqlite_url)
+    on_postgres = load_and_assemble_examples(pg_url)
     assert sorted(on_sqlite) == sorted(GOLDEN)
     for name, (session, assembly) in on_sqlite.items():
         other_session, other = on_postgres[name]

@@ -48,9 +48,12 @@ def test_state_of_a_session(ledger: Ledger) -> None:
     assert state == {
         "agent": "planner",
         "chapter": 4,
-        "documents": [
-            {"content": {"a": [], "b": ["a"]}, "doc_id": "deps", "kind": "dep_graph"},
-            {"content": "# Phase 2", "doc_id": "state", "kind": "plan_state"},
+        "documents": [  # in compact form (tests/test_agent_scoping.py)
+            {"content": {"has_cycles": False, "top_imported": ["a (1)"], "total_edges": 1,
+                         "total_modules": 2}, "doc_id": "deps", "kind": "dep_graph"},
+            {"content": {"blockers": [], "decisions": [], "last_activity": None,
+                         "phase": "2", "progress": None, "status": None},
+             "doc_id": "state", "kind": "plan_state"},
         ],
         "ended_at": None,
         "last_activity": "2026-07-01T11:00:00.000000Z",

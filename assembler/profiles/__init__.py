@@ -11,12 +11,14 @@ from assembler.errors import AssemblyError
 from assembler.profiles.base import Profile
 from assembler.profiles.brief import BriefPolicy, BriefProfile
 from assembler.profiles.card import CardPolicy, CardProfile
+from assembler.profiles.novel import NovelPolicy, NovelProfile
 from assembler.profiles.session import SessionPolicy, SessionProfile
 
 _REGISTERED: tuple[Profile, ...] = (
     CardProfile(),
     SessionProfile(),
     BriefProfile(),
+    NovelProfile(),
 )
 _PROFILES: dict[str, Profile] = {profile.name: profile for profile in _REGISTERED}
 
@@ -24,6 +26,11 @@ _PROFILES: dict[str, Profile] = {profile.name: profile for profile in _REGISTERE
 def profile_names() -> list[str]:
     """Names of the registered profiles, sorted."""
     return sorted(_PROFILES)
+
+
+def profiles_showing_state() -> list[str]:
+    """Names of the registered profiles with a state section (``Profile.shows_state``)."""
+    return [name for name in profile_names() if _PROFILES[name].shows_state]
 
 
 def get_profile(name: str) -> Profile:
@@ -34,5 +41,6 @@ def get_profile(name: str) -> Profile:
     return profile
 
 
-__all__ = ["BriefPolicy", "BriefProfile", "CardPolicy", "CardProfile", "Profile",
-           "SessionPolicy", "SessionProfile", "get_profile", "profile_names"]
+__all__ = ["BriefPolicy", "BriefProfile", "CardPolicy", "CardProfile", "NovelPolicy",
+           "NovelProfile", "Profile", "SessionPolicy", "SessionProfile", "get_profile",
+           "profile_names", "profiles_showing_state"]

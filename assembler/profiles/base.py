@@ -34,6 +34,9 @@ class Profile(ABC):
     name: ClassVar[str]
     policy_type: ClassVar[type[Policy]]
     report_type: ClassVar[type[ProfileReport]]
+    shows_state: ClassVar[bool] = False
+    """True for a profile with a state section, which an agent's manifest scopes
+    (``assemble --agent``); no profile filters anything else by agent."""
 
     @abstractmethod
     def request(self, policy: Policy, now: datetime, counter: TokenCounter) -> ViewRequest:

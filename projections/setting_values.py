@@ -1,0 +1,46 @@
+"""Validation of setting values at append time (``setting.changed``).
+
+Most settings are checked where they are used (a policy reports a bad value when it is
+built), but some are data that must never be stored invalid, e.g. ``agent_manifests``:
+a bad manifest would make every later ``state --agent`` fail. Those are checked here.
+
+Why a hook the store calls rather than a check in ``Ledger.append``: every way into the
+log (``Ledger.append``, ``ledger.log.append`` in scripts, replays and forks copying
+events, the CLI) goes through ``EventLog.prepare``, so the check cannot be bypassed, and
+it runs with the other validation before the transaction, so a rejected event writes
+nothing and is named like any other bad event. The store stays ignorant of what settings
+mean: it only calls the ``check`` it was given (``store.log.EventCheck``); the meaning
+lives here, one layer up, and the ``Ledger`` wires it in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from projections.agents import SETTING_KEY as AGENT_MANIFESTS
+from projections.agents import parse_manifests_setting
+from store.errors import EventValidationError, LedgerError
+from store.records import NewEvent
+
+SettingValidator = Callable[[Any], object]
+"""Raises ``LedgerError`` or ``ValueError`` (one line) when a value is invalid."""
+
+SETTING_VALIDATORS: Mapping[str, SettingValidator] = {
+    AGENT_MANIFESTS: parse_manifests_setting,
+}
+
+
+def check_event(stream_id: str, event: NewEvent) -> None:
+    """Reject a ``setting.changed`` whose value its key's validator refuses."""
+    if event.type != "setting.changed":
+        return
+    key = event.data.get("key")
+    validator = SETTING_VALIDATORS.get(key) if isinstance(key, str) else None
+    if validator is None:
+        return
+    try:
+        validator(event.data.get("value"))
+    except (LedgerError, ValueError) as exc:
+        message = " ".join(str(exc).split())
+        raise EventValidationError(f"setting.changed: {message}") from None

@@ -33,7 +33,7 @@ GOLDEN = {
     "brief.jsonl": "ac09aa986f5dd7bd4fdc3887eaac27f817b2efcf8cb862441043b9e281aa4add",
     "card.jsonl": "47941eff8ae3e8d203bd2b2a240fbbaa4d3395c669e1b8453bc78327887ac60b",
     "session.jsonl": "33f72defa0fe516e3505d9e776034db2b516d31299134f3c95437413165cd059",
-    "novel.jsonl": "cad0fd12a67eb4525ed339cff9c00a113b4202a5758ff29b57b9d16a297b5df3",
+    "novel.jsonl": "061cc354e54df238eaf58cfb87d59a69d82f82d1b628d57c133af65fce6fb93e",
 }
 """Digests of the example assemblies (``ctxledger demo``), pinned. When one changes on
 purpose, bump ``FORMAT_VERSION`` if what is hashed changed, and update README and here."""

@@ -34,8 +34,8 @@ from projections.token_cache import CacheWrite, store_counts
 from projections.view import SessionView, ViewRequest
 from store.anchor import Anchor, read_anchor
 from store.clock import Clock, format_utc, system_clock
-from store.engine import create_engine
-from store.errors import LedgerError
+from store.engine import create_engine, database_exists, safe_url
+from store.errors import DatabaseMissing, InvalidArgument, LedgerError
 from store.log import EventInput, EventLog
 from store.records import AppendResult, NewEvent, RecordedEvent
 from store.seal import Seal, SealSettings
@@ -75,7 +75,7 @@ class Ledger:
     def open(cls, url: str | None = None, *, clock: Clock = system_clock,
              max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES, upgrade: bool = True,
              progress: RebuildProgress | None = None, seal: SealSettings | None = None,
-             load_vocabulary: bool = True,
+             load_vocabulary: bool = True, create: bool = True,
              **engine_kwargs: Any) -> Ledger:
         """Open (creating or migrating) the database at ``url``.
 
@@ -84,9 +84,15 @@ class Ledger:
         ``seal`` says when appends seal the log on their own (default: every 10,000).
         With ``load_vocabulary`` the default token encoding's vocabulary is loaded now, so
         no assembly pays for it (or fails on it) midway; other encodings load on first use.
+        With ``create=False`` a database that does not exist yet (no SQLite file, no
+        ``events`` table) raises ``DatabaseMissing`` instead of being created.
         """
         engine = create_engine(resolve_db_url(url), **engine_kwargs)
         try:
+            if not create and not database_exists(engine):
+                raise DatabaseMissing(
+                    f"no ctxledger database at {safe_url(engine.url)};"
+                    " run 'ctxledger init' or append to create one")
             if upgrade:
                 migrate.upgrade(engine)
             ledger = cls(engine, clock=clock, max_event_bytes=max_event_bytes, seal=seal)
@@ -126,7 +132,13 @@ class Ledger:
     def events(self, stream_id: str | None = None, *, after: int = 0,
                limit: int | None = None, until: int | datetime | None = None
                ) -> list[RecordedEvent]:
-        """Read events: one stream, or the whole log after a position, up to ``until``."""
+        """Read events: one stream, or the whole log after a position, up to ``until``.
+
+        A negative ``after`` or ``limit`` raises ``InvalidArgument`` (a slice would
+        silently drop events from the end)."""
+        for name, value in (("after", after), ("limit", limit)):
+            if value is not None and (isinstance(value, bool) or value < 0):
+                raise InvalidArgument(f"{name} must be an integer >= 0, got {value!r}")
         until_position = until if isinstance(until, int) else None
         until_time = check_time(until, "until") if isinstance(until, datetime) else None
         if stream_id is not None:

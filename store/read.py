@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -240,3 +240,14 @@ def position_at(conn: sa.Connection, when: datetime) -> int:
         sa.select(sa.func.max(events.c.position)).where(events.c.position < first_after)
     ).scalar_one()
     return int(last or 0)
+
+
+def stored_event_ids(conn: sa.Connection, ids: Iterable[str], chunk: int = 500) -> set[str]:
+    """Which of ``ids`` the log already holds (looked up ``chunk`` at a time)."""
+    wanted = list(dict.fromkeys(ids))
+    found: set[str] = set()
+    for start in range(0, len(wanted), chunk):
+        part = wanted[start:start + chunk]
+        found.update(conn.execute(sa.select(events.c.event_id)
+                                  .where(events.c.event_id.in_(part))).scalars())
+    return found

@@ -215,9 +215,12 @@ class ProgressBar:
         assert self._task is not None
         self._progress.update(self._task, completed=done, total=total)
 
-    def close(self) -> None:
-        """Stop drawing (leaving the final bar on screen)."""
+    def close(self, *, keep: bool = True) -> None:
+        """Stop drawing, leaving the final bar on screen unless ``keep`` is false."""
         if self._progress is not None:
+            if not keep:
+                self._progress.live.transient = True  # erase the bar on a terminal
+                self._progress.console.quiet = True  # and print nothing elsewhere
             self._progress.stop()
             self._progress = None
 
@@ -227,6 +230,10 @@ def _progress(description: str) -> Iterator[ProgressBar]:
     bar = ProgressBar(description)
     try:
         yield bar
+    except BaseException:
+        # A failure is reported on one line; a half-filled bar above it would only confuse.
+        bar.close(keep=False)
+        raise
     finally:
         bar.close()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -51,6 +52,18 @@ def safe_url(url: str) -> str:
     return masked(url)
 
 
+class _NeverRaised(Exception):
+    """Stands for Alembic's ``CommandError`` while Alembic is not imported."""
+
+
+def _alembic_command_error() -> type[Exception]:
+    """Alembic's ``CommandError``, without importing Alembic (about 200 ms) to learn it:
+    when Alembic was never imported, nothing can have raised it."""
+    module = sys.modules.get("alembic.util.exc")
+    found = getattr(module, "CommandError", None)
+    return found if isinstance(found, type) and issubclass(found, Exception) else _NeverRaised
+
+
 def database_error_message(exc: BaseException) -> str:
     """The driver's own words for a database failure, without SQLAlchemy's SQL dump."""
     import sqlalchemy as sa
@@ -71,8 +84,8 @@ class DatabaseUnavailable(LedgerError):
 def database_errors(url: str) -> Iterator[None]:
     """Turn every way a database can be unusable into ``DatabaseUnavailable`` naming ``url``."""
     import sqlalchemy as sa
-    from alembic.util.exc import CommandError
 
+    CommandError = _alembic_command_error()
     try:
         yield
     except LedgerError:
@@ -110,8 +123,8 @@ def explain(exc: BaseException) -> str | None:
     if isinstance(exc, LedgerError):
         return one_line(str(exc))
     import sqlalchemy as sa
-    from alembic.util.exc import CommandError
 
+    CommandError = _alembic_command_error()
     if isinstance(exc, sa.exc.SQLAlchemyError):
         return f"database error: {database_error_message(exc)}"
     if isinstance(exc, CommandError):

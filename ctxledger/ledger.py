@@ -7,30 +7,16 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from assembler import Assembly, Policy, TokenCounter
-from assembler.api import (
-    assemble_with_caches,
-    parse_policy,
-    policy_for,
-    request_for,
-)
-from assembler.encodings import default_loader
-from assembler.tokens import DEFAULT_ENCODING
 from ctxledger import migrate
 from ctxledger.config import resolve_db_url
-from ctxledger.deep_verify import compare_with_rebuild
-from ctxledger.rollup import RollupPolicy, RollupReport, run_rollup
-from ctxledger.token_store import TableTokenStore
-from ctxledger.usage import UsageReport, usage_report
 from projections.base import Projection
 from projections.read_view import load_session_view, read_snapshot
 from projections.registry import builtin_projections
 from projections.runner import ProjectionRunner, ProjectionStatus
-from projections.token_cache import CacheWrite, store_counts
 from projections.view import SessionView, ViewRequest
 from store.anchor import Anchor, read_anchor
 from store.clock import Clock, format_utc, system_clock
@@ -42,6 +28,15 @@ from store.seal import Seal, SealSettings
 from store.strict import check_time
 from store.validate import DEFAULT_MAX_EVENT_BYTES
 from store.verify import VerifyReport
+
+if TYPE_CHECKING:
+    from assembler import Assembly, Policy, TokenCounter
+    from ctxledger.rollup import RollupPolicy, RollupReport
+    from ctxledger.usage import UsageReport
+    from projections.token_cache import CacheWrite
+
+# The assembler (numpy, bm25s, tiktoken), the rollup and the usage report are imported by
+# the methods that use them: a CLI call that only reads state must not pay for them.
 
 RebuildProgress = Callable[[int, int], None]
 # Beyond this many cached counts a long-lived counter starts afresh (bounded memory).
@@ -98,6 +93,9 @@ class Ledger:
             ledger = cls(engine, clock=clock, max_event_bytes=max_event_bytes, seal=seal)
             ledger.refresh_projections(progress=progress)
             if load_vocabulary:
+                from assembler.encodings import default_loader
+                from assembler.tokens import DEFAULT_ENCODING
+
                 default_loader().get(DEFAULT_ENCODING)
         except BaseException:
             engine.dispose()
@@ -185,6 +183,10 @@ class Ledger:
         saved afterwards, so the next assembly only counts what changed. Safe to call
         from several threads at once.
         """
+        from assembler import Policy
+        from assembler.api import assemble_with_caches, parse_policy, policy_for, request_for
+        from ctxledger.token_store import TableTokenStore
+
         when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn, read_snapshot(conn):
             settings = load_session_view(conn, session, ViewRequest()).settings
@@ -213,6 +215,8 @@ class Ledger:
         return sum(counter.calls for counter in counters.values())
 
     def _counter(self, encoding: str) -> TokenCounter:
+        from assembler import TokenCounter
+
         counters: dict[str, TokenCounter] | None = getattr(self._local, "counters", None)
         if counters is None:
             counters = self._local.counters = {}
@@ -224,6 +228,8 @@ class Ledger:
     def _save_caches(self, counts: Sequence[Any], caches: Sequence[CacheWrite]) -> None:
         # A cache write failing (e.g. the database is busy) must not fail the assembly the
         # caller already has: the next assembly computes the same numbers again.
+        from projections.token_cache import store_counts
+
         try:
             with self.log.transaction() as conn:
                 store_counts(conn, counts)
@@ -268,11 +274,15 @@ class Ledger:
         """Roll up every complete UTC day before ``now`` (default: the clock) not rolled up
         yet, oldest first, and prune old raw tool-usage rows (SPEC §5; ``ctxledger.rollup``).
         Running it again changes nothing."""
+        from ctxledger.rollup import run_rollup
+
         return run_rollup(self, now=now, policy=policy)
 
     def usage(self, scope: str, *, days: int = 7, now: datetime | None = None) -> UsageReport:
         """Daily message, tool and token figures of ``scope`` over the last ``days`` days up
         to ``now``: rolled-up days from the rollups, the rest (today) from raw rows."""
+        from ctxledger.usage import usage_report
+
         return usage_report(self, scope, days=days, now=now)
 
     def seal(self) -> Seal | None:
@@ -300,6 +310,8 @@ class Ledger:
                     f"projection {status.name} is at position {status.position} but the log "
                     f"ends at {status.head}: events were removed")
         if deep:
+            from ctxledger.deep_verify import compare_with_rebuild
+
             found = compare_with_rebuild(self.log, self.runner.projections, self.clock)
             report.deep = "differs" if found else "ok"
             report.problems.extend(found)

@@ -69,6 +69,9 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "incremental seal of 10,000 events",
         "brief re-assembly after one new message, 1k vs 300 snippets",
         "brief index builds after new messages at 1k snippets",
+        "ctxledger --version",
+        "ctxledger --help",
+        "ctxledger state on a small database",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -80,8 +83,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit == row["peer"]["unit"] == "MB"
         elif row["leg"] == "seal":
             assert unit in ("ev/s", "s")
-        elif row["leg"] == "assemble" or row["peer"] is not None:
-            assert unit == row["peer"]["unit"] == "ms"
+        elif row["leg"] in ("assemble", "startup") or row["peer"] is not None:
+            assert unit == "ms" and (row["peer"] is None or row["peer"]["unit"] == "ms")
         else:
             assert unit == "calls"
         # A tokenizer call count may be 0; rates and times may not.
@@ -89,7 +92,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
-                "rollup", "seal", "brief"):
+                "rollup", "seal", "brief", "startup"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

@@ -203,3 +203,10 @@ def test_negative_cli_limits_are_usage_errors(runner: CliRunner, tmp_path: Path)
         result = runner.invoke(app, [*args, "--db", url])
         assert result.exit_code == 2, args
         assert "Traceback" not in result.stderr
+
+
+def test_shell_completion_is_offered(runner: CliRunner) -> None:
+    shown = runner.invoke(app, ["--show-completion", "bash"])
+    assert shown.exit_code == 0, shown.stderr
+    assert "complete" in shown.stdout and "ctxledger" in shown.stdout
+    assert "--install-completion" in runner.invoke(app, ["--help"]).stdout

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from registry import AtMost, Comparison, Context, Measure, leg
 
-from ctxledger.demo import EXAMPLES_DIR, ScriptedClock, read_examples
+from ctxledger.demo import EXAMPLES_DIR, ScriptedClock, load_examples, read_examples
 
 FULL_RUNS = 10
 QUICK_RUNS = 3
@@ -54,9 +54,7 @@ def small_database(directory: Path) -> str:
     examples = read_examples(sorted(EXAMPLES_DIR.glob("*.jsonl")))
     clock = ScriptedClock(examples[0].at)
     with Ledger.open(url, clock=clock) as ledger:
-        for example in examples:
-            clock.set(example.at)
-            ledger.append(example.stream, [example.event])
+        load_examples(ledger, clock, examples)
     return url
 
 

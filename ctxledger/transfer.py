@@ -22,7 +22,7 @@ from datetime import datetime
 from itertools import groupby
 from typing import Any
 
-from ctxledger.cli_input import InputLine, validate_lines
+from ctxledger.cli_input import InputLine, decoded_lines, validate_lines
 from ctxledger.demo import ExampleError, LogLine, ScriptedClock, parse_log_line
 from ctxledger.ledger import Ledger
 from store.clock import format_utc
@@ -100,14 +100,8 @@ def read_import(text_lines: Sequence[bytes], source: str, *, trust_timestamps: b
     Raises ``TransferError`` naming the first bad line (``line N: ...``).
     """
     lines: list[LogLine] = []
-    for number, raw in enumerate(text_lines, start=1):
+    for number, text in decoded_lines(text_lines):
         where = f"line {number}"
-        try:
-            text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-        except UnicodeDecodeError as exc:
-            raise TransferError(f"{where}: not valid UTF-8 (byte {exc.start + 1})") from None
-        if not text.strip():
-            continue
         try:
             line = parse_log_line(source, number, text, where=where)
         except ExampleError as exc:

@@ -16,7 +16,7 @@ from ctxledger import Ledger
 from ctxledger.cli import app
 from ctxledger.cli_errors import DEBUG_ENV_VAR
 from ctxledger.config import ENV_VAR
-from ctxledger.demo import EXAMPLES_DIR, ScriptedClock, read_examples
+from ctxledger.demo import EXAMPLES_DIR, ScriptedClock, load_examples, read_examples
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -31,9 +31,7 @@ def _fill(url: str) -> None:
     examples = read_examples(sorted(EXAMPLES_DIR.glob("*.jsonl")))
     clock = ScriptedClock(examples[0].at)
     with Ledger.open(url, clock=clock) as ledger:
-        for example in examples:
-            clock.set(example.at)
-            ledger.append(example.stream, [example.event])
+        load_examples(ledger, clock, examples)
         ledger.append("chat-x", [
             {"type": "session.started", "data": {"scope": "x"}},
             {"type": "message.appended", "data": {"role": "user", "content": "hi"},

@@ -3,6 +3,10 @@
 Every command is a thin shell over ``Ledger``: parse arguments, call the ledger, print.
 Exit codes: 0 success; 1 a domain error (one ``error: ...`` line on stderr, nothing
 written); 2 a usage error.
+
+Start-up time matters (``ctxledger --version`` in well under 150 ms): this module imports
+only Typer at the top. rich, SQLAlchemy, pydantic, tiktoken and the ledger are imported
+inside the commands that use them.
 """
 
 from __future__ import annotations
@@ -17,46 +21,34 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from typer.core import TyperGroup
 
 import ctxledger
-from assembler.profiles import profile_names, profiles_showing_state
-from ctxledger import cli_seal, migrate, render
+from ctxledger import cli_seal
 from ctxledger.cli_errors import (
     database_errors,
     fail,
+    open_existing,
     open_ledger,
     reports_errors,
     safe_url,
 )
-from ctxledger.cli_input import InputError, parse_jsonl, read_policy, validate_lines
-from ctxledger.config import DEFAULT_DB_URL, ENV_VAR, resolve_db_url
-from ctxledger.demo import EXAMPLES_DIR, run_demo
-from ctxledger.ledger import Ledger
-from ctxledger.render_assembly import assembly_view
-from ctxledger.render_usage import rollup_view, usage_view
-from ctxledger.rollup import RollupPolicy
-from ctxledger.scheduler import SchedulerSettings, run_scheduler
-from ctxledger.usage import MAX_DAYS
-from store.clock import Clock
-from store.engine import create_engine
-from store.errors import BatchEventError, EventValidationError
-from store.records import RecordedEvent
-from store.strict import check_time
+from ctxledger.config import (
+    DEFAULT_DB_URL,
+    DEFAULT_RETENTION_DAYS,
+    ENV_VAR,
+    MAX_USAGE_DAYS,
+    resolve_db_url,
+)
 
-EVENTS_PAGE = 1000
-"""Events read per query when listing the whole log, so memory stays flat."""
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+
+    from store.clock import Clock
 
 
 class JsonOrText(StrEnum):
@@ -80,11 +72,65 @@ class Options:
     db: str | None
 
 
+DB_OPTION = "--db"
+
+
+def hoist_db(args: list[str], group: TyperGroup) -> list[str]:
+    """``args`` with every ``--db URL`` given after the command moved before it.
+
+    ``--db`` is a global option, but people write it where they think of it
+    (``ctxledger state s1 --db URL``). A command with its own ``--db`` (``demo``) keeps
+    it; ``--`` ends the search; a ``--db`` with no value is left for click to report.
+    """
+    index = 0
+    while index < len(args):  # find the command name, skipping the global options
+        token = args[index]
+        if token == "--":
+            return args
+        if token == DB_OPTION:
+            index += 2
+            continue
+        if not token.startswith("-"):
+            break
+        index += 1
+    else:
+        return args
+    command = group.commands.get(args[index])
+    if command is None or any(DB_OPTION in p.opts for p in command.params):
+        return args
+    front, rest = args[:index], []
+    tail = args[index + 1:]
+    position = 0
+    while position < len(tail):
+        token = tail[position]
+        if token == "--":
+            rest.extend(tail[position:])
+            break
+        if token == DB_OPTION and position + 1 < len(tail):
+            front += [token, tail[position + 1]]
+            position += 2
+            continue
+        if token.startswith(DB_OPTION + "="):
+            front.append(token)
+        else:
+            rest.append(token)
+        position += 1
+    return [*front, args[index], *rest]
+
+
+class CtxledgerGroup(TyperGroup):
+    """The root command: accepts ``--db`` after the command name as well as before it."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Hoist a trailing ``--db`` before parsing (see ``hoist_db``)."""
+        return super().parse_args(ctx, hoist_db(list(args), self))
+
+
 app = typer.Typer(
     name="ctxledger",
+    cls=CtxledgerGroup,
     help="Event-sourced session store for LLM applications.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -103,13 +149,16 @@ def root(
     ctx: typer.Context,
     db: Annotated[str | None, typer.Option(
         "--db", metavar="URL",
-        help=f"Database URL. Default: ${ENV_VAR}, else {DEFAULT_DB_URL}."
-             " PostgreSQL: postgresql+psycopg://user@host/db.")] = None,
+        help=f"Database URL (before or after the command). Default: ${ENV_VAR}, else"
+             f" {DEFAULT_DB_URL}. PostgreSQL (the postgres extra):"
+             " postgresql+psycopg://user@host/db.")] = None,
     version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True,
         help="Print the version and exit.")] = False,
 ) -> None:
     """Event-sourced session store for LLM applications."""
+    if db is not None and not db.strip():
+        raise typer.BadParameter("must not be empty", param_hint="'--db'")
     ctx.obj = Options(db=db)
 
 
@@ -124,6 +173,8 @@ PIPE_WIDTH = 120
 
 def _stdout() -> Console:
     """A console on the current ``sys.stdout`` (created per call: tests swap the stream)."""
+    from rich.console import Console
+
     console = Console(highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         # Rich assumes 80 columns off a terminal; tables of events read better wider.
@@ -147,6 +198,15 @@ class ProgressBar:
         if self._progress is None:
             if total == 0:
                 return  # nothing to do: no bar at all
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
             self._progress = Progress(
                 TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("events"), TimeElapsedColumn(), console=Console(stderr=True))
@@ -155,9 +215,12 @@ class ProgressBar:
         assert self._task is not None
         self._progress.update(self._task, completed=done, total=total)
 
-    def close(self) -> None:
-        """Stop drawing (leaving the final bar on screen)."""
+    def close(self, *, keep: bool = True) -> None:
+        """Stop drawing, leaving the final bar on screen unless ``keep`` is false."""
         if self._progress is not None:
+            if not keep:
+                self._progress.live.transient = True  # erase the bar on a terminal
+                self._progress.console.quiet = True  # and print nothing elsewhere
             self._progress.stop()
             self._progress = None
 
@@ -167,6 +230,10 @@ def _progress(description: str) -> Iterator[ProgressBar]:
     bar = ProgressBar(description)
     try:
         yield bar
+    except BaseException:
+        # A failure is reported on one line; a half-filled bar above it would only confuse.
+        bar.close(keep=False)
+        raise
     finally:
         bar.close()
 
@@ -178,6 +245,8 @@ def _progress(description: str) -> Iterator[ProgressBar]:
 @reports_errors
 def init(ctx: typer.Context, format: FormatOption = JsonOrText.json) -> None:
     """Create the database or upgrade its schema; print the URL and the schema revision."""
+    from ctxledger import migrate, render
+
     url = resolve_db_url(_db(ctx))
     before = _revision(url)
     with _progress("rebuilding projections") as progress, \
@@ -201,6 +270,9 @@ def init(ctx: typer.Context, format: FormatOption = JsonOrText.json) -> None:
 
 def _revision(url: str) -> str | None:
     """The schema revision a database is at before opening it (None if it has none)."""
+    from ctxledger import migrate
+    from store.engine import create_engine
+
     with database_errors(url):
         engine = create_engine(url)
         try:
@@ -229,6 +301,10 @@ def append(
 
     Any bad line writes nothing, and the error names its line number.
     """
+    from ctxledger import render
+    from ctxledger.cli_input import InputError, parse_jsonl, validate_lines
+    from store.errors import BatchEventError, EventValidationError
+
     if not stream.strip():
         raise typer.BadParameter("must not be empty", param_hint="STREAM")
     lines = parse_jsonl(_read_input(file).splitlines())
@@ -274,31 +350,16 @@ def events(
         "--format", help="jsonl (default) or text.")] = JsonlOrText.jsonl,
 ) -> None:
     """Print events in position order: the whole log, or one stream."""
-    with open_ledger(_db(ctx)) as ledger:
-        found = _iter_events(ledger, stream, after, limit)
+    from ctxledger import render
+    from ctxledger.transfer import iter_events
+
+    with open_existing(_db(ctx)) as ledger:
+        found = iter_events(ledger, stream, after=after, limit=limit)
         if format is JsonlOrText.jsonl:
             for event in found:
                 typer.echo(render.dumps(render.event_record(event)))
             return
         _stdout().print(render.events_table(list(found)))
-
-
-def _iter_events(ledger: Ledger, stream: str | None, after: int,
-                 limit: int | None) -> Iterator[RecordedEvent]:
-    if stream is not None:
-        yield from ledger.events(stream, after=after, limit=limit)
-        return
-    remaining = limit
-    cursor = after
-    while remaining is None or remaining > 0:
-        size = EVENTS_PAGE if remaining is None else min(EVENTS_PAGE, remaining)
-        page = ledger.events(after=cursor, limit=size)
-        yield from page
-        if len(page) < size:
-            return
-        cursor = page[-1].position
-        if remaining is not None:
-            remaining -= len(page)
 
 
 # -- state ------------------------------------------------------------------------------------
@@ -322,10 +383,14 @@ def state(
 ) -> None:
     """Print the session's projection state (counts, chapter, settings, tools, documents
     in compact form)."""
+    from ctxledger import render
+
     if agent is not None and not agent.strip():
         raise typer.BadParameter("must not be empty", param_hint="'--agent'")
-    options = {} if now is None else {"clock": _fixed_clock(_parse_now(now))}
-    with open_ledger(_db(ctx), **options) as ledger:
+    options: dict[str, Any] = {"load_vocabulary": False}  # state counts no tokens
+    if now is not None:
+        options["clock"] = _fixed_clock(_parse_now(now))
+    with open_existing(_db(ctx), **options) as ledger:
         found = ledger.state(session, agent=agent)
     if format is JsonOrText.json:
         typer.echo(render.dumps(found, indent=2))
@@ -333,19 +398,22 @@ def state(
         _stdout().print(render.state_table(found, title=f"state {session}"))
 
 
-def _parse_now(value: str) -> datetime:
+def _parse_now(value: str, hint: str = "'--now'") -> datetime:
     """``--now``: ISO-8601 with an explicit zone (a usage error otherwise)."""
+    from store.errors import EventValidationError
+    from store.strict import check_time
+
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         raise typer.BadParameter(f"not an ISO-8601 time: {value!r}",
-                                 param_hint="'--now'") from None
+                                 param_hint=hint) from None
     if parsed.tzinfo is None:
-        raise typer.BadParameter("needs a zone, such as Z or +00:00", param_hint="'--now'")
+        raise typer.BadParameter("needs a zone, such as Z or +00:00", param_hint=hint)
     try:
         return check_time(parsed, "time")
     except EventValidationError as exc:
-        raise typer.BadParameter(str(exc), param_hint="'--now'") from None
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
 
 
 def _fixed_clock(when: datetime) -> Clock:
@@ -360,9 +428,10 @@ def _fixed_clock(when: datetime) -> Clock:
 def assemble(
     ctx: typer.Context,
     session: Annotated[str, typer.Argument(help="The session stream.", metavar="SESSION")],
-    profile: Annotated[str, typer.Option(
+    profile: Annotated[str | None, typer.Option(
         "--profile", metavar="NAME",
-        help=f"Assembler profile: {', '.join(profile_names())}.")] = "card",
+        help="Assembler profile (card, session, brief...). Default: the session's"
+             " 'profile' setting; one of the two is required.")] = None,
     now: Annotated[str | None, typer.Option(
         "--now", metavar="ISO",
         help="The assembly time, e.g. 2025-05-11T10:00:00Z (default: now).")] = None,
@@ -378,8 +447,15 @@ def assemble(
         "--text/--no-text",
         help="With --format text: show the context text after the breakdown.")] = True,
 ) -> None:
-    """Build a session's context with a profile; JSON prints the whole Assembly."""
-    if profile not in profile_names():
+    """Build a session's context with a profile; JSON prints the whole Assembly.
+
+    The profile is --profile, else the session's 'profile' setting; --format text says
+    which, then shows the breakdown and (unless --no-text) the context text."""
+    from assembler.profiles import profile_names, profiles_showing_state
+    from ctxledger.cli_input import read_policy
+    from ctxledger.render_assembly import assembly_view
+
+    if profile is not None and profile not in profile_names():
         raise typer.BadParameter(f"{profile!r} is not one of {', '.join(profile_names())}",
                                  param_hint="'--profile'")
     if agent is not None:
@@ -393,14 +469,37 @@ def assemble(
             f" use 'ctxledger state SESSION --agent {agent}'", param_hint="'--agent'")
     when = None if now is None else _parse_now(now)
     policy_text = read_policy(policy)
-    with open_ledger(_db(ctx)) as ledger:
-        if not ledger.view(session).exists:
+    with open_existing(_db(ctx)) as ledger:
+        view = ledger.view(session)
+        if not view.exists:
             raise fail(f"unknown session {session!r}")
+        source = "--profile"
+        if profile is None:
+            profile, source = _profile_setting(view.settings.get(PROFILE_SETTING),
+                                               profile_names()), "the session's profile setting"
         result = ledger.assemble(session, profile, now=when, policy=policy_text)
     if format is JsonOrText.json:
         typer.echo(result.model_dump_json(indent=2))
     else:
-        _stdout().print(assembly_view(result, show_text=text))
+        console = _stdout()
+        console.print(f"profile {profile} (from {source})", markup=False)
+        console.print(assembly_view(result, show_text=text))
+
+
+PROFILE_SETTING = "profile"
+"""The setting ``assemble`` takes its profile from when ``--profile`` is not given."""
+
+
+def _profile_setting(value: object, known: list[str]) -> str:
+    """The session's ``profile`` setting, checked (a usage error when absent or unknown)."""
+    if value is None:
+        raise typer.BadParameter(
+            f"is required: the session has no {PROFILE_SETTING!r} setting",
+            param_hint="'--profile'")
+    if not isinstance(value, str) or value not in known:
+        raise fail(f"the session's {PROFILE_SETTING!r} setting is {value!r},"
+                   f" not one of {', '.join(known)}")
+    return value
 
 
 # -- schema ---------------------------------------------------------------------------------
@@ -422,6 +521,8 @@ def schema(
         metavar="[assembly|events]")] = SchemaKind.assembly,
 ) -> None:
     """Print a JSON Schema: of an Assembly, or of the events the log accepts."""
+    from ctxledger import render
+
     if kind is SchemaKind.assembly:
         from assembler.schema import assembly_schema
 
@@ -445,6 +546,8 @@ def rebuild(
     format: FormatOption = JsonOrText.json,
 ) -> None:
     """Rebuild projections from the log, with a progress bar on stderr."""
+    from ctxledger import render
+
     with _progress("catching up") as catching_up, \
             open_ledger(_db(ctx), progress=catching_up) as ledger:
         known = [s.name for s in ledger.projection_status()]
@@ -482,7 +585,9 @@ def verify(
     """Check every stream's hash chain, every seal and the immutability triggers; with
     --anchor, that the log extends the anchor; with --deep, the projections (exit 1 on a
     problem)."""
-    with open_ledger(_db(ctx)) as ledger:
+    from ctxledger import render
+
+    with open_existing(_db(ctx)) as ledger:
         report = ledger.verify(anchor=anchor, deep=deep)
     if format is JsonOrText.json:
         typer.echo(render.dumps(render.verify_record(report)))
@@ -505,7 +610,7 @@ def rollup(
     retention_days: Annotated[int, typer.Option(
         "--retention-days", min=1, metavar="N",
         help="Keep raw tool-usage rows of the last N rolled days (at least the largest"
-             " usage window + 1).")] = RollupPolicy().retention_days,
+             " usage window + 1).")] = DEFAULT_RETENTION_DAYS,
     format: FormatOption = JsonOrText.json,
 ) -> None:
     """Roll up every complete UTC day not rolled up yet, oldest first.
@@ -514,6 +619,9 @@ def rollup(
     in one transaction, then prunes old raw tool-usage rows. Running it again writes
     nothing.
     """
+    from ctxledger.render_usage import rollup_view
+    from ctxledger.rollup import RollupPolicy
+
     when = None if now is None else _parse_now(now)
     with open_ledger(_db(ctx)) as ledger:
         report = ledger.rollup(when, policy=RollupPolicy(retention_days=retention_days))
@@ -532,13 +640,15 @@ def scheduler(
         help="Time of day (UTC) of the nightly rollup.")] = "03:00",
     retention_days: Annotated[int, typer.Option(
         "--retention-days", min=1, metavar="N",
-        help="Passed to the rollup job (see 'rollup').")] = RollupPolicy().retention_days,
+        help="Passed to the rollup job (see 'rollup').")] = DEFAULT_RETENTION_DAYS,
 ) -> None:
     """Run the nightly rollup on APScheduler in the foreground until SIGINT or SIGTERM.
 
     The job is stored in the ledger's database; a start after missed nights runs it
     once and it catches up every missing day. Logs go to stderr.
     """
+    from ctxledger.scheduler import SchedulerSettings, run_scheduler
+
     hour, minute = _parse_hhmm(at)
     settings = SchedulerSettings(hour=hour, minute=minute, retention_days=retention_days)
     url = resolve_db_url(_db(ctx))
@@ -566,7 +676,7 @@ def usage(
     ctx: typer.Context,
     scope: Annotated[str, typer.Option("--scope", metavar="S", help="The scope to report.")],
     days: Annotated[int, typer.Option(
-        "--days", min=1, max=MAX_DAYS, metavar="N",
+        "--days", min=1, max=MAX_USAGE_DAYS, metavar="N",
         help="How many UTC days, ending today.")] = 7,
     now: Annotated[str | None, typer.Option(
         "--now", metavar="ISO", help="The end of the report (default: now).")] = None,
@@ -574,8 +684,10 @@ def usage(
 ) -> None:
     """Daily message, tool and token figures of a scope: rolled-up days plus today's raw
     rows. The text format adds a sparkline per tool and per MCP server."""
+    from ctxledger.render_usage import usage_view
+
     when = None if now is None else _parse_now(now)
-    with open_ledger(_db(ctx)) as ledger:
+    with open_existing(_db(ctx)) as ledger:
         report = ledger.usage(scope, days=days, now=when)
     if format is JsonOrText.json:
         typer.echo(report.model_dump_json(indent=2))
@@ -592,9 +704,10 @@ def brief_stats(
     format: FormatOption = JsonOrText.json,
 ) -> None:
     """Print the nearest-rank P95 of brief tokens recorded (context.assembled) in a scope."""
+    from ctxledger import render
     from ctxledger.brief_stats import brief_stats as compute
 
-    with open_ledger(_db(ctx)) as ledger:
+    with open_existing(_db(ctx)) as ledger:
         stats = compute(ledger, scope)
     if format is JsonOrText.json:
         typer.echo(render.dumps(stats.record()))
@@ -603,6 +716,76 @@ def brief_stats(
                                           title=f"brief stats {scope}"))
 
 
+
+
+# -- import and export ------------------------------------------------------------------------
+
+
+@app.command("import")
+@reports_errors
+def import_(
+    ctx: typer.Context,
+    file: Annotated[str, typer.Argument(
+        metavar="FILE|-", help="Multi-stream JSONL, one {stream, type, data[, id, metadata,"
+                               " at]} a line (the format of 'export'); '-' reads stdin.")],
+    trust_timestamps: Annotated[bool, typer.Option(
+        "--trust-timestamps",
+        help="Record each event at its line's 'at' (then required on every line) instead"
+             " of now: 'export | import --trust-timestamps' reproduces every hash.")] = False,
+    format: FormatOption = JsonOrText.json,
+) -> None:
+    """Load events of many streams, all or nothing, with a progress bar on stderr.
+
+    Every line is validated before anything is written, and the events are appended in
+    one transaction. Lines without an id get one derived from the file name and line, and
+    ids already stored are skipped, so importing the same file twice writes nothing.
+    """
+    from ctxledger import render
+    from ctxledger.demo import ScriptedClock
+    from ctxledger.transfer import import_lines, read_import
+
+    raw = _read_input(file)
+    source = "stdin" if file == "-" else Path(file).name
+    # Everything is decoded and validated before the database is opened (or created).
+    lines = read_import(raw.splitlines(), source, trust_timestamps=trust_timestamps)
+    if not lines:
+        raise fail("no events in the input (every line is blank)")
+    # With --trust-timestamps the ledger's clock says each line's 'at' as it is appended.
+    clock = ScriptedClock(lines[0].at) if trust_timestamps and lines[0].at else None
+    options: dict[str, Any] = {} if clock is None else {"clock": clock}
+    with open_ledger(_db(ctx), **options) as ledger:
+        with _progress("importing") as progress:
+            report = import_lines(ledger, lines, clock=clock, progress=progress)
+        head = ledger.head()
+    record = {**report.record(), "head": head}
+    if format is JsonOrText.json:
+        typer.echo(render.dumps(record))
+    else:
+        _stdout().print(render.info_table(list(record.items()), title=f"import {file}"))
+
+
+@app.command()
+@reports_errors
+def export(
+    ctx: typer.Context,
+    stream: Annotated[str | None, typer.Argument(
+        help="Only this stream (default: the whole log).", metavar="[STREAM]")] = None,
+    until: Annotated[str | None, typer.Option(
+        "--until", metavar="POS|ISO",
+        help="Stop at this position, or at the last event recorded at or before this"
+             " time.")] = None,
+) -> None:
+    """Write the log (or one stream) as multi-stream JSONL that 'import' reads back:
+    {stream, type, data, id, metadata, at} a line, in position order."""
+    from ctxledger import render
+    from ctxledger.transfer import export_records
+
+    bound: int | datetime | None = None
+    if until is not None:
+        bound = int(until) if until.isdigit() else _parse_now(until, "'--until'")
+    with open_existing(_db(ctx)) as ledger:
+        for record in export_records(ledger, stream, until=bound):
+            typer.echo(render.dumps(record))
 
 
 # -- demo -------------------------------------------------------------------------------------
@@ -615,14 +798,16 @@ def demo(
     db: Annotated[str | None, typer.Option(
         "--db", metavar="URL",
         help="Where to load the examples (default: a temporary SQLite file).")] = None,
-    examples: Annotated[Path, typer.Option(
+    examples: Annotated[Path | None, typer.Option(
         "--examples", metavar="DIR", file_okay=False,
-        help="Folder of example *.jsonl files.")] = EXAMPLES_DIR,
+        help="Folder of example *.jsonl files (default: the bundled examples).")] = None,
 ) -> None:
     """Load the example sessions into embedded SQLite; print their events and state."""
+    from ctxledger.demo import EXAMPLES_DIR, run_demo
+
     # ``$CTXLEDGER_DB`` is deliberately ignored: the demo must not write into a real ledger
     # unless asked to with --db.
-    run_demo(_stdout(), db_url=db or _db(ctx), examples_dir=examples)
+    run_demo(_stdout(), db_url=db or _db(ctx), examples_dir=examples or EXAMPLES_DIR)
 
 
 cli_seal.register(app)

@@ -10,17 +10,19 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-import sqlalchemy as sa
 import typer
-from alembic.util.exc import CommandError
 
 from ctxledger.config import resolve_db_url
-from ctxledger.ledger import Ledger
 from store.errors import LedgerError
+
+if TYPE_CHECKING:
+    from ctxledger.ledger import Ledger
+
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -39,16 +41,33 @@ def one_line(text: str) -> str:
     return flat if len(flat) <= _MAX_MESSAGE else flat[: _MAX_MESSAGE - 3] + "..."
 
 
+# SQLAlchemy and Alembic are imported where they are needed, not at module import: the
+# CLI imports this module, and ``ctxledger --help`` must start fast.
+
+
 def safe_url(url: str) -> str:
-    """The URL for messages, with any password masked."""
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return url
+    """The URL for messages, with any password masked (``store.engine.safe_url``)."""
+    from store.engine import safe_url as masked
+
+    return masked(url)
+
+
+class _NeverRaised(Exception):
+    """Stands for Alembic's ``CommandError`` while Alembic is not imported."""
+
+
+def _alembic_command_error() -> type[Exception]:
+    """Alembic's ``CommandError``, without importing Alembic (about 200 ms) to learn it:
+    when Alembic was never imported, nothing can have raised it."""
+    module = sys.modules.get("alembic.util.exc")
+    found = getattr(module, "CommandError", None)
+    return found if isinstance(found, type) and issubclass(found, Exception) else _NeverRaised
 
 
 def database_error_message(exc: BaseException) -> str:
     """The driver's own words for a database failure, without SQLAlchemy's SQL dump."""
+    import sqlalchemy as sa
+
     if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None:
         return one_line(str(exc.orig)) or type(exc.orig).__name__
     return one_line(str(exc)) or type(exc).__name__
@@ -64,6 +83,9 @@ class DatabaseUnavailable(LedgerError):
 @contextmanager
 def database_errors(url: str) -> Iterator[None]:
     """Turn every way a database can be unusable into ``DatabaseUnavailable`` naming ``url``."""
+    import sqlalchemy as sa
+
+    CommandError = _alembic_command_error()
     try:
         yield
     except LedgerError:
@@ -81,16 +103,28 @@ def open_ledger(explicit_url: str | None, **options: Any) -> Ledger:
     """``Ledger.open`` with opening failures reported as one line naming the URL.
 
     ``explicit_url`` falls back to ``CTXLEDGER_DB`` and then the default SQLite file.
+    Write commands use this: a database that does not exist yet is created.
     """
+    from ctxledger.ledger import Ledger
+
     url = resolve_db_url(explicit_url)
     with database_errors(url):
         return Ledger.open(url, **options)
+
+
+def open_existing(explicit_url: str | None, **options: Any) -> Ledger:
+    """``open_ledger`` for read commands: a database that does not exist is an error
+    (``no ctxledger database at ...``), never created by a read."""
+    return open_ledger(explicit_url, create=False, **options)
 
 
 def explain(exc: BaseException) -> str | None:
     """The one-line message for an expected failure, or None when ``exc`` is a bug."""
     if isinstance(exc, LedgerError):
         return one_line(str(exc))
+    import sqlalchemy as sa
+
+    CommandError = _alembic_command_error()
     if isinstance(exc, sa.exc.SQLAlchemyError):
         return f"database error: {database_error_message(exc)}"
     if isinstance(exc, CommandError):

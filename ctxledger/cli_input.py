@@ -8,7 +8,7 @@ itself, which writes nothing, and ``validate_lines`` then names the offending li
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,20 +30,28 @@ class InputLine:
     event: dict[str, Any]
 
 
-def parse_jsonl(raw_lines: Iterable[bytes]) -> list[InputLine]:
-    """Decode JSONL bytes into events, skipping blank lines.
+def decoded_lines(raw_lines: Iterable[bytes]) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of every non-blank line, decoded as UTF-8.
 
-    Raises ``InputError`` naming the first line that is not UTF-8 or not a JSON object.
+    Raises ``InputError`` naming the first line that is not UTF-8.
     """
-    parsed: list[InputLine] = []
     for number, raw in enumerate(raw_lines, start=1):
         try:
             # A byte-order mark is legal only at the very start of the input.
             text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"line {number}: not valid UTF-8 (byte {exc.start + 1})") from None
-        if not text.strip():
-            continue
+        if text.strip():
+            yield number, text
+
+
+def parse_jsonl(raw_lines: Iterable[bytes]) -> list[InputLine]:
+    """Decode JSONL bytes into events, skipping blank lines.
+
+    Raises ``InputError`` naming the first line that is not UTF-8 or not a JSON object.
+    """
+    parsed: list[InputLine] = []
+    for number, text in decoded_lines(raw_lines):
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -5,12 +5,14 @@ Registered on the main Typer app by ``ctxledger.cli``; ``verify --anchor`` is th
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from ctxledger import render
 from ctxledger.cli_errors import open_ledger, reports_errors
-from store.clock import format_utc
-from store.seal import Seal
+
+if TYPE_CHECKING:
+    from store.seal import Seal
 
 
 def _db(ctx: typer.Context) -> str | None:
@@ -20,6 +22,8 @@ def _db(ctx: typer.Context) -> str | None:
 
 def seal_record(seal: Seal | None, head_sealed: Seal | None) -> dict[str, object]:
     """What ``seal`` prints: the seal written (or the last one, when nothing was new)."""
+    from store.clock import format_utc
+
     shown = seal or head_sealed
     if shown is None:
         return {"sealed": False, "seal": None}
@@ -35,6 +39,7 @@ def seal(ctx: typer.Context) -> None:
     Uses CTXLEDGER_CHAIN_KEY (if set) to make the links HMACs. Prints the seal as JSON;
     "sealed": false when nothing was new since the last seal.
     """
+    from ctxledger import render
     from store.seal import last_seal
 
     with open_ledger(_db(ctx)) as ledger:

@@ -13,3 +13,11 @@ def resolve_db_url(explicit: str | None = None) -> str:
     if explicit:
         return explicit
     return os.environ.get(ENV_VAR) or DEFAULT_DB_URL
+
+
+# Defaults the CLI shows in its help. They live here, not in the modules that use them, so
+# that ``ctxledger --help`` does not import SQLAlchemy and pydantic to print them.
+DEFAULT_RETENTION_DAYS = 30
+"""Raw tool-usage rows the rollup keeps, in rolled days (``RollupPolicy.retention_days``)."""
+MAX_USAGE_DAYS = 366
+"""The longest span ``usage`` reports."""

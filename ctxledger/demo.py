@@ -99,13 +99,32 @@ def parse_at(value: object, where: str) -> datetime:
     return parsed.astimezone(UTC)
 
 
-def parse_example_line(file: str, number: int, text: str) -> ExampleEvent:
-    """Decode one example line; the event itself is validated when it is appended."""
-    where = f"{file} line {number}"
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One line of a multi-stream JSONL log (an example file, or ``ctxledger import``)."""
+
+    file: str
+    line: int
+    stream: str
+    at: datetime | None
+    """The line's ``at`` (None when absent)."""
+    event: dict[str, Any]
+    """``{"type", "data", "id"[, "metadata"]}`` as ``Ledger.append`` takes it."""
+
+
+def parse_log_line(file: str, number: int, text: str, *, where: str | None = None) -> LogLine:
+    """Decode one line ``{stream, type, data[, id, metadata, at]}``; the event itself is
+    validated by the store. A missing ``id`` becomes uuid5(namespace, "FILE:LINE"), so
+    loading the same file twice is idempotent. ``where`` prefixes errors (default
+    ``"FILE line N"``)."""
+    where = where or f"{file} line {number}"
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ExampleError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except (RecursionError, ValueError):  # nested too deeply; an integer of 4300+ digits
+        raise ExampleError(f"{where}: invalid JSON: nested too deeply or a huge number"
+                           ) from None
     if not isinstance(raw, dict):
         raise ExampleError(f"{where}: expected a JSON object")
     unknown = sorted(set(raw) - _LINE_KEYS)
@@ -114,7 +133,7 @@ def parse_example_line(file: str, number: int, text: str) -> ExampleEvent:
     stream = raw.get("stream")
     if not isinstance(stream, str) or not stream:
         raise ExampleError(f"{where}: 'stream' must be a non-empty string")
-    at = parse_at(raw.get("at"), where)
+    at = None if raw.get("at") is None else parse_at(raw.get("at"), where)
     event: dict[str, Any] = {
         "type": raw.get("type"),
         "data": raw.get("data", {}),
@@ -122,7 +141,15 @@ def parse_example_line(file: str, number: int, text: str) -> ExampleEvent:
     }
     if "metadata" in raw:
         event["metadata"] = raw["metadata"]
-    return ExampleEvent(file, number, stream, at, event)
+    return LogLine(file, number, stream, at, event)
+
+
+def parse_example_line(file: str, number: int, text: str) -> ExampleEvent:
+    """Decode one example line (``parse_log_line``, with ``at`` required)."""
+    line = parse_log_line(file, number, text)
+    if line.at is None:
+        raise ExampleError(f"{file} line {number}: 'at' must be an ISO-8601 string")
+    return ExampleEvent(line.file, line.line, line.stream, line.at, line.event)
 
 
 def read_example_file(path: Path) -> list[ExampleEvent]:

@@ -11,32 +11,18 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from assembler import Assembly, Policy, TokenCounter
-from assembler.api import (
-    assemble_with_caches,
-    parse_policy,
-    policy_for,
-    request_for,
-)
-from assembler.encodings import default_loader
-from assembler.tokens import DEFAULT_ENCODING
 from ctxledger import migrate
 from ctxledger.config import resolve_db_url
-from ctxledger.deep_verify import compare_with_rebuild
-from ctxledger.rollup import RollupPolicy, RollupReport, run_rollup
-from ctxledger.token_store import TableTokenStore
-from ctxledger.usage import UsageReport, usage_report
 from projections.base import Projection
 from projections.read_view import load_session_view, read_snapshot
 from projections.registry import builtin_projections
 from projections.runner import ProjectionRunner, ProjectionStatus
 from projections.setting_values import check_event
-from projections.token_cache import CacheWrite, store_counts
 from projections.view import SessionView, ViewRequest
 from store.anchor import Anchor, read_anchor
 from store.clock import Clock, format_utc, system_clock
-from store.engine import create_engine
-from store.errors import LedgerError
+from store.engine import create_engine, database_exists, safe_url
+from store.errors import DatabaseMissing, InvalidArgument, LedgerError
 from store.log import EventInput, EventLog
 from store.records import AppendResult, NewEvent, RecordedEvent
 from store.seal import Seal, SealSettings
@@ -45,9 +31,16 @@ from store.validate import DEFAULT_MAX_EVENT_BYTES
 from store.verify import VerifyReport
 
 if TYPE_CHECKING:
+    from assembler import Assembly, Policy, TokenCounter
     from ctxledger.audit import AuditReport, WhatIfReport
     from ctxledger.replay import TimelineStep
+    from ctxledger.rollup import RollupPolicy, RollupReport
+    from ctxledger.usage import UsageReport
     from ctxledger.why import WhyReport
+    from projections.token_cache import CacheWrite
+
+# The assembler (numpy, bm25s, tiktoken), the rollup and the usage report are imported by
+# the methods that use them: a CLI call that only reads state must not pay for them.
 
 RebuildProgress = Callable[[int, int], None]
 # Beyond this many cached counts a long-lived counter starts afresh (bounded memory).
@@ -84,7 +77,7 @@ class Ledger:
     def open(cls, url: str | None = None, *, clock: Clock = system_clock,
              max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES, upgrade: bool = True,
              progress: RebuildProgress | None = None, seal: SealSettings | None = None,
-             load_vocabulary: bool = True,
+             load_vocabulary: bool = True, create: bool = True,
              **engine_kwargs: Any) -> Ledger:
         """Open (creating or migrating) the database at ``url``.
 
@@ -93,14 +86,23 @@ class Ledger:
         ``seal`` says when appends seal the log on their own (default: every 10,000).
         With ``load_vocabulary`` the default token encoding's vocabulary is loaded now, so
         no assembly pays for it (or fails on it) midway; other encodings load on first use.
+        With ``create=False`` a database that does not exist yet (no SQLite file, no
+        ``events`` table) raises ``DatabaseMissing`` instead of being created.
         """
         engine = create_engine(resolve_db_url(url), **engine_kwargs)
         try:
+            if not create and not database_exists(engine):
+                raise DatabaseMissing(
+                    f"no ctxledger database at {safe_url(engine.url)};"
+                    " run 'ctxledger init' or append to create one")
             if upgrade:
                 migrate.upgrade(engine)
             ledger = cls(engine, clock=clock, max_event_bytes=max_event_bytes, seal=seal)
             ledger.refresh_projections(progress=progress)
             if load_vocabulary:
+                from assembler.encodings import default_loader
+                from assembler.tokens import DEFAULT_ENCODING
+
                 default_loader().get(DEFAULT_ENCODING)
         except BaseException:
             engine.dispose()
@@ -135,7 +137,13 @@ class Ledger:
     def events(self, stream_id: str | None = None, *, after: int = 0,
                limit: int | None = None, until: int | datetime | None = None
                ) -> list[RecordedEvent]:
-        """Read events: one stream, or the whole log after a position, up to ``until``."""
+        """Read events: one stream, or the whole log after a position, up to ``until``.
+
+        A negative ``after`` or ``limit`` raises ``InvalidArgument`` (a slice would
+        silently drop events from the end)."""
+        for name, value in (("after", after), ("limit", limit)):
+            if value is not None and (isinstance(value, bool) or value < 0):
+                raise InvalidArgument(f"{name} must be an integer >= 0, got {value!r}")
         until_position = until if isinstance(until, int) else None
         until_time = check_time(until, "until") if isinstance(until, datetime) else None
         if stream_id is not None:
@@ -187,6 +195,10 @@ class Ledger:
         saved afterwards, so the next assembly only counts what changed. Safe to call
         from several threads at once.
         """
+        from assembler import Policy
+        from assembler.api import assemble_with_caches, parse_policy, policy_for, request_for
+        from ctxledger.token_store import TableTokenStore
+
         when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn, read_snapshot(conn):
             settings = load_session_view(conn, session, ViewRequest()).settings
@@ -215,6 +227,8 @@ class Ledger:
         return sum(counter.calls for counter in counters.values())
 
     def _counter(self, encoding: str) -> TokenCounter:
+        from assembler import TokenCounter
+
         counters: dict[str, TokenCounter] | None = getattr(self._local, "counters", None)
         if counters is None:
             counters = self._local.counters = {}
@@ -226,6 +240,8 @@ class Ledger:
     def _save_caches(self, counts: Sequence[Any], caches: Sequence[CacheWrite]) -> None:
         # A cache write failing (e.g. the database is busy) must not fail the assembly the
         # caller already has: the next assembly computes the same numbers again.
+        from projections.token_cache import store_counts
+
         try:
             with self.log.transaction() as conn:
                 store_counts(conn, counts)
@@ -262,6 +278,8 @@ class Ledger:
         return self.append(session, event)
 
     def _settings_policy(self, session: str, profile: str) -> Policy | None:
+        from assembler.api import policy_for
+
         try:
             return policy_for(profile, self.view(session).settings)
         except LedgerError:
@@ -367,11 +385,15 @@ class Ledger:
         """Roll up every complete UTC day before ``now`` (default: the clock) not rolled up
         yet, oldest first, and prune old raw tool-usage rows (SPEC §5; ``ctxledger.rollup``).
         Running it again changes nothing."""
+        from ctxledger.rollup import run_rollup
+
         return run_rollup(self, now=now, policy=policy)
 
     def usage(self, scope: str, *, days: int = 7, now: datetime | None = None) -> UsageReport:
         """Daily message, tool and token figures of ``scope`` over the last ``days`` days up
         to ``now``: rolled-up days from the rollups, the rest (today) from raw rows."""
+        from ctxledger.usage import usage_report
+
         return usage_report(self, scope, days=days, now=now)
 
     def seal(self) -> Seal | None:
@@ -399,6 +421,8 @@ class Ledger:
                     f"projection {status.name} is at position {status.position} but the log "
                     f"ends at {status.head}: events were removed")
         if deep:
+            from ctxledger.deep_verify import compare_with_rebuild
+
             found = compare_with_rebuild(self.log, self.runner.projections, self.clock)
             report.deep = "differs" if found else "ok"
             report.problems.extend(found)
@@ -407,6 +431,9 @@ class Ledger:
 
 def _as_policy(policy: Policy | Mapping[str, Any] | str | None) -> Policy | None:
     """A policy given as a ``Policy``, its JSON data or JSON text (None stays None)."""
+    from assembler import Policy
+    from assembler.api import parse_policy
+
     if policy is None or isinstance(policy, Policy):
         return policy
     return parse_policy(policy)

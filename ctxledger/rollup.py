@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from assembler.policy import PolicyError
 from assembler.profiles.session import SessionPolicy
 from assembler.profiles.session.tool_ranking import server_of
+from ctxledger.config import DEFAULT_RETENTION_DAYS
 from projections import rollup_job as job
 from projections.session_stats import sessions
 from projections.settings import scope_settings, session_settings
@@ -44,7 +45,7 @@ class RollupPolicy(BaseModel):
     window of any scope or session plus one day, so pruning never changes a window."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    retention_days: int = Field(default=30, ge=1)
+    retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=1)
 
 
 class RolledDay(BaseModel):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal
 import sqlalchemy as sa
 from pydantic import BaseModel
 
+from ctxledger.config import MAX_USAGE_DAYS
 from ctxledger.rollup import mcp_server_of
 from projections import rollup_job as job
 from projections.session_stats import sessions
@@ -24,7 +25,7 @@ from store.schema import events
 if TYPE_CHECKING:
     from ctxledger.ledger import Ledger
 
-MAX_DAYS = 366
+MAX_DAYS = MAX_USAGE_DAYS
 """The longest span ``usage`` reports, so a typo cannot ask for a century of raw reads."""
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import operator
 import sqlite3
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -48,6 +50,13 @@ def create_engine(url: str | URL, **kwargs: Any) -> Engine:
         raise LedgerError(f"unsupported database {backend!r}: use sqlite or postgresql+psycopg")
     if backend == "postgresql" and parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
+    if backend == "postgresql":
+        require_postgres_driver()
+    if backend == "sqlite" and "mode" in parsed.query:
+        # The ledger writes on open (schema upgrade, projection catch-up), so a read-only
+        # connection would fail midway with a driver warning; say so up front instead.
+        raise LedgerError(f"read-only SQLite URLs are not supported ({safe_url(parsed)}):"
+                          " ctxledger writes on open; copy the file to read it elsewhere")
     kwargs.setdefault("json_serializer", canonical_json)
     if backend == "sqlite":
         if is_memory_sqlite(parsed):
@@ -58,6 +67,45 @@ def create_engine(url: str | URL, **kwargs: Any) -> Engine:
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return sa.create_engine(parsed, **kwargs)
+
+
+POSTGRES_EXTRA_HINT = "pip install 'ctxledger[postgres]'"
+
+
+def require_postgres_driver() -> None:
+    """Fail with one line naming the extra when psycopg is not installed."""
+    if importlib.util.find_spec("psycopg") is None:
+        raise LedgerError(f"PostgreSQL needs the postgres extra: {POSTGRES_EXTRA_HINT}")
+
+
+def safe_url(url: str | URL) -> str:
+    """The URL for messages, with any password masked."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (sa.exc.ArgumentError, ValueError):
+        return str(url)
+
+
+def sqlite_file(url: URL) -> Path | None:
+    """The file a SQLite URL names (None for other databases and in-memory SQLite)."""
+    if url.get_backend_name() != "sqlite" or is_memory_sqlite(url):
+        return None
+    return Path(url.database or "")
+
+
+def database_exists(engine: Engine) -> bool:
+    """True when ``engine``'s database holds a ctxledger log (its ``events`` table).
+
+    A SQLite file that is absent is checked before connecting, since connecting would
+    create it; in-memory SQLite always exists.
+    """
+    path = sqlite_file(engine.url)
+    if path is not None and not path.is_file():
+        return False
+    if is_memory_sqlite(engine.url):
+        return True
+    with engine.connect() as conn:
+        return sa.inspect(conn).has_table("events")
 
 
 def _configure_sqlite(engine: Engine, *, memory: bool) -> None:

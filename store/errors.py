@@ -52,3 +52,12 @@ class IdempotencyError(LedgerError):
 
 class IntegrityViolation(LedgerError):
     """The stored log fails verification (broken hash chain or mutable table)."""
+
+
+class DatabaseMissing(LedgerError):
+    """A read found no ctxledger database at the URL (no SQLite file, or no ``events``
+    table); nothing was created."""
+
+
+class InvalidArgument(LedgerError, ValueError):
+    """An argument is out of range (a negative ``limit`` or ``after``)."""

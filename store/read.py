@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -261,3 +261,14 @@ def recorded_at_until(conn: sa.Connection, position: int) -> datetime | None:
     value = conn.execute(sa.select(events.c.recorded_at).where(events.c.position <= position)
                          .order_by(events.c.position.desc()).limit(1)).scalar_one_or_none()
     return None if value is None else ensure_utc(value, "recorded_at")
+
+
+def stored_event_ids(conn: sa.Connection, ids: Iterable[str], chunk: int = 500) -> set[str]:
+    """Which of ``ids`` the log already holds (looked up ``chunk`` at a time)."""
+    wanted = list(dict.fromkeys(ids))
+    found: set[str] = set()
+    for start in range(0, len(wanted), chunk):
+        part = wanted[start:start + chunk]
+        found.update(conn.execute(sa.select(events.c.event_id)
+                                  .where(events.c.event_id.in_(part))).scalars())
+    return found

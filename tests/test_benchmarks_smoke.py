@@ -77,6 +77,9 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "novel re-assembly of 1,000 items after one item.put",
         "novel assembly after one chapter.moved, 1,000 vs 100 items",
         "novel re-assembly of 1,000 items after one chapter.moved",
+        "ctxledger --version",
+        "ctxledger --help",
+        "ctxledger state on a small database",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -88,8 +91,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit == row["peer"]["unit"] == "MB"
         elif row["leg"] == "seal":
             assert unit in ("ev/s", "s")
-        elif row["leg"] in ("assemble", "replay") or row["peer"] is not None:
-            assert unit == row["peer"]["unit"] == "ms"
+        elif row["leg"] in ("assemble", "replay", "startup") or row["peer"] is not None:
+            assert unit == "ms" and (row["peer"] is None or row["peer"]["unit"] == "ms")
         else:
             assert unit == "calls"
         # A tokenizer call count may be 0; rates and times may not.
@@ -98,7 +101,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
                 "rollup", "seal", "brief", "replay",
-                "novel"):
+                "novel", "startup"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

@@ -145,7 +145,7 @@ def test_append_and_events_round_trip(runner: CliRunner, db_url: str) -> None:
 
 def test_events_pages_through_a_log_longer_than_one_page(
         cli: Run, sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ctxledger.cli.EVENTS_PAGE", 3)
+    monkeypatch.setattr("ctxledger.transfer.EXPORT_PAGE", 3)
     cli("append", "chat-1", input=_jsonl(_started(), *(_message(f"m{i}") for i in range(7))))
     everything = cli("events")
     assert [json.loads(x)["position"] for x in everything.stdout.splitlines()] == \

@@ -164,8 +164,8 @@ def test_assemble_bad_input(chat_db: str, args: list[str], code: int, needle: st
 def test_assemble_bad_policy_json_is_one_line(chat_db: str, tmp_path: Path) -> None:
     bad = tmp_path / "p.json"
     bad.write_text('{"profile": "card", "compression_level": "extreme"}')
-    result = CliRunner().invoke(app, ["--db", chat_db, "assemble", "chat", "--policy",
-                                      str(bad)])
+    result = CliRunner().invoke(app, ["--db", chat_db, "assemble", "chat", "--profile", "card",
+                                      "--policy", str(bad)])
     assert result.exit_code == 1
     assert "compression_level" in result.output and "Traceback" not in result.output
 

@@ -1,0 +1,76 @@
+"""Start-up leg: the wall time of a whole ``ctxledger`` process (issue #12).
+
+Every CLI call pays for the interpreter and the imports before it does any work, so the
+figure is the process as a user sees it: ``--version``, ``--help``, and ``state`` on a
+small database (the example sessions, 152 events), each the median of 10 runs (3 with
+``--quick``). The console script next to this Python is run with a fixed environment
+(no ``CTXLEDGER_DB``, no colour), so the figure is the one a shell would see.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from registry import AtMost, Comparison, Context, Measure, leg
+
+from ctxledger.demo import EXAMPLES_DIR, ScriptedClock, load_examples, read_examples
+
+FULL_RUNS = 10
+QUICK_RUNS = 3
+CLI = Path(sys.executable).with_name("ctxledger")
+SESSION = "acme-billing-2025-05-11"
+"""A session of the examples; its state has tools, settings and a document."""
+
+
+def _environment() -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CTXLEDGER_")}
+    env.update({"NO_COLOR": "1", "COLUMNS": "120"})
+    return env
+
+
+def wall_ms(args: list[str], runs: int) -> Measure:
+    """Median wall time of ``runs`` processes ``ctxledger ARGS``; each must exit 0."""
+    values: list[float] = []
+    env = _environment()
+    for _ in range(runs):
+        started = time.perf_counter()
+        done = subprocess.run([str(CLI), *args], capture_output=True, env=env, check=False,
+                              timeout=120)
+        values.append((time.perf_counter() - started) * 1000)
+        if done.returncode != 0:
+            raise RuntimeError(f"ctxledger {' '.join(args)} failed: {done.stderr[-1000:]!r}")
+    return Measure.median_of(values, "ms")
+
+
+def small_database(directory: Path) -> str:
+    """The example sessions in a SQLite file, each event at its own time."""
+    from ctxledger import Ledger
+
+    url = f"sqlite:///{directory / 'small.db'}"
+    examples = read_examples(sorted(EXAMPLES_DIR.glob("*.jsonl")))
+    clock = ScriptedClock(examples[0].at)
+    with Ledger.open(url, clock=clock) as ledger:
+        load_examples(ledger, clock, examples)
+    return url
+
+
+@leg("startup", "CLI start-up: process wall time of ctxledger --version, --help, state")
+def startup(ctx: Context) -> list[Comparison]:
+    """Median process wall time of three calls a user makes all day."""
+    runs = QUICK_RUNS if ctx.settings.quick else FULL_RUNS
+    with ctx.fresh_dir("startup") as directory:
+        url = small_database(directory)
+        wall_ms(["state", SESSION, "--db", url], 1)  # warm the OS file cache, untimed
+        rows = [
+            ("ctxledger --version", ["--version"], 150.0),
+            ("ctxledger --help", ["--help"], 150.0),
+            ("ctxledger state on a small database", ["state", SESSION, "--db", url], 400.0),
+        ]
+        return [Comparison("startup", label, wall_ms(args, runs), None, None,
+                           AtMost(ceiling, "ms"),
+                           f"process wall time, median of {runs}; {CLI.name} in {sys.prefix}")
+                for label, args, ceiling in rows]

@@ -1,0 +1,212 @@
+"""Where ``--db`` goes, what a read does to a database that does not exist, and the URLs
+refused up front (``--db ''``, read-only SQLite, PostgreSQL without its extra)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner, Result
+
+from ctxledger import InvalidArgument, Ledger
+from ctxledger.cli import app, hoist_db
+from ctxledger.cli_errors import DEBUG_ENV_VAR
+from ctxledger.config import ENV_VAR
+
+READ_COMMANDS = [
+    ["events"], ["state", "s1"], ["assemble", "s1", "--profile", "card"], ["verify"],
+    ["usage", "--scope", "alice"], ["brief-stats", "--scope", "alice"], ["export"],
+]
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    """No ``CTXLEDGER_DB`` from the developer's shell."""
+    return CliRunner(env={ENV_VAR: None, DEBUG_ENV_VAR: None, "COLUMNS": "160"})
+
+
+def _one_error_line(result: Result, *needles: str) -> str:
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def _append(runner: CliRunner, url: str, stream: str, *events: dict[str, Any]) -> None:
+    body = "".join(json.dumps(e) + "\n" for e in events)
+    done = runner.invoke(app, ["append", stream, "--db", url], input=body)
+    assert done.exit_code == 0, done.stderr
+
+
+# -- --db before or after the command ---------------------------------------------------------
+
+
+def test_db_is_accepted_after_the_command(runner: CliRunner, tmp_path: Path) -> None:
+    after = f"sqlite:///{tmp_path / 'after.db'}"
+    before = f"sqlite:///{tmp_path / 'before.db'}"
+    _append(runner, after, "s1", {"type": "session.started", "data": {"scope": "a"}})
+    state = runner.invoke(app, ["state", "s1", "--db", after])
+    assert state.exit_code == 0, state.stderr
+    assert json.loads(state.stdout)["scope"] == "a"
+    assert runner.invoke(app, ["state", f"--db={after}", "s1"]).exit_code == 0
+    # Given twice, the one after the command (nearest to it) wins; before.db is not made.
+    both = runner.invoke(app, ["--db", before, "events", "--db", after])
+    assert both.exit_code == 0 and json.loads(both.stdout)["stream_id"] == "s1"
+    assert not (tmp_path / "before.db").exists()
+
+
+def test_db_after_the_command_beats_the_environment(runner: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    _append(runner, url, "s1", {"type": "session.started", "data": {}})
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    listed = runner.invoke(app, ["events", "--db", url], env={ENV_VAR: other})
+    assert json.loads(listed.stdout)["stream_id"] == "s1"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["state", "s1", "--db", "U"], ["--db", "U", "state", "s1"]),
+    (["--db", "A", "state", "--db=U", "s1"], ["--db", "A", "--db=U", "state", "s1"]),
+    (["--version"], ["--version"]),
+    (["state", "--", "--db", "U"], ["state", "--", "--db", "U"]),  # after --: an argument
+    (["state", "s1", "--db"], ["state", "s1", "--db"]),  # no value: click reports it
+    (["demo", "--db", "U"], ["demo", "--db", "U"]),  # demo has an option of its own
+    (["nope", "--db", "U"], ["nope", "--db", "U"]),
+])
+def test_hoist_db(args: list[str], expected: list[str]) -> None:
+    from typer.main import get_command
+
+    group = get_command(app)
+    assert hoist_db(args, group) == expected  # type: ignore[arg-type]
+
+
+def test_empty_db_is_a_usage_error(runner: CliRunner, tmp_path: Path) -> None:
+    for args in (["--db", "", "state", "s1"], ["state", "s1", "--db", ""],
+                 ["--db", "  ", "init"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, args
+        assert "'--db'" in result.stderr and "must not be empty" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- read commands never create a database ----------------------------------------------------
+
+
+@pytest.mark.parametrize("command", READ_COMMANDS, ids=lambda c: c[0])
+def test_read_commands_refuse_a_missing_sqlite_file(runner: CliRunner, tmp_path: Path,
+                                                    command: list[str]) -> None:
+    path = tmp_path / "missing.db"
+    result = runner.invoke(app, [*command, "--db", f"sqlite:///{path}"])
+    _one_error_line(result, f"no ctxledger database at sqlite:///{path};",
+                    "run 'ctxledger init' or append to create one")
+    assert not path.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("command", READ_COMMANDS, ids=lambda c: c[0])
+def test_read_commands_refuse_a_postgres_schema_without_a_log(
+        runner: CliRunner, pg_url: str, command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--db", pg_url])
+    _one_error_line(result, "no ctxledger database at postgresql+psycopg://",
+                    "run 'ctxledger init' or append to create one")
+    engine = sa.create_engine(pg_url)
+    try:
+        with engine.connect() as conn:
+            assert sa.inspect(conn).get_table_names() == []  # nothing was created
+    finally:
+        engine.dispose()
+
+
+def test_the_default_database_is_not_created_by_a_read(
+        runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _one_error_line(runner.invoke(app, ["events"]), "sqlite:///ctxledger.db")
+    assert not (tmp_path / "ctxledger.db").exists()
+
+
+def test_write_commands_still_create_the_database(runner: CliRunner, db_url: str) -> None:
+    assert runner.invoke(app, ["init", "--db", db_url]).exit_code == 0
+    listed = runner.invoke(app, ["events", "--db", db_url])
+    assert listed.exit_code == 0 and listed.stdout == ""
+
+
+def test_in_memory_sqlite_is_never_missing(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["events", "--db", "sqlite://"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ""
+
+
+def test_ledger_open_without_create(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    with pytest.raises(Exception, match="no ctxledger database at"):
+        Ledger.open(url, create=False)
+    assert not (tmp_path / "l.db").exists()
+    with Ledger.open(url):
+        pass
+    with Ledger.open(url, create=False) as ledger:
+        assert ledger.head() == 0
+
+
+# -- URLs refused up front --------------------------------------------------------------------
+
+
+def test_read_only_sqlite_is_refused_in_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    _append(runner, url, "s1", {"type": "session.started", "data": {}})
+    before = (tmp_path / "x.db").read_bytes()
+    for command in (["state", "s1"], ["events"], ["init"]):
+        result = runner.invoke(app, [*command, "--db", url + "?mode=ro"])
+        _one_error_line(result, "read-only SQLite URLs are not supported")
+    assert (tmp_path / "x.db").read_bytes() == before
+
+
+def test_postgres_without_its_extra_names_the_extra(
+        runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "psycopg" else real(name, *a))
+    for url in ("postgresql+psycopg://u@127.0.0.1/db", "postgresql://u@127.0.0.1/db"):
+        result = runner.invoke(app, ["events", "--db", url])
+        line = _one_error_line(result, "pip install 'ctxledger[postgres]'")
+        assert line == ("error: PostgreSQL needs the postgres extra:"
+                        " pip install 'ctxledger[postgres]'")
+
+
+# -- limits -------------------------------------------------------------------------------------
+
+
+def test_negative_limit_or_after_is_an_error(ledger: Ledger) -> None:
+    ledger.append("s", [{"type": "session.started", "data": {}},
+                        {"type": "session.ended", "data": {}}])
+    for kwargs in ({"limit": -1}, {"after": -1}):
+        for stream in ("s", None):
+            with pytest.raises(InvalidArgument, match=">= 0"):
+                ledger.events(stream, **kwargs)
+    assert len(ledger.events("s", limit=2)) == 2  # the last event is not dropped
+    assert ledger.events("s", limit=0) == []
+    with pytest.raises(ValueError):  # InvalidArgument is a ValueError too
+        ledger.events("s", limit=-1)
+
+
+def test_negative_cli_limits_are_usage_errors(runner: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    _append(runner, url, "s1", {"type": "session.started", "data": {}})
+    for args in (["events", "--limit", "-1"], ["events", "s1", "--after", "-1"]):
+        result = runner.invoke(app, [*args, "--db", url])
+        assert result.exit_code == 2, args
+        assert "Traceback" not in result.stderr
+
+
+def test_shell_completion_is_offered(runner: CliRunner) -> None:
+    shown = runner.invoke(app, ["--show-completion", "bash"])
+    assert shown.exit_code == 0, shown.stderr
+    assert "complete" in shown.stdout and "ctxledger" in shown.stdout
+    assert "--install-completion" in runner.invoke(app, ["--help"]).stdout

@@ -1,0 +1,63 @@
+"""The CLI starts without loading the database stack: ``--version`` and ``--help`` import
+none of the heavy libraries, and a read that needs no assembler does not load it.
+
+Import sets, not timings (a test suite does not time things; ``benchmarks/legs_startup.py``
+measures the wall time)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxledger import migrate
+
+HEAVY = ("sqlalchemy", "rich", "pydantic", "tiktoken", "alembic", "numpy", "bm25s",
+         "psycopg", "assembler.api", "ctxledger.ledger")
+
+PROBE = """
+import json, sys
+from ctxledger.cli import main
+heavy = json.loads(sys.argv[2])
+sys.argv = ["ctxledger", *json.loads(sys.argv[1])]
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
+"""
+
+
+def _loaded(args: list[str], heavy: tuple[str, ...], cwd: Path) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args), json.dumps(heavy)],
+                          capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
+    found: list[str] = json.loads(done.stderr.strip().splitlines()[-1])
+    return found
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"]])
+def test_version_and_help_load_nothing_heavy(args: list[str], tmp_path: Path) -> None:
+    assert _loaded(args, HEAVY, tmp_path) == []
+
+
+def test_command_help_loads_no_database_stack(tmp_path: Path) -> None:
+    # Typer itself imports pydantic to adapt a command's parameters; nothing else.
+    assert _loaded(["state", "--help"], HEAVY, tmp_path) in ([], ["pydantic"])
+
+
+def test_state_loads_no_assembler_and_no_alembic(tmp_path: Path) -> None:
+    from ctxledger import Ledger
+
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    with Ledger.open(url) as ledger:
+        ledger.append("s1", {"type": "session.started", "data": {}})
+    loaded = _loaded(["state", "s1", "--db", url], HEAVY, tmp_path)
+    assert "sqlalchemy" in loaded  # the probe does see what a read loads
+    assert not {"alembic", "numpy", "bm25s", "tiktoken", "assembler.api"} & set(loaded)
+
+
+def test_the_head_read_without_alembic_is_alembics_head() -> None:
+    assert migrate.linear_head() == migrate.head_revision()

@@ -17,7 +17,7 @@ from assembler.profiles import profile_names
 from ctxledger import render
 from ctxledger.audit import WhatIfReport
 from ctxledger.cli import JsonOrText, _db, _progress, _stdout, app
-from ctxledger.cli_errors import fail, open_ledger, reports_errors
+from ctxledger.cli_errors import fail, open_existing, open_ledger, reports_errors
 from ctxledger.cli_input import read_policy
 from ctxledger.render_assembly import assembly_view
 from ctxledger.render_replay import (
@@ -105,7 +105,7 @@ def replay(
     when = _parse_time(now, "--now")
     policy_text = read_policy(policy)
     diff_text = read_policy(diff)
-    with open_ledger(_db(ctx)) as ledger:
+    with open_existing(_db(ctx)) as ledger:
         if diff_text is not None:
             _print_what_if(ledger.what_if(session, diff_text, profile=profile, until=cut),
                            format)
@@ -145,7 +145,7 @@ def why(
     _check_profile(profile)
     cut = parse_until(until)
     policy_text = read_policy(policy)
-    with open_ledger(_db(ctx)) as ledger:
+    with open_existing(_db(ctx)) as ledger:
         report = ledger.why(session, item, profile=profile, until=cut, policy=policy_text)
     if format is JsonOrText.json:
         typer.echo(render.dumps(report.to_json(), indent=2))
@@ -174,7 +174,7 @@ def audit(
         raise typer.BadParameter("a what-if (--policy) needs a SESSION", param_hint="SESSION")
     if profile is not None:
         _check_profile(profile)
-    with open_ledger(_db(ctx)) as ledger:
+    with open_existing(_db(ctx)) as ledger:
         if policy_text is not None:
             assert session is not None
             _print_what_if(ledger.what_if(session, policy_text, profile=profile), format)

@@ -20,6 +20,7 @@ from ctxledger.config import ENV_VAR
 READ_COMMANDS = [
     ["events"], ["state", "s1"], ["assemble", "s1", "--profile", "card"], ["verify"],
     ["usage", "--scope", "alice"], ["brief-stats", "--scope", "alice"], ["export"],
+    ["replay", "s1"], ["why", "s1", "mes_example"], ["audit"],
 ]
 
 

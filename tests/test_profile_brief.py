@@ -21,6 +21,7 @@ from assembler.profiles.brief.index_cache import IndexMemo, SnippetIndex
 from ctxledger import Ledger
 from ctxledger.cli import app
 from ctxledger.demo import EXAMPLES_DIR, ScriptedClock, load_examples, read_examples
+from projections.view import ViewRequest
 
 NOW = datetime(2025, 4, 21, tzinfo=UTC)
 TURN = "ashfall-turn-042"
@@ -214,3 +215,19 @@ def test_one_digest_on_both_backends(sqlite_url: str, pg_url: str) -> None:
             digests.append((ledger.assemble(TURN, "brief", now=NOW).digest,
                             ledger.assemble(FAN, "brief", now=NOW).digest))
     assert digests[0] == digests[1]
+
+
+def test_fan_mode_checks_only_the_sources_the_brief_uses(campaign: Ledger) -> None:
+    before = campaign.assemble(FAN, "brief", now=NOW)
+    # A registered source without the fan compliance that no snippet cites: unused.
+    campaign.append("scope:ashfall-fan", {"type": "source.registered", "data": {
+        "source_id": "press-kit", "version": "1.0.0", "trust": 0.5, "neutral": True}})
+    after = campaign.assemble(FAN, "brief", now=NOW)
+    assert [d for d in snippet_decisions(after)] == [d for d in snippet_decisions(before)]
+    # Once a snippet of it makes the brief, assembling fails and names it.
+    campaign.append("scope:ashfall-fan", {"type": "snippet.added", "data": {
+        "snippet_id": "press-1", "source_id": "press-kit", "source_version": "1.0.0",
+        "text": " ".join(campaign.view(FAN, ViewRequest(history="full")).history.messages[-1]
+                         .content.split()[:40]), "entities": []}})
+    with pytest.raises(BriefModeError, match=r"source press-kit@1\.0\.0 lacks compliance"):
+        campaign.assemble(FAN, "brief", now=NOW)

@@ -8,7 +8,7 @@ Rules (SPEC §3 "Profile brief"):
    through reciprocal-rank fusion, ``bm25.fuse``).
 2. Provenance and mode: a snippet whose (source, version) is not registered is
    ``rejected``; in ``neutral`` mode so is one whose source is not neutral. In ``fan``
-   mode every registered source of the scope (the knowledge base) must carry the fan
+   mode every source the brief uses (the sources of its snippets) must carry the fan
    compliance, or assembling fails naming the source.
 3. Fog of war: entities outside the persona's ``knowledge_scope`` are ``masked``, and so
    is every snippet that names one; other printed text has masked names replaced.
@@ -132,8 +132,6 @@ class BriefProfile(Profile):
         analyzer = analyzer_for(policy.word_pattern, policy.stopwords,
                                 policy.stemmer_language)
         sources = {(s.source_id, s.version): s for s in view.sources}
-        if policy.kb_mode == "fan":
-            _check_fan(view.sources, policy)
         fog = Fog(view.entities, view.persona)
         sanitizer = Sanitizer(policy)
         counter = engine.counter
@@ -167,6 +165,10 @@ class BriefProfile(Profile):
             kept, _steps(layout, facts_all, query_vector, analyzer, counter, policy),
             limit=policy.max_tokens, unit="tokens", measure=measure, reason="over_budget")
         final = {c.id: c for c in shed.kept}
+        if policy.kb_mode == "fan":
+            used = {retrieved.rows[c.id].provenance for c in snippets if c.id in final}
+            _check_fan([s for s in view.sources if f"{s.source_id}@{s.version}" in used],
+                       policy)
         pieces = render(layout, final, policy)
         warnings = [] if shed.fits else [
             f"brief is {shed.size} tokens, over the {policy.max_tokens}-token budget after "
@@ -204,7 +206,9 @@ class BriefProfile(Profile):
 
 
 def _check_fan(sources: Sequence[Source], policy: BriefPolicy) -> None:
-    for source in sources:
+    """Fan mode: each source used must carry the fan compliance (one line names the first
+    that does not, in (source_id, version) order)."""
+    for source in sorted(sources, key=lambda s: (s.source_id, s.version)):
         compliance = source.compliance or {}
         missing = {key: value for key, value in sorted(policy.fan_compliance.items())
                    if compliance.get(key) != value}

@@ -9,24 +9,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from assembler.profiles import profile_names
-from ctxledger import render
-from ctxledger.audit import WhatIfReport
 from ctxledger.cli import JsonOrText, _db, _progress, _stdout, app
 from ctxledger.cli_errors import fail, open_existing, open_ledger, reports_errors
-from ctxledger.cli_input import read_policy
-from ctxledger.render_assembly import assembly_view
-from ctxledger.render_replay import (
-    audit_table,
-    timeline_record,
-    timeline_table,
-    what_if_table,
-    why_view,
-)
+
+if TYPE_CHECKING:
+    from ctxledger.audit import WhatIfReport
+
+# rich, pydantic and the assembler are imported inside the commands: registering them
+# must not slow down ``ctxledger --version`` (see ``ctxledger.cli``).
 
 TIMELINE_PROGRESS_FROM = 200
 """Timelines at least this many messages long show a progress bar on stderr."""
@@ -37,7 +31,7 @@ UntilOption = Annotated[str | None, typer.Option(
     help="Stop at this log position, or at the last event recorded by this time"
          " (ISO-8601 with a zone). Default: the head.")]
 ProfileOption = Annotated[str, typer.Option(
-    "--profile", metavar="NAME", help=f"Assembler profile: {', '.join(profile_names())}.")]
+    "--profile", metavar="NAME", help="Assembler profile (card, session, novel, brief...).")]
 PolicyOption = Annotated[Path | None, typer.Option(
     "--policy", metavar="FILE", dir_okay=False,
     help="A whole policy as JSON, instead of the one the prefix's settings give.")]
@@ -66,6 +60,9 @@ def _parse_time(value: str | None, option: str,
 
 
 def _print_what_if(report: WhatIfReport, format: JsonOrText) -> None:
+    from ctxledger import render
+    from ctxledger.render_replay import what_if_table
+
     if format is JsonOrText.json:
         typer.echo(render.dumps(report.to_json(), indent=2))
     else:
@@ -73,6 +70,8 @@ def _print_what_if(report: WhatIfReport, format: JsonOrText) -> None:
 
 
 def _check_profile(profile: str) -> None:
+    from assembler.profiles import profile_names
+
     if profile not in profile_names():
         raise typer.BadParameter(f"{profile!r} is not one of {', '.join(profile_names())}",
                                  param_hint="'--profile'")
@@ -100,6 +99,11 @@ def replay(
     format: FormatOption = JsonOrText.json,
 ) -> None:
     """Derive a session's context again from a prefix of the log, in a scratch store."""
+    from ctxledger import render
+    from ctxledger.cli_input import read_policy
+    from ctxledger.render_assembly import assembly_view
+    from ctxledger.render_replay import timeline_record, timeline_table
+
     _check_profile(profile)
     cut = parse_until(until)
     when = _parse_time(now, "--now")
@@ -142,6 +146,10 @@ def why(
     format: FormatOption = JsonOrText.json,
 ) -> None:
     """Explain an item's decisions across the session's timeline, with their numbers."""
+    from ctxledger import render
+    from ctxledger.cli_input import read_policy
+    from ctxledger.render_replay import why_view
+
     _check_profile(profile)
     cut = parse_until(until)
     policy_text = read_policy(policy)
@@ -169,6 +177,10 @@ def audit(
     format: FormatOption = JsonOrText.json,
 ) -> None:
     """Derive every recorded context.assembled again; exit 1 unless all match."""
+    from ctxledger import render
+    from ctxledger.cli_input import read_policy
+    from ctxledger.render_replay import audit_table
+
     policy_text = read_policy(policy)
     if policy_text is not None and session is None:
         raise typer.BadParameter("a what-if (--policy) needs a SESSION", param_hint="SESSION")
@@ -200,6 +212,8 @@ def fork(
                                     help="Copy the events up to this log position.")],
 ) -> None:
     """Copy a session's events up to a position into a new session (new ids)."""
+    from ctxledger import render
+
     with open_ledger(_db(ctx)) as ledger:
         result = ledger.fork(session, new_session, at)
     typer.echo(render.dumps({**render.append_record(result), "forked_from": session,

@@ -84,7 +84,7 @@ class Ledger:
         ``url`` defaults to ``$CTXLEDGER_DB`` or ``sqlite:///ctxledger.db``. Projections
         that are new, changed or behind are brought up to date before returning.
         ``seal`` says when appends seal the log on their own (default: every 10,000).
-        With ``load_vocabulary`` the default token encoding's vocabulary is loaded now, so
+        With ``load_vocabulary`` the assembler is made ready now (``prepare_assembler``), so
         no assembly pays for it (or fails on it) midway; other encodings load on first use.
         With ``create=False`` a database that does not exist yet (no SQLite file, no
         ``events`` table) raises ``DatabaseMissing`` instead of being created.
@@ -100,14 +100,26 @@ class Ledger:
             ledger = cls(engine, clock=clock, max_event_bytes=max_event_bytes, seal=seal)
             ledger.refresh_projections(progress=progress)
             if load_vocabulary:
-                from assembler.encodings import default_loader
-                from assembler.tokens import DEFAULT_ENCODING
-
-                default_loader().get(DEFAULT_ENCODING)
+                ledger.prepare_assembler()
         except BaseException:
             engine.dispose()
             raise
         return ledger
+
+    def prepare_assembler(self) -> None:
+        """Import the assembler and its profiles and load the default vocabulary.
+
+        The CLI imports them lazily to start fast. A library user gets them at ``open``:
+        then an assembly never stops midway to load a vocabulary, and the pydantic models
+        are defined before a test freezes the clock (freezegun's ``FakeDatetime`` in a
+        model's annotations breaks pydantic's schema).
+        """
+        import assembler.api
+        import assembler.profiles  # noqa: F401
+        from assembler.encodings import default_loader
+        from assembler.tokens import DEFAULT_ENCODING
+
+        default_loader().get(DEFAULT_ENCODING)
 
     # -- lifecycle ----------------------------------------------------------------------
 

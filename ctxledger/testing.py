@@ -28,7 +28,10 @@ def memory_ledger(clock: Clock = system_clock) -> Ledger:
     from ctxledger.ledger import Ledger
     from ctxledger.scratch import scratch_engine
 
-    return Ledger(scratch_engine(), clock=clock)
+    ledger = Ledger(scratch_engine(), clock=clock)
+    # Fixture setup runs before a freeze in the test body: get the models defined now.
+    ledger.prepare_assembler()
+    return ledger
 
 
 class EventBuilders:

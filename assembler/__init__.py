@@ -7,8 +7,9 @@ load every profile (the brief profile brings numpy and bm25s).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from store.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from assembler.api import assemble, counter_for, parse_policy, policy_for, request_for
@@ -17,11 +18,12 @@ if TYPE_CHECKING:
     from assembler.tokens import CachedCount, TokenCount, TokenCounter
 
 _SOURCES = {
-    "assemble": "api", "counter_for": "api", "parse_policy": "api", "policy_for": "api",
-    "request_for": "api", "Assembly": "model", "Decision": "model", "Section": "model",
-    "SectionItem": "model", "TokenTotals": "model", "Policy": "policy",
-    "PolicyError": "policy", "CachedCount": "tokens", "TokenCount": "tokens",
-    "TokenCounter": "tokens",
+    "assemble": "assembler.api", "counter_for": "assembler.api", "parse_policy": "assembler.api",
+    "policy_for": "assembler.api", "request_for": "assembler.api", "Assembly": "assembler.model",
+    "Decision": "assembler.model", "Section": "assembler.model", "SectionItem": "assembler.model",
+    "TokenTotals": "assembler.model", "Policy": "assembler.policy",
+    "PolicyError": "assembler.policy", "CachedCount": "assembler.tokens",
+    "TokenCount": "assembler.tokens", "TokenCounter": "assembler.tokens",
 }
 
 __all__ = [
@@ -31,10 +33,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _SOURCES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'assembler' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _SOURCES, globals())

@@ -6,8 +6,9 @@ CLI's ``--help`` must not pay for SQLAlchemy and pydantic.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from store.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from store.catalog import CATALOG, EventData, parse_data, stream_kind
@@ -25,12 +26,13 @@ if TYPE_CHECKING:
     from store.verify import VerifyReport
 
 _SOURCES = {
-    "CATALOG": "catalog", "EventData": "catalog", "parse_data": "catalog",
-    "stream_kind": "catalog", "Clock": "clock", "system_clock": "clock",
-    "create_engine": "engine", "ConcurrencyError": "errors", "EventValidationError": "errors",
-    "IdempotencyError": "errors", "IntegrityViolation": "errors", "LedgerError": "errors",
-    "EventLog": "log", "AppendResult": "records", "NewEvent": "records",
-    "RecordedEvent": "records", "VerifyReport": "verify",
+    "CATALOG": "store.catalog", "EventData": "store.catalog", "parse_data": "store.catalog",
+    "stream_kind": "store.catalog", "Clock": "store.clock", "system_clock": "store.clock",
+    "create_engine": "store.engine", "ConcurrencyError": "store.errors",
+    "EventValidationError": "store.errors", "IdempotencyError": "store.errors",
+    "IntegrityViolation": "store.errors", "LedgerError": "store.errors", "EventLog": "store.log",
+    "AppendResult": "store.records", "NewEvent": "store.records", "RecordedEvent": "store.records",
+    "VerifyReport": "store.verify",
 }
 
 __all__ = [
@@ -41,10 +43,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _SOURCES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _SOURCES, globals())

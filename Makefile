@@ -18,7 +18,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy store projections assembler ctxledger
+	$(BIN)/mypy -p ctxledger
 
 pytest: $(STAMP)
 	$(BIN)/pytest

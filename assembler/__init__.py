@@ -9,21 +9,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from store.lazy import lazy_exports
+from ctxledger.store.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from assembler.api import assemble, counter_for, parse_policy, policy_for, request_for
-    from assembler.model import Assembly, Decision, Section, SectionItem, TokenTotals
-    from assembler.policy import Policy, PolicyError
-    from assembler.tokens import CachedCount, TokenCount, TokenCounter
+    from ctxledger.assembler.api import assemble, counter_for, parse_policy, policy_for, request_for
+    from ctxledger.assembler.model import Assembly, Decision, Section, SectionItem, TokenTotals
+    from ctxledger.assembler.policy import Policy, PolicyError
+    from ctxledger.assembler.tokens import CachedCount, TokenCount, TokenCounter
 
+# Each name's module, relative to this package.
 _SOURCES = {
-    "assemble": "assembler.api", "counter_for": "assembler.api", "parse_policy": "assembler.api",
-    "policy_for": "assembler.api", "request_for": "assembler.api", "Assembly": "assembler.model",
-    "Decision": "assembler.model", "Section": "assembler.model", "SectionItem": "assembler.model",
-    "TokenTotals": "assembler.model", "Policy": "assembler.policy",
-    "PolicyError": "assembler.policy", "CachedCount": "assembler.tokens",
-    "TokenCount": "assembler.tokens", "TokenCounter": "assembler.tokens",
+    "assemble": ".api", "counter_for": ".api", "parse_policy": ".api", "policy_for": ".api",
+    "request_for": ".api",
+    "Assembly": ".model", "Decision": ".model", "Section": ".model", "SectionItem": ".model",
+    "TokenTotals": ".model",
+    "Policy": ".policy", "PolicyError": ".policy",
+    "CachedCount": ".tokens", "TokenCount": ".tokens", "TokenCounter": ".tokens",
 }
 
 __all__ = [

@@ -22,16 +22,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from assembler.encodings import EncodingLoader
-from assembler.engine import Engine
-from assembler.errors import AssemblyError
-from assembler.model import Assembly
-from assembler.policy import Policy, PolicyError
-from assembler.profiles import get_profile
-from assembler.tokens import TokenCounter, TokenCountStore
-from projections.token_cache import CacheWrite
-from projections.view import SessionView, ViewRequest
-from store.clock import ensure_utc
+from ctxledger.assembler.encodings import EncodingLoader
+from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.errors import AssemblyError
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.policy import Policy, PolicyError
+from ctxledger.assembler.profiles import get_profile
+from ctxledger.assembler.tokens import TokenCounter, TokenCountStore
+from ctxledger.projections.token_cache import CacheWrite
+from ctxledger.projections.view import SessionView, ViewRequest
+from ctxledger.store.clock import ensure_utc
 
 
 def policy_for(profile: str, settings: Mapping[str, Any]) -> Policy:

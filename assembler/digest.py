@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from assembler.model import Assembly
-from store.canonical import canonical_json, sha256_hex
+from ctxledger.assembler.model import Assembly
+from ctxledger.store.canonical import canonical_json, sha256_hex
 
 _EXCLUDED: Any = {"digest": True, "tokens": {"methods": True}}
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import tiktoken
 
-from store.errors import LedgerError
+from ctxledger.store.errors import LedgerError
 
 _log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from assembler.digest import seal
-from assembler.model import (
+from ctxledger.assembler.digest import seal
+from ctxledger.assembler.model import (
     KEPT_ACTIONS,
     Action,
     Assembly,
@@ -40,10 +40,10 @@ from assembler.model import (
     SectionItem,
     TokenTotals,
 )
-from assembler.report import ProfileReport
-from assembler.tokens import TokenCounter
-from projections.token_cache import CacheWrite
-from store.clock import format_utc
+from ctxledger.assembler.report import ProfileReport
+from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.projections.token_cache import CacheWrite
+from ctxledger.store.clock import format_utc
 
 SCORE_DIGITS = 6
 """Decimal places every float is rounded to before it enters the output."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from store.errors import LedgerError
+from ctxledger.store.errors import LedgerError
 
 
 class AssemblyError(LedgerError):

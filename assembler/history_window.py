@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from assembler.engine import Candidate, Engine
-from projections.view import Message
+from ctxledger.assembler.engine import Candidate, Engine
+from ctxledger.projections.view import Message
 
 DROPPED_RANGE_ITEM = "history:dropped"
 """Item id of the decision covering the messages older than the window."""

@@ -20,8 +20,8 @@ from pydantic import (
     SerializeAsAny,
 )
 
-from assembler.report import ProfileReport, validate_report
-from store.clock import format_utc
+from ctxledger.assembler.report import ProfileReport, validate_report
+from ctxledger.store.clock import format_utc
 
 FORMAT_VERSION = 2
 """Version of what an ``Assembly`` holds and hashes. Any change to the hashed output (a new

@@ -24,9 +24,9 @@ from typing import Any, ClassVar, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from assembler.encodings import known_encodings
-from store.canonical import canonical_json, sha256_hex
-from store.errors import LedgerError
+from ctxledger.assembler.encodings import known_encodings
+from ctxledger.store.canonical import canonical_json, sha256_hex
+from ctxledger.store.errors import LedgerError
 
 GENERIC_SETTING_PREFIX = "policy."
 

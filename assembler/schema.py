@@ -12,8 +12,8 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field, create_model
 
-from assembler.model import Assembly
-from assembler.profiles import get_profile, profile_names
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.profiles import get_profile, profile_names
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

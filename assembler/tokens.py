@@ -18,11 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from assembler.encodings import EncodingLoader, default_loader
+from ctxledger.assembler.encodings import EncodingLoader, default_loader
 
 # The cache key is the store's SHA-256 helper, the same function the token-count table is
 # keyed by, so the assembler and the table cannot disagree on it.
-from store.canonical import sha256_hex as content_hash
+from ctxledger.store.canonical import sha256_hex as content_hash
 
 CHARS4 = "chars4"
 """The encoding name for the ceil(len/4) estimate."""

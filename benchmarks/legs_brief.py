@@ -23,7 +23,7 @@ from legs_append import ledger_url
 from legs_assemble import StepClock, size_label
 from registry import AtMostTimesPeer, Comparison, Context, Exactly, Measure, leg
 
-import assembler.profiles.brief.profile as brief_profile
+import ctxledger.assembler.profiles.brief.profile as brief_profile
 from ctxledger import Ledger
 
 FULL_SIZES = (1_000, 10_000)

@@ -19,8 +19,8 @@ from legs_append import ledger_url, timed
 from registry import AtLeast, AtMost, Comparison, Context, Measure, leg
 
 from ctxledger import Ledger
-from store.chain_key import ChainKey
-from store.seal import check_seals, seal_in_transaction
+from ctxledger.store.chain_key import ChainKey
+from ctxledger.store.seal import check_seals, seal_in_transaction
 
 INCREMENT = 10_000
 """Events added before the incremental seal (the default ``SealSettings.every``)."""

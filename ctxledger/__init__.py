@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from store.lazy import lazy_exports
+from ctxledger.store.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ctxledger.ledger import Ledger
-    from store.anchor import Anchor
-    from store.errors import (
+    from ctxledger.store.anchor import Anchor
+    from ctxledger.store.errors import (
         ConcurrencyError,
         DatabaseMissing,
         EventValidationError,
@@ -23,17 +23,17 @@ if TYPE_CHECKING:
         LedgerError,
         StreamRuleError,
     )
-    from store.records import AppendResult, RecordedEvent
-    from store.seal import Seal, SealSettings
+    from ctxledger.store.records import AppendResult, RecordedEvent
+    from ctxledger.store.seal import Seal, SealSettings
 
 _SOURCES = {
-    "Ledger": "ctxledger.ledger", "Anchor": "store.anchor",
-    "ConcurrencyError": "store.errors", "DatabaseMissing": "store.errors",
-    "EventValidationError": "store.errors", "IdempotencyError": "store.errors",
-    "IntegrityViolation": "store.errors", "InvalidArgument": "store.errors",
-    "LedgerError": "store.errors", "StreamRuleError": "store.errors",
-    "AppendResult": "store.records", "RecordedEvent": "store.records",
-    "Seal": "store.seal", "SealSettings": "store.seal",
+    "Ledger": "ctxledger.ledger", "Anchor": "ctxledger.store.anchor",
+    "ConcurrencyError": "ctxledger.store.errors", "DatabaseMissing": "ctxledger.store.errors",
+    "EventValidationError": "ctxledger.store.errors", "IdempotencyError": "ctxledger.store.errors",
+    "IntegrityViolation": "ctxledger.store.errors", "InvalidArgument": "ctxledger.store.errors",
+    "LedgerError": "ctxledger.store.errors", "StreamRuleError": "ctxledger.store.errors",
+    "AppendResult": "ctxledger.store.records", "RecordedEvent": "ctxledger.store.records",
+    "Seal": "ctxledger.store.seal", "SealSettings": "ctxledger.store.seal",
 }
 
 __all__ = [

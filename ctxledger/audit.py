@@ -25,13 +25,13 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from assembler.api import parse_policy
-from assembler.model import Assembly, Decision
-from assembler.policy import Policy
+from ctxledger.assembler.api import parse_policy
+from ctxledger.assembler.model import Assembly, Decision
+from ctxledger.assembler.policy import Policy
 from ctxledger.replay import ReplayError, TimelineStep, policy_data, replay
-from store.errors import LedgerError
-from store.read import read_all, read_stream_until
-from store.records import RecordedEvent
+from ctxledger.store.errors import LedgerError
+from ctxledger.store.read import read_all, read_stream_until
+from ctxledger.store.records import RecordedEvent
 
 AuditStatus = Literal["match", "digest_mismatch", "policy_mismatch", "copied", "error"]
 RECORD_TYPE = "context.assembled"

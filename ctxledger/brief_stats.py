@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from assembler.api import policy_for
+from ctxledger.assembler.api import policy_for
 from ctxledger.ledger import Ledger
-from projections.read_view import load_settings
-from projections.session_stats import sessions
+from ctxledger.projections.read_view import load_settings
+from ctxledger.projections.session_stats import sessions
 
 
 def nearest_rank(values: Sequence[int], percentile: float) -> int | None:

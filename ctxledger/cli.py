@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress, TaskID
 
-    from store.clock import Clock
+    from ctxledger.store.clock import Clock
 
 
 class JsonOrText(StrEnum):
@@ -271,7 +271,7 @@ def init(ctx: typer.Context, format: FormatOption = JsonOrText.json) -> None:
 def _revision(url: str) -> str | None:
     """The schema revision a database is at before opening it (None if it has none)."""
     from ctxledger import migrate
-    from store.engine import create_engine
+    from ctxledger.store.engine import create_engine
 
     with database_errors(url):
         engine = create_engine(url)
@@ -303,7 +303,7 @@ def append(
     """
     from ctxledger import render
     from ctxledger.cli_input import InputError, parse_jsonl, validate_lines
-    from store.errors import BatchEventError, EventValidationError
+    from ctxledger.store.errors import BatchEventError, EventValidationError
 
     if not stream.strip():
         raise typer.BadParameter("must not be empty", param_hint="STREAM")
@@ -400,8 +400,8 @@ def state(
 
 def _parse_now(value: str, hint: str = "'--now'") -> datetime:
     """``--now``: ISO-8601 with an explicit zone (a usage error otherwise)."""
-    from store.errors import EventValidationError
-    from store.strict import check_time
+    from ctxledger.store.errors import EventValidationError
+    from ctxledger.store.strict import check_time
 
     try:
         parsed = datetime.fromisoformat(value)
@@ -451,7 +451,7 @@ def assemble(
 
     The profile is --profile, else the session's 'profile' setting; --format text says
     which, then shows the breakdown and (unless --no-text) the context text."""
-    from assembler.profiles import profile_names, profiles_showing_state
+    from ctxledger.assembler.profiles import profile_names, profiles_showing_state
     from ctxledger.cli_input import read_policy
     from ctxledger.render_assembly import assembly_view
 
@@ -524,11 +524,11 @@ def schema(
     from ctxledger import render
 
     if kind is SchemaKind.assembly:
-        from assembler.schema import assembly_schema
+        from ctxledger.assembler.schema import assembly_schema
 
         found = assembly_schema()
     else:
-        from store.json_schema import events_schema
+        from ctxledger.store.json_schema import events_schema
 
         found = events_schema()
     typer.echo(render.dumps(found, indent=2))

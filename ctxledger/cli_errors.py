@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 import typer
 
 from ctxledger.config import resolve_db_url
-from store.errors import LedgerError
+from ctxledger.store.errors import LedgerError
 
 if TYPE_CHECKING:
     from ctxledger.ledger import Ledger
@@ -47,7 +47,7 @@ def one_line(text: str) -> str:
 
 def safe_url(url: str) -> str:
     """The URL for messages, with any password masked (``store.engine.safe_url``)."""
-    from store.engine import safe_url as masked
+    from ctxledger.store.engine import safe_url as masked
 
     return masked(url)
 

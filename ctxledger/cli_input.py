@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from store.errors import EventValidationError
-from store.log import EventCheck
-from store.validate import coerce_new_event, validate_event
+from ctxledger.store.errors import EventValidationError
+from ctxledger.store.log import EventCheck
+from ctxledger.store.validate import coerce_new_event, validate_event
 
 
 class InputError(EventValidationError):

@@ -70,7 +70,7 @@ def _print_what_if(report: WhatIfReport, format: JsonOrText) -> None:
 
 
 def _check_profile(profile: str) -> None:
-    from assembler.profiles import profile_names
+    from ctxledger.assembler.profiles import profile_names
 
     if profile not in profile_names():
         raise typer.BadParameter(f"{profile!r} is not one of {', '.join(profile_names())}",

@@ -12,7 +12,7 @@ import typer
 from ctxledger.cli_errors import open_ledger, reports_errors
 
 if TYPE_CHECKING:
-    from store.seal import Seal
+    from ctxledger.store.seal import Seal
 
 
 def _db(ctx: typer.Context) -> str | None:
@@ -22,7 +22,7 @@ def _db(ctx: typer.Context) -> str | None:
 
 def seal_record(seal: Seal | None, head_sealed: Seal | None) -> dict[str, object]:
     """What ``seal`` prints: the seal written (or the last one, when nothing was new)."""
-    from store.clock import format_utc
+    from ctxledger.store.clock import format_utc
 
     shown = seal or head_sealed
     if shown is None:
@@ -40,7 +40,7 @@ def seal(ctx: typer.Context) -> None:
     "sealed": false when nothing was new since the last seal.
     """
     from ctxledger import render
-    from store.seal import last_seal
+    from ctxledger.store.seal import last_seal
 
     with open_ledger(_db(ctx)) as ledger:
         written = ledger.seal()

@@ -16,14 +16,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger import migrate
-from projections.base import Projection
-from projections.read_view import read_snapshot
-from projections.runner import ProjectionRunner
-from store.clock import Clock
-from store.engine import create_engine
-from store.log import EventLog
-from store.read import head_position
-from store.schema import events
+from ctxledger.projections.base import Projection
+from ctxledger.projections.read_view import read_snapshot
+from ctxledger.projections.runner import ProjectionRunner
+from ctxledger.store.clock import Clock
+from ctxledger.store.engine import create_engine
+from ctxledger.store.log import EventLog
+from ctxledger.store.read import head_position
+from ctxledger.store.schema import events
 
 COPY_PAGE = 20_000
 """Events copied into the scratch store per query."""

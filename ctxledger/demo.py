@@ -25,17 +25,17 @@ from typing import Any
 from rich.console import Console
 from rich.rule import Rule
 
-from assembler.model import Assembly
-from assembler.profiles import profile_names
 from ctxledger import render
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.profiles import profile_names
 from ctxledger.cli_errors import open_ledger, safe_url
 from ctxledger.ledger import Ledger
 from ctxledger.render_assembly import assembly_view
 from ctxledger.render_usage import rollup_summary, usage_view
-from store.catalog import stream_kind
-from store.clock import format_utc
-from store.errors import LedgerError
-from store.records import RecordedEvent
+from ctxledger.store.catalog import stream_kind
+from ctxledger.store.clock import format_utc
+from ctxledger.store.errors import LedgerError
+from ctxledger.store.records import RecordedEvent
 
 
 def _examples_dir() -> Path:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from store.catalog import stream_kind
-from store.errors import LedgerError
-from store.records import RecordedEvent
+from ctxledger.store.catalog import stream_kind
+from ctxledger.store.errors import LedgerError
+from ctxledger.store.records import RecordedEvent
 
 
 class ForkError(LedgerError):

@@ -13,31 +13,31 @@ import sqlalchemy as sa
 
 from ctxledger import migrate
 from ctxledger.config import resolve_db_url
-from projections.base import Projection
-from projections.read_view import load_session_view, read_snapshot
-from projections.registry import builtin_projections
-from projections.runner import ProjectionRunner, ProjectionStatus
-from projections.setting_values import check_event
-from projections.view import SessionView, ViewRequest
-from store.anchor import Anchor, read_anchor
-from store.clock import Clock, format_utc, system_clock
-from store.engine import create_engine, database_exists, safe_url
-from store.errors import DatabaseMissing, InvalidArgument, LedgerError
-from store.log import EventInput, EventLog
-from store.records import AppendResult, NewEvent, RecordedEvent
-from store.seal import Seal, SealSettings
-from store.strict import check_time
-from store.validate import DEFAULT_MAX_EVENT_BYTES
-from store.verify import VerifyReport
+from ctxledger.projections.base import Projection
+from ctxledger.projections.read_view import load_session_view, read_snapshot
+from ctxledger.projections.registry import builtin_projections
+from ctxledger.projections.runner import ProjectionRunner, ProjectionStatus
+from ctxledger.projections.setting_values import check_event
+from ctxledger.projections.view import SessionView, ViewRequest
+from ctxledger.store.anchor import Anchor, read_anchor
+from ctxledger.store.clock import Clock, format_utc, system_clock
+from ctxledger.store.engine import create_engine, database_exists, safe_url
+from ctxledger.store.errors import DatabaseMissing, InvalidArgument, LedgerError
+from ctxledger.store.log import EventInput, EventLog
+from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
+from ctxledger.store.seal import Seal, SealSettings
+from ctxledger.store.strict import check_time
+from ctxledger.store.validate import DEFAULT_MAX_EVENT_BYTES
+from ctxledger.store.verify import VerifyReport
 
 if TYPE_CHECKING:
-    from assembler import Assembly, Policy, TokenCounter
+    from ctxledger.assembler import Assembly, Policy, TokenCounter
     from ctxledger.audit import AuditReport, WhatIfReport
+    from ctxledger.projections.token_cache import CacheWrite
     from ctxledger.replay import TimelineStep
     from ctxledger.rollup import RollupPolicy, RollupReport
     from ctxledger.usage import UsageReport
     from ctxledger.why import WhyReport
-    from projections.token_cache import CacheWrite
 
 # The assembler (numpy, bm25s, tiktoken), the rollup and the usage report are imported by
 # the methods that use them: a CLI call that only reads state must not pay for them.
@@ -114,10 +114,10 @@ class Ledger:
         are defined before a test freezes the clock (freezegun's ``FakeDatetime`` in a
         model's annotations breaks pydantic's schema).
         """
-        import assembler.api
-        import assembler.profiles  # noqa: F401
-        from assembler.encodings import default_loader
-        from assembler.tokens import DEFAULT_ENCODING
+        import ctxledger.assembler.api
+        import ctxledger.assembler.profiles  # noqa: F401
+        from ctxledger.assembler.encodings import default_loader
+        from ctxledger.assembler.tokens import DEFAULT_ENCODING
 
         default_loader().get(DEFAULT_ENCODING)
 
@@ -189,7 +189,7 @@ class Ledger:
         ``agent_manifests``), adding ``_agent`` and ``_savings``; an agent without a
         manifest gets the full state.
         """
-        from projections.state import session_state
+        from ctxledger.projections.state import session_state
 
         when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn:
@@ -207,8 +207,13 @@ class Ledger:
         saved afterwards, so the next assembly only counts what changed. Safe to call
         from several threads at once.
         """
-        from assembler import Policy
-        from assembler.api import assemble_with_caches, parse_policy, policy_for, request_for
+        from ctxledger.assembler import Policy
+        from ctxledger.assembler.api import (
+            assemble_with_caches,
+            parse_policy,
+            policy_for,
+            request_for,
+        )
         from ctxledger.token_store import TableTokenStore
 
         when = check_time(now if now is not None else self.clock(), "now")
@@ -239,7 +244,7 @@ class Ledger:
         return sum(counter.calls for counter in counters.values())
 
     def _counter(self, encoding: str) -> TokenCounter:
-        from assembler import TokenCounter
+        from ctxledger.assembler import TokenCounter
 
         counters: dict[str, TokenCounter] | None = getattr(self._local, "counters", None)
         if counters is None:
@@ -252,7 +257,7 @@ class Ledger:
     def _save_caches(self, counts: Sequence[Any], caches: Sequence[CacheWrite]) -> None:
         # A cache write failing (e.g. the database is busy) must not fail the assembly the
         # caller already has: the next assembly computes the same numbers again.
-        from projections.token_cache import store_counts
+        from ctxledger.projections.token_cache import store_counts
 
         try:
             with self.log.transaction() as conn:
@@ -290,7 +295,7 @@ class Ledger:
         return self.append(session, event)
 
     def _settings_policy(self, session: str, profile: str) -> Policy | None:
-        from assembler.api import policy_for
+        from ctxledger.assembler.api import policy_for
 
         try:
             return policy_for(profile, self.view(session).settings)
@@ -443,8 +448,8 @@ class Ledger:
 
 def _as_policy(policy: Policy | Mapping[str, Any] | str | None) -> Policy | None:
     """A policy given as a ``Policy``, its JSON data or JSON text (None stays None)."""
-    from assembler import Policy
-    from assembler.api import parse_policy
+    from ctxledger.assembler import Policy
+    from ctxledger.assembler.api import parse_policy
 
     if policy is None or isinstance(policy, Policy):
         return policy

@@ -16,10 +16,10 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from projections.runner import ProjectionStatus
-from store.clock import format_utc
-from store.records import AppendResult, RecordedEvent
-from store.verify import VerifyReport
+from ctxledger.projections.runner import ProjectionStatus
+from ctxledger.store.clock import format_utc
+from ctxledger.store.records import AppendResult, RecordedEvent
+from ctxledger.store.verify import VerifyReport
 
 SUMMARY_WIDTH = 120
 """Longest event summary; the table cuts it further to fit, the JSONL output has it all."""

@@ -10,9 +10,9 @@ from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from assembler.model import Assembly
-from assembler.profiles import get_profile
-from store.clock import format_utc
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.profiles import get_profile
+from ctxledger.store.clock import format_utc
 
 
 def assembly_view(assembly: Assembly, *, show_text: bool = False) -> RenderableType:

@@ -10,8 +10,8 @@ from rich.text import Text
 
 from ctxledger.audit import AuditReport, WhatIfReport
 from ctxledger.replay import TimelineStep
+from ctxledger.store.clock import format_utc
 from ctxledger.why import WhyReport
-from store.clock import format_utc
 
 _STATUS_STYLE = {"match": "green", "copied": "dim", "digest_mismatch": "red",
                  "policy_mismatch": "red", "error": "red"}

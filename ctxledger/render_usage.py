@@ -9,8 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ctxledger.rollup import RollupReport
+from ctxledger.store.clock import format_utc
 from ctxledger.usage import Series, UsageReport
-from store.clock import format_utc
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 """Bars of a sparkline, lowest to highest; a day with no use shows ``·``."""

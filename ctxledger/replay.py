@@ -27,28 +27,28 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from assembler.api import assemble_with_caches, policy_for, request_for
-from assembler.model import Assembly
-from assembler.policy import Policy
-from assembler.profiles import get_profile
-from assembler.tokens import TokenCounter
+from ctxledger.assembler.api import assemble_with_caches, policy_for, request_for
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.policy import Policy
+from ctxledger.assembler.profiles import get_profile
+from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.projections.checkpoints import checkpoints
+from ctxledger.projections.read_view import load_session_view
+from ctxledger.projections.registry import builtin_projections
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.projections.runner import ProjectionRunner
+from ctxledger.projections.scope_members import members_until
+from ctxledger.projections.session_scopes import DEFAULT_SCOPE
+from ctxledger.projections.view import SessionView, ViewRequest
 from ctxledger.scratch import scratch_engine
+from ctxledger.store.canonical import canonical_json
+from ctxledger.store.catalog import SCOPE_PREFIX
+from ctxledger.store.clock import ensure_utc
+from ctxledger.store.errors import LedgerError
+from ctxledger.store.read import head_position, position_at, read_stream_until, recorded_at_until
+from ctxledger.store.records import RecordedEvent
+from ctxledger.store.schema import events as log_events
 from ctxledger.token_store import TableTokenStore
-from projections.checkpoints import checkpoints
-from projections.read_view import load_session_view
-from projections.registry import builtin_projections
-from projections.rowstore import RowStore
-from projections.runner import ProjectionRunner
-from projections.scope_members import members_until
-from projections.session_scopes import DEFAULT_SCOPE
-from projections.view import SessionView, ViewRequest
-from store.canonical import canonical_json
-from store.catalog import SCOPE_PREFIX
-from store.clock import ensure_utc
-from store.errors import LedgerError
-from store.read import head_position, position_at, read_stream_until, recorded_at_until
-from store.records import RecordedEvent
-from store.schema import events as log_events
 
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 

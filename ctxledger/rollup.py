@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
-from assembler.policy import PolicyError
-from assembler.profiles.session import SessionPolicy
-from assembler.profiles.session.tool_ranking import server_of
+from ctxledger.assembler.policy import PolicyError
+from ctxledger.assembler.profiles.session import SessionPolicy
+from ctxledger.assembler.profiles.session.tool_ranking import server_of
 from ctxledger.config import DEFAULT_RETENTION_DAYS
-from projections import rollup_job as job
-from projections.session_stats import sessions
-from projections.settings import scope_settings, session_settings
-from projections.state import TOP_TOOLS_WINDOW
-from store.catalog import SYSTEM_STREAM
-from store.clock import ensure_utc
+from ctxledger.projections import rollup_job as job
+from ctxledger.projections.session_stats import sessions
+from ctxledger.projections.settings import scope_settings, session_settings
+from ctxledger.projections.state import TOP_TOOLS_WINDOW
+from ctxledger.store.catalog import SYSTEM_STREAM
+from ctxledger.store.clock import ensure_utc
 
 if TYPE_CHECKING:
     from ctxledger.ledger import Ledger

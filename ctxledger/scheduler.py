@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ctxledger.config import resolve_db_url
 from ctxledger.ledger import Ledger
 from ctxledger.rollup import RollupPolicy, run_rollup
-from store.engine import create_engine
+from ctxledger.store.engine import create_engine
 
 JOBS_TABLE = "apscheduler_jobs"
 """The job store's table (created by migration 0004)."""

@@ -13,7 +13,7 @@ import threading
 
 import sqlalchemy as sa
 
-from store.engine import create_engine
+from ctxledger.store.engine import create_engine
 
 _lock = threading.Lock()
 _template: tuple[sa.Engine, sqlite3.Connection] | None = None
@@ -22,8 +22,8 @@ _template: tuple[sa.Engine, sqlite3.Connection] | None = None
 def _build_template() -> tuple[sa.Engine, sqlite3.Connection]:
     # Imported here: the migrations and projections are only needed the first time.
     from ctxledger import migrate
-    from projections.registry import builtin_projections
-    from projections.runner import ProjectionRunner
+    from ctxledger.projections.registry import builtin_projections
+    from ctxledger.projections.runner import ProjectionRunner
 
     engine = create_engine("sqlite://")
     migrate.upgrade(engine)

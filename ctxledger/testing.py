@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from store.catalog import CATALOG, parse_data
-from store.clock import Clock, system_clock
-from store.errors import EventValidationError
-from store.validate import describe_validation_error
+from ctxledger.store.catalog import CATALOG, parse_data
+from ctxledger.store.clock import Clock, system_clock
+from ctxledger.store.errors import EventValidationError
+from ctxledger.store.validate import describe_validation_error
 
 if TYPE_CHECKING:
-    from assembler.model import Assembly
+    from ctxledger.assembler.model import Assembly
     from ctxledger.ledger import Ledger
 
 

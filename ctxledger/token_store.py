@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 
 import sqlalchemy as sa
 
-from assembler.tokens import TokenCount
-from projections.token_cache import load_counts
+from ctxledger.assembler.tokens import TokenCount
+from ctxledger.projections.token_cache import load_counts
 
 
 class TableTokenStore:

@@ -25,11 +25,11 @@ from typing import Any
 from ctxledger.cli_input import InputLine, decoded_lines, validate_lines
 from ctxledger.demo import ExampleError, LogLine, ScriptedClock, parse_log_line
 from ctxledger.ledger import Ledger
-from store.clock import format_utc
-from store.errors import BatchEventError, LedgerError
-from store.read import stored_event_ids
-from store.records import RecordedEvent
-from store.validate import DEFAULT_MAX_EVENT_BYTES
+from ctxledger.store.clock import format_utc
+from ctxledger.store.errors import BatchEventError, LedgerError
+from ctxledger.store.read import stored_event_ids
+from ctxledger.store.records import RecordedEvent
+from ctxledger.store.validate import DEFAULT_MAX_EVENT_BYTES
 
 EXPORT_PAGE = 1000
 """Events read per query when exporting or listing the whole log (flat memory)."""

@@ -14,13 +14,13 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 
 from ctxledger.config import MAX_USAGE_DAYS
+from ctxledger.projections import rollup_job as job
+from ctxledger.projections.session_stats import sessions
 from ctxledger.rollup import mcp_server_of
-from projections import rollup_job as job
-from projections.session_stats import sessions
-from store.catalog import SCOPE_PREFIX
-from store.clock import ensure_utc
-from store.errors import LedgerError
-from store.schema import events
+from ctxledger.store.catalog import SCOPE_PREFIX
+from ctxledger.store.clock import ensure_utc
+from ctxledger.store.errors import LedgerError
+from ctxledger.store.schema import events
 
 if TYPE_CHECKING:
     from ctxledger.ledger import Ledger

@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from assembler.history_window import DROPPED_RANGE_ITEM
-from assembler.model import Decision, DetailValue
+from ctxledger.assembler.history_window import DROPPED_RANGE_ITEM
+from ctxledger.assembler.model import Decision, DetailValue
 from ctxledger.replay import TimelineStep, message_id_of
-from store.errors import LedgerError
-from store.records import RecordedEvent
+from ctxledger.store.errors import LedgerError
+from ctxledger.store.records import RecordedEvent
 
 MESSAGE_PREFIX = "message:"
 SUMMARIZED_PREFIX = "summarized:"

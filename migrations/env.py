@@ -12,9 +12,9 @@ def _target_metadata():  # type: ignore[no-untyped-def]
     # Imported lazily: only autogenerate needs the live table definitions.
     import sqlalchemy as sa
 
-    import projections.registry  # noqa: F401  (registers every projection table)
-    from projections.base import metadata as projection_metadata
-    from store.schema import metadata as store_metadata
+    import ctxledger.projections.registry  # noqa: F401  (registers every projection table)
+    from ctxledger.projections.base import metadata as projection_metadata
+    from ctxledger.store.schema import metadata as store_metadata
 
     merged = sa.MetaData()
     for md in (store_metadata, projection_metadata):
@@ -26,7 +26,7 @@ def _target_metadata():  # type: ignore[no-untyped-def]
 def run_migrations_online() -> None:
     connection = config.attributes.get("connection")
     if connection is None:
-        from store.engine import create_engine
+        from ctxledger.store.engine import create_engine
 
         engine = create_engine(config.get_main_option("sqlalchemy.url"))
         with engine.begin() as conn:

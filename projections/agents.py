@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from store.errors import LedgerError
+from ctxledger.store.errors import LedgerError
 
 SETTING_KEY = "agent_manifests"
 

@@ -7,8 +7,8 @@ from typing import ClassVar
 
 import sqlalchemy as sa
 
-from projections.rowstore import RowStore
-from store.records import RecordedEvent
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.store.records import RecordedEvent
 
 metadata = sa.MetaData()
 """Every projection table lives on this metadata (migrations create them)."""

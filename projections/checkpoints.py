@@ -7,9 +7,9 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from projections.base import metadata
-from store.engine import driver_statement
-from store.schema import PositionType, UTCDateTime
+from ctxledger.projections.base import metadata
+from ctxledger.store.engine import driver_statement
+from ctxledger.store.schema import PositionType, UTCDateTime
 
 checkpoints = sa.Table(
     "projection_checkpoints",

@@ -8,11 +8,11 @@ from typing import ClassVar
 
 import sqlalchemy as sa
 
-from projections.base import Projection, metadata
-from projections.rowstore import RowStore
-from store.catalog import stream_kind
-from store.records import RecordedEvent
-from store.schema import PositionType
+from ctxledger.projections.base import Projection, metadata
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.store.catalog import stream_kind
+from ctxledger.store.records import RecordedEvent
+from ctxledger.store.schema import PositionType
 
 FLAGS = ("active", "in_scene", "pov", "evolving", "critical")
 """Optional booleans of an item, stored as given (None when absent)."""

@@ -7,12 +7,12 @@ from typing import ClassVar
 
 import sqlalchemy as sa
 
-from projections.base import Projection, metadata
-from projections.rowstore import RowStore
-from store.canonical import canonical_json
-from store.catalog import stream_kind
-from store.records import RecordedEvent
-from store.schema import PositionType
+from ctxledger.projections.base import Projection, metadata
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.store.canonical import canonical_json
+from ctxledger.store.catalog import stream_kind
+from ctxledger.store.records import RecordedEvent
+from ctxledger.store.schema import PositionType
 
 documents = sa.Table(
     "documents",

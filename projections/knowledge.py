@@ -8,12 +8,12 @@ from typing import ClassVar
 
 import sqlalchemy as sa
 
-from projections.base import Projection, metadata
-from projections.rowstore import RowStore
-from store.canonical import canonical_json
-from store.catalog import SCOPE_PREFIX, stream_kind
-from store.records import RecordedEvent
-from store.schema import PositionType
+from ctxledger.projections.base import Projection, metadata
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.store.canonical import canonical_json
+from ctxledger.store.catalog import SCOPE_PREFIX, stream_kind
+from ctxledger.store.records import RecordedEvent
+from ctxledger.store.schema import PositionType
 
 knowledge_sources = sa.Table(
     "knowledge_sources",

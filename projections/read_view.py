@@ -16,25 +16,25 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from projections.card import card_fields
-from projections.checkpoints import checkpoints
-from projections.context_items import FLAGS, context_items
-from projections.documents import documents
-from projections.knowledge import (
+from ctxledger.projections.card import card_fields
+from ctxledger.projections.checkpoints import checkpoints
+from ctxledger.projections.context_items import FLAGS, context_items
+from ctxledger.projections.documents import documents
+from ctxledger.projections.knowledge import (
     knowledge_entities,
     knowledge_snippets,
     knowledge_sources,
     personas,
 )
-from projections.observations import observations
-from projections.registry import builtin_names
-from projections.session_scopes import DEFAULT_SCOPE
-from projections.session_stats import ROLES, messages, sessions
-from projections.settings import scope_settings, session_settings
-from projections.token_cache import load_history_memo
-from projections.tool_registry import scope_tools
-from projections.tool_usage import tool_usage, tool_uses
-from projections.view import (
+from ctxledger.projections.observations import observations
+from ctxledger.projections.registry import builtin_names
+from ctxledger.projections.session_scopes import DEFAULT_SCOPE
+from ctxledger.projections.session_stats import ROLES, messages, sessions
+from ctxledger.projections.settings import scope_settings, session_settings
+from ctxledger.projections.token_cache import load_history_memo
+from ctxledger.projections.tool_registry import scope_tools
+from ctxledger.projections.tool_usage import tool_usage, tool_uses
+from ctxledger.projections.view import (
     Document,
     Entity,
     EntityFact,
@@ -56,10 +56,10 @@ from projections.view import (
     ToolUsage,
     ViewRequest,
 )
-from store.catalog import SCOPE_PREFIX
-from store.clock import ensure_utc
-from store.errors import LedgerError
-from store.schema import events
+from ctxledger.store.catalog import SCOPE_PREFIX
+from ctxledger.store.clock import ensure_utc
+from ctxledger.store.errors import LedgerError
+from ctxledger.store.schema import events
 
 Row = sa.RowMapping
 

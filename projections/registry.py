@@ -6,20 +6,20 @@ tables) on ``projections.base.metadata``, which migrations and schema checks com
 
 from __future__ import annotations
 
-from projections import checkpoints as checkpoints
-from projections import token_cache as token_cache
-from projections.base import Projection
-from projections.card import CardProjection
-from projections.context_items import ContextItemsProjection
-from projections.documents import DocumentsProjection
-from projections.knowledge import KnowledgeProjection
-from projections.observations import ObservationsProjection
-from projections.scope_members import ScopeMembersProjection
-from projections.session_stats import SessionStatsProjection
-from projections.settings import SettingsProjection
-from projections.tool_registry import ToolRegistryProjection
-from projections.tool_usage import ToolUsageProjection
-from projections.usage_rollups import UsageRollupsProjection
+from ctxledger.projections import checkpoints as checkpoints
+from ctxledger.projections import token_cache as token_cache
+from ctxledger.projections.base import Projection
+from ctxledger.projections.card import CardProjection
+from ctxledger.projections.context_items import ContextItemsProjection
+from ctxledger.projections.documents import DocumentsProjection
+from ctxledger.projections.knowledge import KnowledgeProjection
+from ctxledger.projections.observations import ObservationsProjection
+from ctxledger.projections.scope_members import ScopeMembersProjection
+from ctxledger.projections.session_stats import SessionStatsProjection
+from ctxledger.projections.settings import SettingsProjection
+from ctxledger.projections.tool_registry import ToolRegistryProjection
+from ctxledger.projections.tool_usage import ToolUsageProjection
+from ctxledger.projections.usage_rollups import UsageRollupsProjection
 
 BUILTIN_PROJECTION_TYPES: tuple[type[Projection], ...] = (
     SessionStatsProjection,

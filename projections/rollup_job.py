@@ -22,10 +22,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from projections.session_scopes import DEFAULT_SCOPE
-from projections.session_stats import sessions
-from projections.tool_usage import tool_uses
-from projections.usage_rollups import (
+from ctxledger.projections.session_scopes import DEFAULT_SCOPE
+from ctxledger.projections.session_stats import sessions
+from ctxledger.projections.tool_usage import tool_uses
+from ctxledger.projections.usage_rollups import (
     JOB_TABLES,
     rollup_days,
     usage_daily_messages,
@@ -33,9 +33,9 @@ from projections.usage_rollups import (
     usage_daily_tokens,
     usage_daily_tools,
 )
-from store.canonical import canonical_json, sha256_hex
-from store.clock import format_utc
-from store.schema import events
+from ctxledger.store.canonical import canonical_json, sha256_hex
+from ctxledger.store.clock import format_utc
+from ctxledger.store.schema import events
 
 DAY = timedelta(days=1)
 ServerOf = Callable[[str], str | None]

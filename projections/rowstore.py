@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from store.engine import DriverStatement, driver_statement, statement_cache
+from ctxledger.store.engine import DriverStatement, driver_statement, statement_cache
 
 Row = dict[str, Any]
 Key = tuple[Any, ...]

@@ -9,13 +9,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from projections import checkpoints as cp
-from projections.base import Projection
-from projections.rowstore import RowStore
-from store.append import lock_for_append
-from store.clock import Clock, system_clock
-from store.read import EventDecoder, head_position, read_raw_pages
-from store.records import RecordedEvent
+from ctxledger.projections import checkpoints as cp
+from ctxledger.projections.base import Projection
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.store.append import lock_for_append
+from ctxledger.store.clock import Clock, system_clock
+from ctxledger.store.read import EventDecoder, head_position, read_raw_pages
+from ctxledger.store.records import RecordedEvent
 
 Progress = Callable[[int, int], None]
 """Called with (events applied, events to apply)."""

@@ -12,12 +12,12 @@ from typing import ClassVar
 
 import sqlalchemy as sa
 
-from projections.base import Projection, metadata
-from projections.rowstore import RowStore
-from projections.session_scopes import DEFAULT_SCOPE
-from store.catalog import stream_kind
-from store.records import RecordedEvent
-from store.schema import PositionType
+from ctxledger.projections.base import Projection, metadata
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.projections.session_scopes import DEFAULT_SCOPE
+from ctxledger.store.catalog import stream_kind
+from ctxledger.store.records import RecordedEvent
+from ctxledger.store.schema import PositionType
 
 scope_members = sa.Table(
     "scope_members",

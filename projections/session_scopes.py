@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from projections.base import metadata
-from projections.rowstore import RowStore
-from store.records import RecordedEvent
+from ctxledger.projections.base import metadata
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.store.records import RecordedEvent
 
 DEFAULT_SCOPE = "default"
 """The scope of a session whose ``session.started`` names none (or has not been seen)."""

@@ -7,11 +7,11 @@ from typing import Any, ClassVar
 
 import sqlalchemy as sa
 
-from projections.base import Projection, metadata
-from projections.rowstore import RowStore
-from store.catalog import stream_kind
-from store.records import RecordedEvent
-from store.schema import PositionType, UTCDateTime
+from ctxledger.projections.base import Projection, metadata
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.store.catalog import stream_kind
+from ctxledger.store.records import RecordedEvent
+from ctxledger.store.schema import PositionType, UTCDateTime
 
 ROLES = ("system", "user", "assistant", "tool")
 

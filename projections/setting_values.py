@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from projections.agents import SETTING_KEY as AGENT_MANIFESTS
-from projections.agents import parse_manifests_setting
-from store.errors import EventValidationError, LedgerError
-from store.records import NewEvent
+from ctxledger.projections.agents import SETTING_KEY as AGENT_MANIFESTS
+from ctxledger.projections.agents import parse_manifests_setting
+from ctxledger.store.errors import EventValidationError, LedgerError
+from ctxledger.store.records import NewEvent
 
 SettingValidator = Callable[[Any], object]
 """Raises ``LedgerError`` or ``ValueError`` (one line) when a value is invalid."""

@@ -12,12 +12,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from projections.agents import manifests_from_settings, scope_state
-from projections.compact import compact_dep_graph, compact_plan_state
-from projections.read_view import load_session_view
-from projections.view import SessionView, ToolUsage, ViewRequest
-from store.clock import format_utc
-from store.errors import LedgerError
+from ctxledger.projections.agents import manifests_from_settings, scope_state
+from ctxledger.projections.compact import compact_dep_graph, compact_plan_state
+from ctxledger.projections.read_view import load_session_view
+from ctxledger.projections.view import SessionView, ToolUsage, ViewRequest
+from ctxledger.store.clock import format_utc
+from ctxledger.store.errors import LedgerError
 
 TOP_TOOLS_WINDOW = timedelta(days=7)
 """Tools are ranked by their uses over this window ending at ``now``."""

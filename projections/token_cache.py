@@ -19,8 +19,8 @@ from typing import Any, NamedTuple, Protocol
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from projections.base import metadata
-from store.canonical import sha256_hex
+from ctxledger.projections.base import metadata
+from ctxledger.store.canonical import sha256_hex
 
 token_counts = sa.Table(
     "token_counts",

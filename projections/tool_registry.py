@@ -7,11 +7,11 @@ from typing import ClassVar
 
 import sqlalchemy as sa
 
-from projections.base import Projection, metadata
-from projections.rowstore import RowStore
-from store.catalog import SCOPE_PREFIX, stream_kind
-from store.records import RecordedEvent
-from store.schema import PositionType
+from ctxledger.projections.base import Projection, metadata
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.store.catalog import SCOPE_PREFIX, stream_kind
+from ctxledger.store.records import RecordedEvent
+from ctxledger.store.schema import PositionType
 
 scope_tools = sa.Table(
     "scope_tools",

@@ -17,12 +17,16 @@ from typing import ClassVar
 
 import sqlalchemy as sa
 
-from projections.base import Projection, metadata
-from projections.rowstore import RowStore
-from projections.session_scopes import record_session_scope, session_scope, session_scope_table
-from store.catalog import stream_kind
-from store.records import RecordedEvent
-from store.schema import UTCDateTime
+from ctxledger.projections.base import Projection, metadata
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.projections.session_scopes import (
+    record_session_scope,
+    session_scope,
+    session_scope_table,
+)
+from ctxledger.store.catalog import stream_kind
+from ctxledger.store.records import RecordedEvent
+from ctxledger.store.schema import UTCDateTime
 
 tool_usage_scopes = session_scope_table("tool_usage_session_scopes")
 """The scope each session's uses are attributed to."""

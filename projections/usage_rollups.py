@@ -15,10 +15,10 @@ from typing import ClassVar
 
 import sqlalchemy as sa
 
-from projections.base import Projection, metadata
-from projections.rowstore import RowStore
-from store.records import RecordedEvent
-from store.schema import PositionType, UTCDateTime
+from ctxledger.projections.base import Projection, metadata
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.store.records import RecordedEvent
+from ctxledger.store.schema import PositionType, UTCDateTime
 
 usage_daily_tools = sa.Table(
     "usage_daily_tools",

@@ -8,31 +8,34 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from store.lazy import lazy_exports
+from ctxledger.store.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from store.catalog import CATALOG, EventData, parse_data, stream_kind
-    from store.clock import Clock, system_clock
-    from store.engine import create_engine
-    from store.errors import (
+    from ctxledger.store.catalog import CATALOG, EventData, parse_data, stream_kind
+    from ctxledger.store.clock import Clock, system_clock
+    from ctxledger.store.engine import create_engine
+    from ctxledger.store.errors import (
         ConcurrencyError,
         EventValidationError,
         IdempotencyError,
         IntegrityViolation,
         LedgerError,
     )
-    from store.log import EventLog
-    from store.records import AppendResult, NewEvent, RecordedEvent
-    from store.verify import VerifyReport
+    from ctxledger.store.log import EventLog
+    from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
+    from ctxledger.store.verify import VerifyReport
 
+# Each name's module, relative to this package.
 _SOURCES = {
-    "CATALOG": "store.catalog", "EventData": "store.catalog", "parse_data": "store.catalog",
-    "stream_kind": "store.catalog", "Clock": "store.clock", "system_clock": "store.clock",
-    "create_engine": "store.engine", "ConcurrencyError": "store.errors",
-    "EventValidationError": "store.errors", "IdempotencyError": "store.errors",
-    "IntegrityViolation": "store.errors", "LedgerError": "store.errors", "EventLog": "store.log",
-    "AppendResult": "store.records", "NewEvent": "store.records", "RecordedEvent": "store.records",
-    "VerifyReport": "store.verify",
+    "CATALOG": ".catalog", "EventData": ".catalog", "parse_data": ".catalog",
+    "stream_kind": ".catalog",
+    "Clock": ".clock", "system_clock": ".clock",
+    "create_engine": ".engine",
+    "ConcurrencyError": ".errors", "EventValidationError": ".errors",
+    "IdempotencyError": ".errors", "IntegrityViolation": ".errors", "LedgerError": ".errors",
+    "EventLog": ".log",
+    "AppendResult": ".records", "NewEvent": ".records", "RecordedEvent": ".records",
+    "VerifyReport": ".verify",
 }
 
 __all__ = [

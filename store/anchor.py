@@ -16,11 +16,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from store.chain_key import CHAIN_KEY_ENV, ChainKey
-from store.clock import format_utc
-from store.errors import LedgerError
-from store.read import head_position
-from store.seal import Seal, fold_chain, list_seals
+from ctxledger.store.chain_key import CHAIN_KEY_ENV, ChainKey
+from ctxledger.store.clock import format_utc
+from ctxledger.store.errors import LedgerError
+from ctxledger.store.read import head_position
+from ctxledger.store.seal import Seal, fold_chain, list_seals
 
 ANCHOR_FORMAT = "ctxledger-anchor/1"
 

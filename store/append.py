@@ -23,16 +23,16 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
-from store.canonical import GENESIS_HASH, event_hash
-from store.chain_key import ChainKey
-from store.clock import format_utc
-from store.engine import DriverStatement, driver_statement
-from store.errors import ConcurrencyError, EventValidationError, IdempotencyError
-from store.read import recorded_event
-from store.records import AppendResult, NewEvent, RecordedEvent
-from store.schema import events
-from store.stream_rules import RULED_TYPES, check_stream_rules
-from store.strict import check_time
+from ctxledger.store.canonical import GENESIS_HASH, event_hash
+from ctxledger.store.chain_key import ChainKey
+from ctxledger.store.clock import format_utc
+from ctxledger.store.engine import DriverStatement, driver_statement
+from ctxledger.store.errors import ConcurrencyError, EventValidationError, IdempotencyError
+from ctxledger.store.read import recorded_event
+from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
+from ctxledger.store.schema import events
+from ctxledger.store.stream_rules import RULED_TYPES, check_stream_rules
+from ctxledger.store.strict import check_time
 
 InTransactionHook = Callable[[sa.Connection, Sequence[RecordedEvent]], None]
 """Called inside the append transaction with the events just inserted."""
@@ -134,7 +134,7 @@ def _statement(dialect: Dialect, name: str) -> DriverStatement:
         stmt = _guarded_insert() if name == "insert_guarded" else events.insert()
         return stmt.returning(events.c.position) if returning and name != "insert_many" else stmt
 
-    return driver_statement(dialect, ("store.append", name), build,
+    return driver_statement(dialect, ("ctxledger.store.append", name), build,
                             column_keys=_COLUMNS if name.startswith("insert") else None)
 
 

@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from store.chain_key import ChainKey, link_hash
+from ctxledger.store.chain_key import ChainKey, link_hash
 
 GENESIS_HASH = "0" * 64
 """``prev_hash`` of the first event in every stream."""

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
-from store.strict import INT32_MAX
+from ctxledger.store.strict import INT32_MAX
 
 StreamKind = Literal["session", "scope", "system", "any"]
 

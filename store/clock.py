@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from store.errors import TimestampError
+from ctxledger.store.errors import TimestampError
 
 Clock = Callable[[], datetime]
 """A zero-argument callable returning an aware UTC ``datetime``."""

@@ -18,9 +18,9 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from store.canonical import canonical_json
-from store.errors import LedgerError
-from store.schema import UTCDateTime
+from ctxledger.store.canonical import canonical_json
+from ctxledger.store.errors import LedgerError
+from ctxledger.store.schema import UTCDateTime
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 READ_ONLY_OPTION = "ctxledger_read_only"

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from store.catalog import CATALOG
-from store.upcasting import current_version
+from ctxledger.store.catalog import CATALOG
+from ctxledger.store.upcasting import current_version
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

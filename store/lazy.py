@@ -10,14 +10,15 @@ from typing import Any
 def lazy_exports(package: str, sources: Mapping[str, str],
                  namespace: dict[str, Any]) -> Callable[[str], Any]:
     """A module ``__getattr__`` for ``package``: each name in ``sources`` is imported from
-    its module (a full dotted path) on first use, then kept in ``namespace`` (the
-    package's ``globals()``) so later lookups skip this function."""
+    its module (a dotted path, relative to ``package`` when it starts with a dot) on first
+    use, then kept in ``namespace`` (the package's ``globals()``) so later lookups skip
+    this function."""
 
     def __getattr__(name: str) -> Any:
         source = sources.get(name)
         if source is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(source), name)
+        value = getattr(importlib.import_module(source, package), name)
         namespace[name] = value
         return value
 

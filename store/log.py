@@ -12,24 +12,31 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from store import read as _read
-from store.anchor import Anchor, check_anchor
-from store.append import (
+from ctxledger.store import read as _read
+from ctxledger.store.anchor import Anchor, check_anchor
+from ctxledger.store.append import (
     InTransactionHook,
     PreparedEvent,
     StreamHeads,
     append_in_transaction,
     stream_head,
 )
-from store.chain_key import chain_key_from_env
-from store.clock import Clock, system_clock
-from store.engine import READ_ONLY_OPTION
-from store.errors import BatchEventError, EventValidationError, LedgerError
-from store.records import AppendResult, NewEvent, RecordedEvent
-from store.seal import Seal, SealSettings, check_seals, last_seal, list_seals, seal_in_transaction
-from store.strict import check_text
-from store.validate import DEFAULT_MAX_EVENT_BYTES, coerce_new_event, validate_event
-from store.verify import VerifyReport, verify_log
+from ctxledger.store.chain_key import chain_key_from_env
+from ctxledger.store.clock import Clock, system_clock
+from ctxledger.store.engine import READ_ONLY_OPTION
+from ctxledger.store.errors import BatchEventError, EventValidationError, LedgerError
+from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
+from ctxledger.store.seal import (
+    Seal,
+    SealSettings,
+    check_seals,
+    last_seal,
+    list_seals,
+    seal_in_transaction,
+)
+from ctxledger.store.strict import check_text
+from ctxledger.store.validate import DEFAULT_MAX_EVENT_BYTES, coerce_new_event, validate_event
+from ctxledger.store.verify import VerifyReport, verify_log
 
 EventInput = NewEvent | Mapping[str, Any]
 

@@ -17,11 +17,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
-from store.clock import ensure_utc
-from store.engine import driver_statement, result_processor
-from store.records import RecordedEvent
-from store.schema import events
-from store.upcasting import current_version, upcast
+from ctxledger.store.clock import ensure_utc
+from ctxledger.store.engine import driver_statement, result_processor
+from ctxledger.store.records import RecordedEvent
+from ctxledger.store.schema import events
+from ctxledger.store.upcasting import current_version, upcast
 
 _COLUMNS = (
     events.c.position, events.c.stream_id, events.c.stream_version, events.c.event_id,
@@ -39,7 +39,8 @@ _decode = json.JSONDecoder().decode
 # slots directly instead, which makes the same frozen, equal, hashable record. Fail at
 # import, not with a half-built record, if the fields ever stop matching the columns.
 if tuple(f.name for f in dataclasses.fields(RecordedEvent)) != tuple(c.name for c in _COLUMNS):
-    raise ImportError("store.read: RecordedEvent fields no longer match the events columns")
+    raise ImportError("ctxledger.store.read: RecordedEvent fields no longer match the events "
+                      "columns")
 _new_record = object.__new__
 (_set_position, _set_stream_id, _set_stream_version, _set_event_id, _set_type,
  _set_schema_version, _set_data, _set_metadata, _set_recorded_at, _set_prev_hash,
@@ -149,7 +150,7 @@ def read_raw_pages(conn: sa.Connection, after: int = 0, *, until_position: int |
     Decode rows with ``EventDecoder``.
     """
     bounded = until_position is not None
-    stmt = driver_statement(conn.dialect, ("store.read.page", bounded),
+    stmt = driver_statement(conn.dialect, ("ctxledger.store.read.page", bounded),
                             lambda: _page_statement(bounded))
     cursor_pos = after
     while True:

@@ -27,13 +27,13 @@ from datetime import datetime
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
-from store.append import lock_for_append
-from store.canonical import GENESIS_HASH
-from store.chain_key import CHAIN_KEY_ENV, ChainKey
-from store.engine import driver_statement
-from store.errors import LedgerError
-from store.read import head_position
-from store.schema import events, seals
+from ctxledger.store.append import lock_for_append
+from ctxledger.store.canonical import GENESIS_HASH
+from ctxledger.store.chain_key import CHAIN_KEY_ENV, ChainKey
+from ctxledger.store.engine import driver_statement
+from ctxledger.store.errors import LedgerError
+from ctxledger.store.read import head_position
+from ctxledger.store.schema import events, seals
 
 SEAL_PAGE = 50_000
 """Events read per query while folding the chain."""
@@ -82,7 +82,7 @@ def _page_statement() -> sa.Select[tuple[int, str]]:
 
 def _links(conn: sa.Connection, after: int, until: int) -> Iterator[tuple[int, str]]:
     """(position, hash) of every event in ``(after, until]``, in position order."""
-    stmt = driver_statement(conn.dialect, ("store.seal.page",), _page_statement)
+    stmt = driver_statement(conn.dialect, ("ctxledger.store.seal.page",), _page_statement)
     cursor = after
     while True:
         rows = stmt.execute(conn, {"after": cursor, "until": until,

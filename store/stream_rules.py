@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from store.errors import StreamRuleError
-from store.records import NewEvent
+from ctxledger.store.errors import StreamRuleError
+from ctxledger.store.records import NewEvent
 
 STARTED = "session.started"
 APPENDED = "message.appended"

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from store.errors import EventValidationError
+from ctxledger.store.errors import EventValidationError
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from store.catalog import CATALOG
+from ctxledger.store.catalog import CATALOG
 
 Payload = dict[str, Any]
 Upcaster = Callable[[Payload], Payload]

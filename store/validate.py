@@ -8,12 +8,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from store.canonical import canonical_json
-from store.catalog import CATALOG, stream_kind
-from store.errors import EventValidationError
-from store.records import NewEvent
-from store.strict import check_json_value, check_text
-from store.upcasting import current_version, upcast
+from ctxledger.store.canonical import canonical_json
+from ctxledger.store.catalog import CATALOG, stream_kind
+from ctxledger.store.errors import EventValidationError
+from ctxledger.store.records import NewEvent
+from ctxledger.store.strict import check_json_value, check_text
+from ctxledger.store.upcasting import current_version, upcast
 
 DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
 _INPUT_KEYS = frozenset({"type", "data", "id", "event_id", "metadata", "schema_version"})

@@ -7,10 +7,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from store.canonical import GENESIS_HASH, event_hash
-from store.chain_key import CHAIN_KEY_ENV, ChainKey
-from store.clock import format_utc
-from store.schema import events
+from ctxledger.store.canonical import GENESIS_HASH, event_hash
+from ctxledger.store.chain_key import CHAIN_KEY_ENV, ChainKey
+from ctxledger.store.clock import format_utc
+from ctxledger.store.schema import events
 
 
 @dataclass

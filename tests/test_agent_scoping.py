@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from assembler.tokens import TokenCounter
 from ctxledger import EventValidationError, Ledger
-from projections.agents import (
+from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.projections.agents import (
     DEFAULT_MANIFESTS,
     STATE_KEYS,
     AgentManifest,
@@ -21,8 +21,8 @@ from projections.agents import (
     reduction_pct,
     scope_state,
 )
-from projections.compact import compact_dep_graph, compact_plan_state
-from store.canonical import canonical_json
+from ctxledger.projections.compact import compact_dep_graph, compact_plan_state
+from ctxledger.store.canonical import canonical_json
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NOW = datetime(2026, 2, 27, 15, 0, tzinfo=UTC)

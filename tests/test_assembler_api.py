@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from assembler import TokenCounter, assemble, counter_for, policy_for, request_for
-from assembler.errors import AssemblyError
-from assembler.profiles import profile_names
-from assembler.profiles.card import CardReport
-from assembler.tokens import TokenCount
-from projections.view import (
+from ctxledger.assembler import TokenCounter, assemble, counter_for, policy_for, request_for
+from ctxledger.assembler.errors import AssemblyError
+from ctxledger.assembler.profiles import profile_names
+from ctxledger.assembler.profiles.card import CardReport
+from ctxledger.assembler.tokens import TokenCount
+from ctxledger.projections.view import (
     History,
     Message,
     MessageCounts,
@@ -22,7 +22,7 @@ from projections.view import (
     SessionView,
     Tool,
 )
-from store.errors import LedgerError
+from ctxledger.store.errors import LedgerError
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from assembler import Assembly, assemble
-from assembler.digest import canonical_payload, compute_digest
+from ctxledger.assembler import Assembly, assemble
+from ctxledger.assembler.digest import canonical_payload, compute_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -19,7 +19,7 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 # Builds one card view and one session view from plain data; also run in subprocesses.
 BUILD = '''
 from datetime import UTC, datetime, timedelta
-from projections.view import *
+from ctxledger.projections.view import *
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -102,7 +102,7 @@ def test_insertion_order_of_mappings_does_not_matter() -> None:
 def test_any_process_and_hash_seed_gives_the_same_output() -> None:
     script = BUILD + '''
 import json
-from assembler import assemble
+from ctxledger.assembler import assemble
 card = assemble(card_view(SETTINGS_A, CARD_A), "card", NOW)
 session = assemble(session_view({}), "session", NOW)
 print(json.dumps([card.digest, session.digest, card.model_dump_json(),

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from assembler.digest import compute_digest
-from assembler.engine import (
+from ctxledger.assembler.digest import compute_digest
+from ctxledger.assembler.engine import (
     Additive,
     Candidate,
     Engine,
@@ -21,10 +21,10 @@ from assembler.engine import (
     ranked,
     total_of,
 )
-from assembler.model import Assembly
-from assembler.profiles.session import SessionReport
-from assembler.text import cut, shorten_to
-from assembler.tokens import CHARS4, TokenCounter
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.profiles.session import SessionReport
+from ctxledger.assembler.text import cut, shorten_to
+from ctxledger.assembler.tokens import CHARS4, TokenCounter
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

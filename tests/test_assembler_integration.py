@@ -10,15 +10,15 @@ from typing import Any
 import sqlalchemy as sa
 from freezegun import freeze_time
 
-from assembler import Assembly, counter_for, policy_for, request_for
-from assembler.api import assemble_with_caches
-from assembler.profiles.card import CardReport
-from assembler.profiles.session import SessionReport
-from assembler.tokens import TokenCount, TokenCounter
 from ctxledger import Ledger
-from projections.read_view import load_session_view
-from projections.token_cache import history_token_memo, load_counts, store_counts
-from projections.view import ViewRequest
+from ctxledger.assembler import Assembly, counter_for, policy_for, request_for
+from ctxledger.assembler.api import assemble_with_caches
+from ctxledger.assembler.profiles.card import CardReport
+from ctxledger.assembler.profiles.session import SessionReport
+from ctxledger.assembler.tokens import TokenCount, TokenCounter
+from ctxledger.projections.read_view import load_session_view
+from ctxledger.projections.token_cache import history_token_memo, load_counts, store_counts
+from ctxledger.projections.view import ViewRequest
 
 CARD = {"name": "Mara", "system_prompt": "You are {{char}}.",
         "description": "{{char}} captains an airship.", "personality": "Dry, decisive.",

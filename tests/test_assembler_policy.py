@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from assembler import Policy, PolicyError, parse_policy, policy_for
-from assembler.profiles.card import LEVELS, CardPolicy
-from assembler.profiles.session import SessionPolicy
-from store.errors import LedgerError
+from ctxledger.assembler import Policy, PolicyError, parse_policy, policy_for
+from ctxledger.assembler.profiles.card import LEVELS, CardPolicy
+from ctxledger.assembler.profiles.session import SessionPolicy
+from ctxledger.store.errors import LedgerError
 
 
 def test_card_defaults_are_the_spec_values() -> None:

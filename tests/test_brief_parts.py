@@ -11,13 +11,13 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assembler.api import assemble
-from assembler.profiles.brief.analyzer import analyzer_for
-from assembler.profiles.brief.bm25 import Bm25Scorer, Scores, fuse, rank_order
-from assembler.profiles.brief.mmr import MmrItem, cosine, select
-from assembler.profiles.brief.policy import BriefPolicy
-from assembler.profiles.brief.sanitize import BANNED, Sanitizer
-from projections.view import (
+from ctxledger.assembler.api import assemble
+from ctxledger.assembler.profiles.brief.analyzer import analyzer_for
+from ctxledger.assembler.profiles.brief.bm25 import Bm25Scorer, Scores, fuse, rank_order
+from ctxledger.assembler.profiles.brief.mmr import MmrItem, cosine, select
+from ctxledger.assembler.profiles.brief.policy import BriefPolicy
+from ctxledger.assembler.profiles.brief.sanitize import BANNED, Sanitizer
+from ctxledger.projections.view import (
     Entity,
     EntityFact,
     History,

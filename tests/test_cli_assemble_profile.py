@@ -76,6 +76,6 @@ def test_an_unknown_profile_setting_is_one_line(runner: CliRunner, tmp_path: Pat
 
 
 def _profiles() -> list[str]:
-    from assembler.profiles import profile_names
+    from ctxledger.assembler.profiles import profile_names
 
     return profile_names()

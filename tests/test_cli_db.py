@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +210,12 @@ def test_negative_cli_limits_are_usage_errors(runner: CliRunner, tmp_path: Path)
 
 
 def test_shell_completion_is_offered(runner: CliRunner) -> None:
-    shown = runner.invoke(app, ["--show-completion", "bash"])
-    assert shown.exit_code == 0, shown.stderr
+    # The console script in a real process, as a shell runs it (Typer's CliRunner does
+    # not detect a shell in every Typer version).
+    cli = Path(sys.executable).with_name("ctxledger")
+    env = {**os.environ, "SHELL": "/bin/bash"}
+    shown = subprocess.run([str(cli), "--show-completion", "bash"], capture_output=True,
+                           text=True, env=env, timeout=60, check=False)
+    assert shown.returncode == 0, shown.stderr
     assert "complete" in shown.stdout and "ctxledger" in shown.stdout
     assert "--install-completion" in runner.invoke(app, ["--help"]).stdout

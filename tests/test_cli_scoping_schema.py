@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner, Result
 
-from assembler.profiles import profile_names
 from ctxledger import Ledger
+from ctxledger.assembler.profiles import profile_names
 from ctxledger.cli import app
 from ctxledger.cli_errors import DEBUG_ENV_VAR
 from ctxledger.config import ENV_VAR

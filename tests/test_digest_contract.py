@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from assembler.digest import canonical_payload, compute_digest
-from assembler.model import FORMAT_VERSION
 from ctxledger import Ledger
+from ctxledger.assembler.digest import canonical_payload, compute_digest
+from ctxledger.assembler.model import FORMAT_VERSION
 from ctxledger.demo import load_and_assemble_examples
-from projections.view import ViewRequest
+from ctxledger.projections.view import ViewRequest
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 UTC_FORM = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

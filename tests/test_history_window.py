@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from assembler import Assembly, counter_for, policy_for, request_for
-from assembler.history_window import DROPPED_RANGE_ITEM
-from assembler.profiles.card import CardReport, render_message
-from assembler.tokens import TokenCounter
 from ctxledger import Ledger
-from projections.read_view import load_session_view
-from projections.view import Message
+from ctxledger.assembler import Assembly, counter_for, policy_for, request_for
+from ctxledger.assembler.history_window import DROPPED_RANGE_ITEM
+from ctxledger.assembler.profiles.card import CardReport, render_message
+from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.projections.read_view import load_session_view
+from ctxledger.projections.view import Message
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 CARD = {"name": "Mara", "system_prompt": "You are Mara, a ship's captain.",

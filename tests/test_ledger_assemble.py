@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from assembler.profiles.card import CardReport
-from assembler.profiles.session import SessionReport
 from ctxledger import Ledger
+from ctxledger.assembler.profiles.card import CardReport
+from ctxledger.assembler.profiles.session import SessionReport
 from ctxledger.cli import app
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -20,8 +20,8 @@ from helpers.tables import assert_projections_equal_rebuild, dump_projections, r
 
 from ctxledger import Ledger
 from ctxledger.migrate import alembic_config, current_revision, head_revision, upgrade
-from projections.checkpoints import checkpoints
-from store.engine import create_engine
+from ctxledger.projections.checkpoints import checkpoints
+from ctxledger.store.engine import create_engine
 
 T0 = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
 

@@ -57,3 +57,17 @@ def test_check_mode_reports_and_changes_nothing(tmp_path: Path) -> None:
     assert script.main([str(tmp_path)]) == 0
     assert target.read_text(encoding="utf-8") == EXPECTED
     assert script.main(["--check", str(tmp_path)]) == 0
+
+
+def test_the_repository_imports_only_through_the_namespace() -> None:
+    # A bare ``import store`` would load a second copy of the module in a checkout.
+    script = _script()
+    root = SCRIPT.parent.parent
+    own = {SCRIPT, Path(__file__).resolve()}
+    # rglob does not descend into the ctxledger/{store,...} symlinks: each file once.
+    files = [p for p in script.python_files([root / d for d in (
+        "store", "projections", "assembler", "migrations", "ctxledger", "tests", "benchmarks",
+        "scripts", "examples")]) if p.resolve() not in own]
+    stale = [str(p.relative_to(root)) for p in files
+             if script.rewrite(p.read_text(encoding="utf-8")) != p.read_text(encoding="utf-8")]
+    assert len(files) > 100 and stale == []

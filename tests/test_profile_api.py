@@ -21,17 +21,17 @@ import pytest
 import sqlalchemy as sa
 from rich.console import Console
 
-from assembler.encodings import default_loader
-from assembler.engine import Engine, Frame, SectionLayout, joined
-from assembler.model import Assembly
-from assembler.policy import Policy
-from assembler.profiles import _PROFILES, Profile
-from assembler.report import ProfileReport
-from assembler.tokens import TokenCounter
 from ctxledger import Ledger
+from ctxledger.assembler.encodings import default_loader
+from ctxledger.assembler.engine import Engine, Frame, SectionLayout, joined
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.policy import Policy
+from ctxledger.assembler.profiles import _PROFILES, Profile
+from ctxledger.assembler.report import ProfileReport
+from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.projections.view import SessionView, ViewRequest
 from ctxledger.render_assembly import assembly_view
-from projections.view import SessionView, ViewRequest
-from store.errors import LedgerError
+from ctxledger.store.errors import LedgerError
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parent.parent
@@ -196,14 +196,25 @@ def test_the_vocabulary_is_loaded_when_the_ledger_opens(sqlite_url: str) -> None
         assert "cl100k_base" in loader.loaded()
 
 
+LAYERS = {"store", "projections", "assembler", "migrations"}
+
+
+def _layer(module: str) -> str:
+    """``ctxledger.store.x`` -> ``store``; ``ctxledger.cli`` -> ``ctxledger``; ``x.y`` -> ``x``."""
+    parts = module.split(".")
+    if parts[0] == "ctxledger" and len(parts) > 1 and parts[1] in LAYERS:
+        return parts[1]
+    return parts[0]
+
+
 def _imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
+            found.update(_layer(alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
+            found.add(_layer(node.module))
     return found
 
 

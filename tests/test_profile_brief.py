@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import assembler.profiles.brief.profile as brief_profile
-from assembler.api import policy_for, request_for
-from assembler.model import Assembly, Decision
-from assembler.profiles.brief import BriefModeError, BriefPolicy
-from assembler.profiles.brief.index_cache import IndexMemo, SnippetIndex
+import ctxledger.assembler.profiles.brief.profile as brief_profile
 from ctxledger import Ledger
+from ctxledger.assembler.api import policy_for, request_for
+from ctxledger.assembler.model import Assembly, Decision
+from ctxledger.assembler.profiles.brief import BriefModeError, BriefPolicy
+from ctxledger.assembler.profiles.brief.index_cache import IndexMemo, SnippetIndex
 from ctxledger.cli import app
 from ctxledger.demo import EXAMPLES_DIR, ScriptedClock, load_examples, read_examples
-from projections.view import ViewRequest
+from ctxledger.projections.view import ViewRequest
 
 NOW = datetime(2025, 4, 21, tzinfo=UTC)
 TURN = "ashfall-turn-042"

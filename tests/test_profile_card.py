@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import tiktoken
 
-from assembler import assemble, counter_for, policy_for, request_for
-from assembler.errors import AssemblyError
-from assembler.model import Assembly
-from assembler.profiles.card import LEVELS, CardPolicy, CardReport, render_message
-from assembler.tokens import TokenCounter
-from projections.view import (
+from ctxledger.assembler import assemble, counter_for, policy_for, request_for
+from ctxledger.assembler.errors import AssemblyError
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.profiles.card import LEVELS, CardPolicy, CardReport, render_message
+from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.projections.view import (
     History,
     HistorySummary,
     Message,

@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
-from assembler import assemble
-from assembler.model import Assembly
-from assembler.profiles.novel import (
+from ctxledger import Ledger
+from ctxledger.assembler import assemble
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.profiles.novel import (
     TIERS,
     NovelPolicy,
     NovelReport,
     assign_tier,
     priority_of,
 )
-from ctxledger import Ledger
-from projections.view import Item, SessionView
+from ctxledger.projections.view import Item, SessionView
 
 NOW = datetime(2026, 4, 2, 12, 0, tzinfo=UTC)
 

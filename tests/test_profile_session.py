@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from freezegun import freeze_time
 
-from assembler import assemble, policy_for, request_for
-from assembler.errors import AssemblyError
-from assembler.model import Assembly
-from assembler.profiles.session import SessionPolicy, SessionReport
-from assembler.profiles.session.tool_ranking import server_of
-from assembler.timefmt import relative_time
-from projections.view import Observation, PreviousSession, SessionView, Tool, ToolUsage
+from ctxledger.assembler import assemble, policy_for, request_for
+from ctxledger.assembler.errors import AssemblyError
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.profiles.session import SessionPolicy, SessionReport
+from ctxledger.assembler.profiles.session.tool_ranking import server_of
+from ctxledger.assembler.timefmt import relative_time
+from ctxledger.projections.view import Observation, PreviousSession, SessionView, Tool, ToolUsage
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 WINDOW = timedelta(days=7)

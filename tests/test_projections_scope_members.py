@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from ctxledger import Ledger
-from projections.scope_members import members_until, scope_members
+from ctxledger.projections.scope_members import members_until, scope_members
 from tests.helpers.legacy import append_legacy
 
 

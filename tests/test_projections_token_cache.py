@@ -9,14 +9,14 @@ import sqlalchemy as sa
 import tiktoken
 
 from ctxledger import Ledger
-from projections.token_cache import (
+from ctxledger.projections.token_cache import (
     TokenCount,
     content_hash,
     load_counts,
     store_counts,
     store_history_memo,
 )
-from projections.view import History, ViewRequest
+from ctxledger.projections.view import History, ViewRequest
 
 ENCODING = "cl100k_base"
 

@@ -7,7 +7,7 @@ from datetime import date
 import sqlalchemy as sa
 
 from ctxledger import Ledger
-from projections.usage_rollups import rollup_days, usage_daily_tools
+from ctxledger.projections.usage_rollups import rollup_days, usage_daily_tools
 
 
 def rolled(day: str, rows: int, digest: str) -> dict[str, object]:

@@ -27,7 +27,7 @@ from test_property_rebuild import (
 )
 
 from ctxledger import Ledger
-from store.errors import EventValidationError
+from ctxledger.store.errors import EventValidationError
 
 __all__ = ["sqlite_template"]  # the fixture, imported for this module's tests
 

@@ -27,11 +27,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxledger import Ledger
-from projections.checkpoints import checkpoints
-from projections.registry import builtin_projections
-from projections.session_stats import ROLES, messages, sessions
-from projections.tool_usage import tool_usage, tool_uses
-from store.errors import StreamRuleError
+from ctxledger.projections.checkpoints import checkpoints
+from ctxledger.projections.registry import builtin_projections
+from ctxledger.projections.session_stats import ROLES, messages, sessions
+from ctxledger.projections.tool_usage import tool_usage, tool_uses
+from ctxledger.store.errors import StreamRuleError
 
 SESSIONS = ("s1", "s2")
 SCOPES = ("a", "b")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ctxledger.store.catalog import CATALOG
+from ctxledger.store.errors import EventValidationError
 from ctxledger.testing import EventBuilders, assert_decisions
-from store.catalog import CATALOG
-from store.errors import EventValidationError
 
 pytest_plugins = ("pytester",)
 

@@ -12,9 +12,9 @@ import sqlalchemy as sa
 from helpers.legacy import append_legacy
 
 from ctxledger import Ledger, LedgerError
-from projections.checkpoints import checkpoints
-from projections.read_view import load_session_view
-from projections.view import History, ViewRequest
+from ctxledger.projections.checkpoints import checkpoints
+from ctxledger.projections.read_view import load_session_view
+from ctxledger.projections.view import History, ViewRequest
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 

@@ -16,14 +16,14 @@ import pytest
 import sqlalchemy as sa
 
 from ctxledger import ConcurrencyError, Ledger
-from projections.base import Projection
-from projections.checkpoints import checkpoints
-from projections.rowstore import RowStore
-from projections.runner import ProjectionRunner
-from store.append import StreamHeads
-from store.engine import DriverStatement, create_engine
-from store.records import RecordedEvent
-from store.schema import UTCDateTime
+from ctxledger.projections.base import Projection
+from ctxledger.projections.checkpoints import checkpoints
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.projections.runner import ProjectionRunner
+from ctxledger.store.append import StreamHeads
+from ctxledger.store.engine import DriverStatement, create_engine
+from ctxledger.store.records import RecordedEvent
+from ctxledger.store.schema import UTCDateTime
 
 meta = sa.MetaData()
 counters = sa.Table(

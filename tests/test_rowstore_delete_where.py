@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from projections.rowstore import RowStore
-from store.engine import create_engine
-from store.schema import UTCDateTime
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.store.engine import create_engine
+from ctxledger.store.schema import UTCDateTime
 
 meta = sa.MetaData()
 uses = sa.Table(

@@ -37,7 +37,7 @@ from ctxledger.scheduler import (
     job_editor,
     rollup_trigger,
 )
-from store.engine import create_engine
+from ctxledger.store.engine import create_engine
 
 HANG_GUARD_SECONDS = 120
 

@@ -7,12 +7,12 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 
-import projections.registry  # defines every projection table
+import ctxledger.projections.registry  # defines every projection table
 from ctxledger import migrate
+from ctxledger.projections.base import metadata as projection_metadata
 from ctxledger.scheduler import JOBS_TABLE
-from projections.base import metadata as projection_metadata
-from store.engine import create_engine
-from store.schema import metadata as store_metadata
+from ctxledger.store.engine import create_engine
+from ctxledger.store.schema import metadata as store_metadata
 
 
 def merged_metadata() -> sa.MetaData:
@@ -49,7 +49,7 @@ def test_every_builtin_table_is_created_by_the_migrations(db_url: str) -> None:
         names = set(sa.inspect(engine).get_table_names())
     finally:
         engine.dispose()
-    for projection in projections.registry.builtin_projections():
+    for projection in ctxledger.projections.registry.builtin_projections():
         for table in projection.tables:
             assert table.name in names, (projection.name, table.name)
     for name in ("token_counts", "history_token_memo", "usage_daily_tools",

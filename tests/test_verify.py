@@ -9,10 +9,10 @@ import sqlalchemy as sa
 from helpers.tables import raw_events
 
 from ctxledger import Ledger
-from store.canonical import event_hash
-from store.clock import format_utc
-from store.schema import events
-from store.verify import verify_log
+from ctxledger.store.canonical import event_hash
+from ctxledger.store.clock import format_utc
+from ctxledger.store.schema import events
+from ctxledger.store.verify import verify_log
 
 STREAM = "chat"
 

@@ -1,5 +1,7 @@
 """The built wheel works on its own: migrations ship inside it and ``Ledger.open`` creates
-a database from any directory, with nothing imported from the source checkout."""
+a database from any directory, with nothing imported from the source checkout. It
+installs one import name, ``ctxledger``: the repository's top-level folders live inside
+it (``ctxledger.store``, ...), so they never collide with other packages."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import ctxledger
 from ctxledger.migrate import head_revision
 
 REPO = Path(__file__).resolve().parent.parent
@@ -21,10 +24,11 @@ pytestmark = pytest.mark.slow
 # Runs inside the new venv. The dev venv's site-packages is appended (after the new
 # venv's own) only so the dependencies resolve; ctxledger must come from the wheel.
 PROBE = """
-import json, sys
+import importlib.util, json, sys
 sys.path.append(sys.argv[1])
 from pathlib import Path
-import ctxledger, store, projections
+import ctxledger, ctxledger.store as store, ctxledger.projections as projections
+import ctxledger.assembler as assembler
 from ctxledger import Ledger
 from ctxledger.migrate import head_revision, script_location
 db = Path(sys.argv[2]) / "x.db"
@@ -41,7 +45,9 @@ with Ledger.open(f"sqlite:///{db}") as ledger:
             "SELECT messages_total FROM sessions WHERE stream_id = 'chat-1'").scalar()
     verified = ledger.verify().ok
 print(json.dumps({
-    "modules": {m.__name__: m.__file__ for m in (ctxledger, store, projections)},
+    "modules": {m.__name__: m.__file__ for m in (ctxledger, store, projections, assembler)},
+    "bare": {name: importlib.util.find_spec(name) is not None
+             for name in ("store", "projections", "assembler", "migrations")},
     "migrations": str(script_location()), "head": head_revision(),
     "positions": list(result.positions), "tables": tables, "version": version,
     "messages": messages, "verified": verified, "db_exists": db.is_file(),
@@ -66,7 +72,10 @@ def test_wheel_installs_and_opens_a_database(tmp_path: Path) -> None:
         names = set(archive.namelist())
     assert "ctxledger/migrations/env.py" in names
     assert any(n.startswith("ctxledger/migrations/versions/0001") for n in names)
-    assert {"store/__init__.py", "projections/__init__.py"} <= names
+    assert {"ctxledger/store/__init__.py", "ctxledger/projections/__init__.py",
+            "ctxledger/assembler/profiles/novel/profile.py"} <= names
+    top_level = {name.split("/")[0] for name in names}
+    assert top_level == {"ctxledger", f"ctxledger-{ctxledger.__version__}.dist-info"}, top_level
 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp_path)
@@ -86,6 +95,8 @@ def test_wheel_installs_and_opens_a_database(tmp_path: Path) -> None:
         path = Path(location).resolve()
         assert path.is_relative_to(installed), f"{name} imported from {path}"
         assert not path.is_relative_to(REPO), f"{name} imported from the checkout"
+    assert found["bare"] == dict.fromkeys(("store", "projections", "assembler", "migrations"),
+                                          False)
     migrations = Path(found["migrations"]).resolve()
     assert migrations.is_relative_to(installed) and migrations.name == "migrations"
     assert migrations.parent.name == "ctxledger" and (migrations / "env.py").is_file()

@@ -7,12 +7,12 @@ policies, api, digest, facade and CLI serve it unchanged.
 
 from __future__ import annotations
 
-from assembler.errors import AssemblyError
-from assembler.profiles.base import Profile
-from assembler.profiles.brief import BriefPolicy, BriefProfile
-from assembler.profiles.card import CardPolicy, CardProfile
-from assembler.profiles.novel import NovelPolicy, NovelProfile
-from assembler.profiles.session import SessionPolicy, SessionProfile
+from ctxledger.assembler.errors import AssemblyError
+from ctxledger.assembler.profiles.base import Profile
+from ctxledger.assembler.profiles.brief import BriefPolicy, BriefProfile
+from ctxledger.assembler.profiles.card import CardPolicy, CardProfile
+from ctxledger.assembler.profiles.novel import NovelPolicy, NovelProfile
+from ctxledger.assembler.profiles.session import SessionPolicy, SessionProfile
 
 _REGISTERED: tuple[Profile, ...] = (
     CardProfile(),

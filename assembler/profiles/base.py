@@ -13,12 +13,12 @@ from abc import ABC, abstractmethod
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from assembler.engine import Engine
-from assembler.model import Assembly
-from assembler.policy import Policy
-from assembler.report import ProfileReport
-from assembler.tokens import TokenCounter
-from projections.view import SessionView, ViewRequest
+from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.policy import Policy
+from ctxledger.assembler.report import ProfileReport
+from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.projections.view import SessionView, ViewRequest
 
 if TYPE_CHECKING:
     from rich.console import RenderableType

@@ -14,9 +14,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger import Ledger
-from store.canonical import GENESIS_HASH, canonical_json, event_hash
-from store.clock import format_utc
-from store.schema import events
+from ctxledger.store.canonical import GENESIS_HASH, canonical_json, event_hash
+from ctxledger.store.clock import format_utc
+from ctxledger.store.schema import events
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def append_legacy(ledger: Ledger, stream_id: str, inputs: Sequence[dict[str, Any
     """Append current-schema inputs as a release before the stream rules could have
     (a second ``session.started``, a retraction of an unknown message...): raw rows, then
     the projections catch up. Projections must still fold such logs."""
-    from store.upcasting import current_version
+    from ctxledger.store.upcasting import current_version
 
     batch = [LegacyEvent(e["type"], e.get("data", {}), ledger.clock(),
                          schema_version=current_version(e["type"])) for e in inputs]

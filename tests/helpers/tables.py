@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger import Ledger
-from projections.checkpoints import checkpoints
+from ctxledger.projections.checkpoints import checkpoints
 
 TableDump = dict[str, list[tuple[Any, ...]]]
 

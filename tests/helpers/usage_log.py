@@ -13,13 +13,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger import Ledger
-from projections.usage_rollups import (
+from ctxledger.projections.usage_rollups import (
     usage_daily_messages,
     usage_daily_servers,
     usage_daily_tokens,
     usage_daily_tools,
 )
-from store.catalog import stream_kind
+from ctxledger.store.catalog import stream_kind
 
 DIGEST = "0" * 64
 

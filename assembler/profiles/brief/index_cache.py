@@ -22,10 +22,10 @@ from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-from assembler.errors import AssemblyError
-from assembler.profiles.brief.analyzer import Analyzer
-from assembler.profiles.brief.bm25 import Bm25Scorer
-from projections.view import SessionView, Snippet, SnippetBase
+from ctxledger.assembler.errors import AssemblyError
+from ctxledger.assembler.profiles.brief.analyzer import Analyzer
+from ctxledger.assembler.profiles.brief.bm25 import Bm25Scorer
+from ctxledger.projections.view import SessionView, Snippet, SnippetBase
 
 CACHE_ENTRIES = 16
 """Indexes the memo keeps (least recently used go first)."""

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from assembler.policy import Policy
+from ctxledger.assembler.policy import Policy
 
 KbMode = Literal["neutral", "fan"]
 

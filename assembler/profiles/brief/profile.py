@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from assembler.engine import (
+from ctxledger.assembler.engine import (
     Candidate,
     Engine,
     Frame,
@@ -41,22 +41,22 @@ from assembler.engine import (
     ranked,
     round_score,
 )
-from assembler.errors import AssemblyError
-from assembler.model import Assembly
-from assembler.policy import Policy
-from assembler.profiles.base import Profile, report_of
-from assembler.profiles.brief.analyzer import Analyzer, analyzer_for
-from assembler.profiles.brief.bm25 import Scorer, Scores, fuse, rank_order
-from assembler.profiles.brief.fog import Fog
-from assembler.profiles.brief.index_cache import MEMO, SnippetIndex
-from assembler.profiles.brief.mmr import MmrItem, cosine, select
-from assembler.profiles.brief.policy import BriefPolicy
-from assembler.profiles.brief.report import BriefReport, SnippetRow
-from assembler.profiles.brief.sanitize import Sanitizer, change_detail
-from assembler.report import ProfileReport
-from assembler.text import shorten_to
-from assembler.tokens import TokenCounter
-from projections.view import (
+from ctxledger.assembler.errors import AssemblyError
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.policy import Policy
+from ctxledger.assembler.profiles.base import Profile, report_of
+from ctxledger.assembler.profiles.brief.analyzer import Analyzer, analyzer_for
+from ctxledger.assembler.profiles.brief.bm25 import Scorer, Scores, fuse, rank_order
+from ctxledger.assembler.profiles.brief.fog import Fog
+from ctxledger.assembler.profiles.brief.index_cache import MEMO, SnippetIndex
+from ctxledger.assembler.profiles.brief.mmr import MmrItem, cosine, select
+from ctxledger.assembler.profiles.brief.policy import BriefPolicy
+from ctxledger.assembler.profiles.brief.report import BriefReport, SnippetRow
+from ctxledger.assembler.profiles.brief.sanitize import Sanitizer, change_detail
+from ctxledger.assembler.report import ProfileReport
+from ctxledger.assembler.text import shorten_to
+from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.projections.view import (
     Message,
     SessionView,
     Snippet,
@@ -197,7 +197,7 @@ class BriefProfile(Profile):
 
     def render(self, assembly: Assembly) -> RenderableType:
         """The retrieved snippets (scores, provenance, decision) and the filter counts."""
-        from assembler.profiles.brief.view import brief_table
+        from ctxledger.assembler.profiles.brief.view import brief_table
 
         return brief_table(report_of(assembly, BriefReport))
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from assembler.profiles.brief.policy import BriefPolicy
+from ctxledger.assembler.profiles.brief.policy import BriefPolicy
 
 BANNED = "banned_term"
 

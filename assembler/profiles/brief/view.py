@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from assembler.profiles.brief.report import BriefReport
+from ctxledger.assembler.profiles.brief.report import BriefReport
 
 
 def _number(value: float | None) -> str:

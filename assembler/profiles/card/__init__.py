@@ -1,6 +1,6 @@
 """Profile ``card`` (CardShark): expiring character-card fields plus a chat-history window."""
 
-from assembler.profiles.card.policy import (
+from ctxledger.assembler.profiles.card.policy import (
     DEFAULT_FIELDS,
     DEFAULT_TEMPLATE,
     LEVELS,
@@ -8,8 +8,8 @@ from assembler.profiles.card.policy import (
     CardPolicy,
     FieldRule,
 )
-from assembler.profiles.card.profile import CardProfile, render_message
-from assembler.profiles.card.report import CardReport, ChatHistoryReport, FieldRow
+from ctxledger.assembler.profiles.card.profile import CardProfile, render_message
+from ctxledger.assembler.profiles.card.report import CardReport, ChatHistoryReport, FieldRow
 
 __all__ = ["DEFAULT_FIELDS", "DEFAULT_TEMPLATE", "LEVELS", "TEMPLATE_VARIABLES", "CardPolicy",
            "CardProfile", "CardReport", "ChatHistoryReport", "FieldRow", "FieldRule",

@@ -15,8 +15,8 @@ from pydantic import (
     model_validator,
 )
 
-from assembler.policy import Policy, PolicyError
-from assembler.template import Template, TemplateError, parse_template
+from ctxledger.assembler.policy import Policy, PolicyError
+from ctxledger.assembler.template import Template, TemplateError, parse_template
 
 LEVELS: tuple[str, ...] = ("none", "chat_only", "chat_dialogue", "aggressive")
 """CardShark's COMPRESSION_LEVEL_HIERARCHY: a higher index is more aggressive."""

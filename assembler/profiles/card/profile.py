@@ -30,24 +30,32 @@ from datetime import datetime
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from assembler.engine import Candidate, Engine, Frame, Piece, SectionLayout, ShedStep, joined
-from assembler.errors import AssemblyError
-from assembler.history_window import WindowMessage, fill_window, message_item
-from assembler.model import Assembly
-from assembler.policy import Policy
-from assembler.profiles.base import Profile, report_of
-from assembler.profiles.card.policy import CardPolicy
-from assembler.profiles.card.report import (
+from ctxledger.assembler.engine import (
+    Candidate,
+    Engine,
+    Frame,
+    Piece,
+    SectionLayout,
+    ShedStep,
+    joined,
+)
+from ctxledger.assembler.errors import AssemblyError
+from ctxledger.assembler.history_window import WindowMessage, fill_window, message_item
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.policy import Policy
+from ctxledger.assembler.profiles.base import Profile, report_of
+from ctxledger.assembler.profiles.card.policy import CardPolicy
+from ctxledger.assembler.profiles.card.report import (
     CardReport,
     ChatHistoryReport,
     FieldRow,
     FieldStatus,
 )
-from assembler.report import ProfileReport
-from assembler.template import substitute_macros
-from assembler.tokens import TokenCounter
-from projections.token_cache import HistoryMemoWrite
-from projections.view import History, Message, SessionView, ViewRequest
+from ctxledger.assembler.report import ProfileReport
+from ctxledger.assembler.template import substitute_macros
+from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.projections.token_cache import HistoryMemoWrite
+from ctxledger.projections.view import History, Message, SessionView, ViewRequest
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -295,7 +303,7 @@ class CardProfile(Profile):
 
     def render(self, assembly: Assembly) -> RenderableType:
         """The card breakdown table (expired rows struck through) and the history line."""
-        from assembler.profiles.card.view import card_table
+        from ctxledger.assembler.profiles.card.view import card_table
 
         return card_table(report_of(assembly, CardReport))
 

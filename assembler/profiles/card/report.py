@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from assembler.report import ProfileReport
+from ctxledger.assembler.report import ProfileReport
 
 FieldStatus = Literal["permanent", "active", "expired", "dropped"]
 

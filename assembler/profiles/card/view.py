@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from assembler.profiles.card.report import CardReport
+from ctxledger.assembler.profiles.card.report import CardReport
 
 
 def card_table(report: CardReport) -> Table:

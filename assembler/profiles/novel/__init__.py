@@ -1,7 +1,7 @@
 """Profile ``novel`` (seed 000): hot/warm/cold tiers with the sandwich layout."""
 
-from assembler.profiles.novel.policy import TIERS, NovelPolicy, NovelPriorities
-from assembler.profiles.novel.profile import (
+from ctxledger.assembler.profiles.novel.policy import TIERS, NovelPolicy, NovelPriorities
+from ctxledger.assembler.profiles.novel.profile import (
     NovelProfile,
     Placement,
     assign_tier,
@@ -10,7 +10,7 @@ from assembler.profiles.novel.profile import (
     priority_of,
     stats_line,
 )
-from assembler.profiles.novel.report import NovelItemRow, NovelReport, TierReport
+from ctxledger.assembler.profiles.novel.report import NovelItemRow, NovelReport, TierReport
 
 __all__ = ["TIERS", "NovelItemRow", "NovelPolicy", "NovelPriorities", "NovelProfile",
            "NovelReport", "Placement", "TierReport", "assign_tier", "current_chapter",

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from assembler.policy import Policy
+from ctxledger.assembler.policy import Policy
 
 TIERS: tuple[str, ...] = ("hot", "warm", "cold")
 

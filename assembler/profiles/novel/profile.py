@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
-from assembler.engine import (
+from ctxledger.assembler.engine import (
     Additive,
     Candidate,
     Engine,
@@ -50,14 +50,14 @@ from assembler.engine import (
     ShedStep,
     ranked,
 )
-from assembler.model import Assembly
-from assembler.policy import Policy
-from assembler.profiles.base import Profile, report_of
-from assembler.profiles.novel.policy import TIERS, NovelPolicy
-from assembler.profiles.novel.report import NovelItemRow, NovelReport, TierReport
-from assembler.report import ProfileReport
-from assembler.tokens import TokenCounter
-from projections.view import Item, SessionView, ViewRequest
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.policy import Policy
+from ctxledger.assembler.profiles.base import Profile, report_of
+from ctxledger.assembler.profiles.novel.policy import TIERS, NovelPolicy
+from ctxledger.assembler.profiles.novel.report import NovelItemRow, NovelReport, TierReport
+from ctxledger.assembler.report import ProfileReport
+from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.projections.view import Item, SessionView, ViewRequest
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -331,7 +331,7 @@ class NovelProfile(Profile):
 
     def render(self, assembly: Assembly) -> RenderableType:
         """Items by tier (rank order) with priority, tokens and placement; the stats line."""
-        from assembler.profiles.novel.view import novel_table
+        from ctxledger.assembler.profiles.novel.view import novel_table
 
         return novel_table(report_of(assembly, NovelReport))
 

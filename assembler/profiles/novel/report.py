@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from assembler.report import ProfileReport
+from ctxledger.assembler.report import ProfileReport
 
 Tier = Literal["hot", "warm", "cold"]
 ItemStatus = Literal["included", "dropped"]

@@ -7,7 +7,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from assembler.profiles.novel.report import NovelReport
+from ctxledger.assembler.profiles.novel.report import NovelReport
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("item", "left"), ("kind", "left"), ("priority", "right"), ("tokens", "right"),

@@ -10,8 +10,8 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from assembler.policy import Policy
-from assembler.profiles.session.tool_ranking import MCP_SERVER_PATTERN, RankingWeights
+from ctxledger.assembler.policy import Policy
+from ctxledger.assembler.profiles.session.tool_ranking import MCP_SERVER_PATTERN, RankingWeights
 
 SECTION_PREVIOUS = "previous_session"
 SECTION_TOOLS = "tools"

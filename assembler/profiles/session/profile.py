@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
-from assembler.engine import (
+from ctxledger.assembler.engine import (
     Candidate,
     Engine,
     Frame,
@@ -34,11 +34,11 @@ from assembler.engine import (
     ShedStep,
     joined,
 )
-from assembler.errors import AssemblyError
-from assembler.model import Assembly
-from assembler.policy import Policy
-from assembler.profiles.base import Profile, report_of
-from assembler.profiles.session.policy import (
+from ctxledger.assembler.errors import AssemblyError
+from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.policy import Policy
+from ctxledger.assembler.profiles.base import Profile, report_of
+from ctxledger.assembler.profiles.session.policy import (
     DROP_TOOLS,
     SECTION_PREVIOUS,
     SECTION_TOOLS,
@@ -47,19 +47,19 @@ from assembler.profiles.session.policy import (
     ObservationGroup,
     SessionPolicy,
 )
-from assembler.profiles.session.report import SessionReport, ToolRank
-from assembler.profiles.session.tool_ranking import (
+from ctxledger.assembler.profiles.session.report import SessionReport, ToolRank
+from ctxledger.assembler.profiles.session.tool_ranking import (
     RankedEntry,
     ToolEntry,
     build_entries,
     rank_entries,
 )
-from assembler.report import ProfileReport
-from assembler.text import ELLIPSIS, cut, one_line, shorten_to
-from assembler.timefmt import relative_time
-from assembler.tokens import TokenCounter
-from projections.view import Observation, SessionView, ViewRequest
-from store.clock import ensure_utc
+from ctxledger.assembler.report import ProfileReport
+from ctxledger.assembler.text import ELLIPSIS, cut, one_line, shorten_to
+from ctxledger.assembler.timefmt import relative_time
+from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.projections.view import Observation, SessionView, ViewRequest
+from ctxledger.store.clock import ensure_utc
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -198,7 +198,7 @@ class SessionProfile(Profile):
 
     def render(self, assembly: Assembly) -> RenderableType:
         """The ranked tools with their scores, window usage and whether they were shown."""
-        from assembler.profiles.session.view import session_table
+        from ctxledger.assembler.profiles.session.view import session_table
 
         return session_table(report_of(assembly, SessionReport))
 

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from assembler.model import UtcTime
-from assembler.report import ProfileReport
+from ctxledger.assembler.model import UtcTime
+from ctxledger.assembler.report import ProfileReport
 
 
 class _Frozen(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from assembler.profiles.session.report import SessionReport
+from ctxledger.assembler.profiles.session.report import SessionReport
 
 
 def session_table(report: SessionReport) -> Table:

@@ -9,17 +9,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich import box
-from rich.console import Console, ConsoleOptions, Group, RenderableType
-from rich.table import Table
-from rich.text import Text
-
-from ctxledger.projections.runner import ProjectionStatus
 from ctxledger.store.clock import format_utc
-from ctxledger.store.records import AppendResult, RecordedEvent
-from ctxledger.store.verify import VerifyReport
+
+if TYPE_CHECKING:
+    # rich and the database stack load only when a table is drawn: a JSON answer (the
+    # default of every read) must not pay for them at start-up.
+    from rich.console import Console, ConsoleOptions, RenderableType
+    from rich.table import Table
+    from rich.text import Text
+
+    from ctxledger.projections.runner import ProjectionStatus
+    from ctxledger.store.records import AppendResult, RecordedEvent
+    from ctxledger.store.verify import VerifyReport
 
 SUMMARY_WIDTH = 120
 """Longest event summary; the table cuts it further to fit, the JSONL output has it all."""
@@ -84,6 +87,8 @@ def status_record(status: ProjectionStatus) -> dict[str, Any]:
 
 def _plain(text: str | None) -> Text | None:
     """Titles carry user data (stream ids), so they are never parsed as markup."""
+    from rich.text import Text
+
     return None if text is None else Text(text)
 
 
@@ -183,6 +188,10 @@ class EventsTable:
 
     def __rich_console__(self, console: Console,
                          options: ConsoleOptions) -> Iterator[RenderableType]:
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
         wide = options.max_width >= self.WIDE
         time_format, stream_cap = ("%Y-%m-%d %H:%M", 26) if wide else ("%m-%d %H:%M", 18)
         rows = [(str(e.position), e.recorded_at.astimezone(UTC).strftime(time_format),
@@ -227,6 +236,9 @@ def flatten(value: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]
 
 def _records_table(records: Sequence[Mapping[str, Any]]) -> Table:
     """A list of objects (top tools, documents...) as a nested table, one row each."""
+    from rich import box
+    from rich.table import Table
+
     columns = sorted({key for record in records for key in record})
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for column in columns:
@@ -237,6 +249,8 @@ def _records_table(records: Sequence[Mapping[str, Any]]) -> Table:
 
 
 def _cell(value: Any) -> Text:
+    from rich.text import Text
+
     # Text, not str: user content like "[m01]" must not be read as rich markup.
     if value is None or value == [] or value == {}:
         return Text("–")
@@ -251,6 +265,9 @@ def _value(value: Any) -> RenderableType:
 
 def state_table(state: Mapping[str, Any], *, title: str | None = None) -> Table:
     """A session's state as a key/value table: nested keys dotted, lists of objects nested."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=_plain(title), title_justify="left", show_header=False)
     table.add_column("key", style="bold", no_wrap=True)
     table.add_column("value", overflow="fold")
@@ -261,6 +278,10 @@ def state_table(state: Mapping[str, Any], *, title: str | None = None) -> Table:
 
 def verify_view(report: VerifyReport, *, title: str | None = "verify") -> RenderableType:
     """The verification result as a summary table, then every problem."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(show_header=False, title=title, title_justify="left")
     table.add_column("check", style="bold")
     table.add_column("result")
@@ -289,6 +310,8 @@ def _chain_problem_count(report: VerifyReport) -> int:
 
 def status_table(statuses: Sequence[ProjectionStatus], *, title: str | None = None) -> Table:
     """Every projection's version and checkpoint against the head."""
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left")
     table.add_column("projection")
     table.add_column("version", justify="right")
@@ -301,6 +324,8 @@ def status_table(statuses: Sequence[ProjectionStatus], *, title: str | None = No
 
 def info_table(rows: Sequence[tuple[str, Any]], *, title: str | None = None) -> Table:
     """A small two-column table of labelled values."""
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")

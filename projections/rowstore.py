@@ -19,9 +19,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
-from ctxledger.store.engine import DriverStatement, driver_statement, statement_cache
+from ctxledger.store.engine import (
+    DriverStatement,
+    driver_statement,
+    statement_cache,
+    upsert_insert,
+)
 
 Row = dict[str, Any]
 Key = tuple[Any, ...]
@@ -341,7 +345,7 @@ class RowStore:
         table = state.table
 
         def build() -> Any:
-            ins = (postgresql.insert if dialect.name == "postgresql" else sqlite.insert)(table)
+            ins = upsert_insert(dialect.name, table)
             update = {c: (table.c[c] + ins.excluded[c]) if c in add_cols else ins.excluded[c]
                       for c in update_cols}
             if update:

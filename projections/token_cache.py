@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ctxledger.projections.base import metadata
 from ctxledger.store.canonical import sha256_hex
+from ctxledger.store.engine import upsert_insert
 
 token_counts = sa.Table(
     "token_counts",
@@ -70,8 +70,7 @@ def content_hash(text: str) -> str:
 
 
 def _insert(conn: sa.Connection, table: sa.Table) -> Any:
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return dialect.insert(table)
+    return upsert_insert(conn.dialect.name, table)
 
 
 def load_counts(conn: sa.Connection, encoding: str,

@@ -72,6 +72,20 @@ def create_engine(url: str | URL, **kwargs: Any) -> Engine:
 POSTGRES_EXTRA_HINT = "pip install 'ctxledger[postgres]'"
 
 
+def upsert_insert(dialect_name: str, table: sa.Table) -> Any:
+    """The dialect's ``INSERT`` for ``table``, the one with ``on_conflict_do_*``.
+
+    The dialect module is imported here, on first use: a SQLite user never loads the
+    PostgreSQL dialect (and asyncio with it), which start-up time would pay for."""
+    if dialect_name == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table)
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert(table)
+
+
 def require_postgres_driver() -> None:
     """Fail with one line naming the extra when psycopg is not installed."""
     if importlib.util.find_spec("psycopg") is None:

@@ -178,7 +178,7 @@ class ScratchProjections:
     def settle(self, position: int) -> None:
         """Write the folded rows and mark every projection as being at ``position``."""
         self._rows.flush()
-        self._conn.execute(checkpoints.update().values(position=position))
+        self._conn.execute(checkpoints.update().values(position=position, inline=False))
 
     def view(self, session: str, request: ViewRequest) -> SessionView:
         """The read view of ``session`` as folded and settled so far."""

@@ -59,6 +59,7 @@ from ctxledger.projections.view import (
 from ctxledger.store.catalog import SCOPE_PREFIX
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.errors import LedgerError
+from ctxledger.store.read import head_position
 from ctxledger.store.schema import events
 
 Row = sa.RowMapping
@@ -154,11 +155,13 @@ def _usage_window(request: ViewRequest) -> tuple[datetime, datetime] | None:
 def load_position(conn: sa.Connection) -> int:
     """The position every built-in projection has reached (0 if one was never built)."""
     names = builtin_names()
-    found = conn.execute(
-        sa.select(checkpoints.c.position).where(checkpoints.c.name.in_(names))).scalars().all()
+    found = conn.execute(sa.select(checkpoints.c.position, checkpoints.c.inline)
+                         .where(checkpoints.c.name.in_(names))).all()
     if len(found) < len(names):
         return 0
-    return min(int(p) for p in found)
+    behind = [int(position) for position, inline in found if not inline]
+    # Inline projections commit with the events: they are at the head.
+    return min(behind) if behind else head_position(conn)
 
 
 def _counts(session: Row | None) -> MessageCounts:

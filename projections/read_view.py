@@ -384,7 +384,7 @@ def load_tools(conn: sa.Connection, scope: str) -> tuple[Tool, ...]:
 def _use_seek(column: sa.ColumnElement[Any], bound: sa.ColumnElement[bool],
               newest: bool) -> sa.ScalarSelect[Any]:
     """``column`` of the tool's newest use satisfying ``bound`` (oldest if not ``newest``):
-    one seek on ``ix_tool_uses_window``, correlated with the outer ``tool_usage`` row."""
+    one seek on the ``tool_uses`` key, correlated with the outer ``tool_usage`` row."""
     order = ((tool_uses.c.used_at.desc(), tool_uses.c.seq.desc()) if newest
              else (tool_uses.c.used_at.asc(), tool_uses.c.seq.asc()))
     return (sa.select(column)

@@ -39,6 +39,7 @@ sessions = sa.Table(
     sa.Column("summary_through_seq", sa.Integer),
     sa.Column("summary_position", PositionType),
     sa.Index("ix_sessions_scope_ended", "scope", "ended_position"),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """One row per session stream."""
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 
 from ctxledger.projections.card import card_fields
@@ -198,17 +199,27 @@ def load_card(conn: sa.Connection, stream_id: str) -> dict[str, Any]:
 
 # -- history ------------------------------------------------------------------------------
 
+# A message row holds what the event lacks; the content, name and time are the event's,
+# read by position (the log's primary key) in the same query.
+_MESSAGE_SELECT = sa.select(
+    messages.c.seq, messages.c.message_id, messages.c.role, messages.c.position,
+    events.c.data, events.c.recorded_at,
+).select_from(messages.join(events, events.c.position == messages.c.position))
+
+
 def _message(row: Row) -> Message:
+    # message.appended is at its first schema version: its stored data is current.
+    data = orjson.loads(row["data"])
     return Message(seq=int(row["seq"]), message_id=row["message_id"], role=row["role"],
-                   name=row["name"], content=row["content"], position=int(row["position"]),
-                   recorded_at=row["recorded_at"])
+                   name=data.get("name"), content=data["content"],
+                   position=int(row["position"]), recorded_at=row["recorded_at"])
 
 
 def _messages(conn: sa.Connection, stream_id: str, after_seq: int | None = None,
               through_seq: int | None = None) -> tuple[Message, ...]:
     """Non-retracted messages with ``after_seq < seq <= through_seq``, in seq order."""
-    query = sa.select(messages).where(messages.c.stream_id == stream_id,
-                                      messages.c.retracted.is_(False))
+    query = _MESSAGE_SELECT.where(messages.c.stream_id == stream_id,
+                                  messages.c.retracted.is_(False))
     if after_seq is not None:
         query = query.where(messages.c.seq > after_seq)
     if through_seq is not None:
@@ -236,7 +247,7 @@ _NO_SEQ_BELOW = 2**31 - 1
 """An upper seq bound above every real one (so one prepared statement serves all pages)."""
 
 _WINDOW_PAGE = (
-    sa.select(messages)
+    _MESSAGE_SELECT
     .where(messages.c.stream_id == sa.bindparam("stream_id"),
            messages.c.retracted.is_(False),
            messages.c.seq > sa.bindparam("after_seq"),
@@ -301,7 +312,7 @@ def _load_window(conn: sa.Connection, session: Row, after_seq: int | None,
             sa.select(sa.func.count()).select_from(messages).where(*older)).scalar_one())
     if unloaded <= 0:
         return _Window(loaded, 0, None)
-    oldest = conn.execute(sa.select(messages).where(*older).order_by(messages.c.seq)
+    oldest = conn.execute(_MESSAGE_SELECT.where(*older).order_by(messages.c.seq)
                           .limit(1)).mappings().first()
     return _Window(loaded, unloaded, None if oldest is None else _message(oldest))
 

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ctxledger.store.engine import DriverStatement, driver_statement, statement_cache
+from ctxledger.store.schema import events
 
 Row = dict[str, Any]
 Key = tuple[Any, ...]
@@ -211,6 +212,20 @@ class RowStore:
                 pending[col] = pending.get(col, 0) + delta
         if set:
             blind.set.update(set)
+
+    def event_version(self, event_id: str) -> tuple[str, int] | None:
+        """The (stream, version) of the logged event ``event_id``, through the log's own
+        ``event_id`` index; None if it is not logged (always None in memory mode).
+
+        Lets a reducer find a row by an event id without keeping an index of its own."""
+        if self.conn is None:
+            return None
+        key = ("rowstore.event_version",)
+        stmt = self._statements.get(key) or driver_statement(
+            self._dialect(), key, lambda: sa.select(events.c.stream_id, events.c.stream_version)
+            .where(events.c.event_id == sa.bindparam("event_id", type_=events.c.event_id.type)))
+        found = stmt.fetch(self.conn, {"event_id": event_id})
+        return (str(found[0][0]), int(found[0][1])) if found else None
 
     def rows(self, table: sa.Table) -> list[Row]:
         """Every cached live row of ``table`` (memory mode: the whole table)."""

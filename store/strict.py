@@ -107,6 +107,23 @@ def json_value_ok(value: Any) -> bool:
     shows as an escape; NaN, infinity, tuples and objects orjson converts do not survive
     the round trip; more brackets than ``MAX_DEPTH`` may be too deep.
     """
+    if type(value) is dict:
+        # The usual payload: a flat object of short scalars, checked without a round trip.
+        search = _FORBIDDEN.search
+        for key, item in value.items():
+            kind = type(item)
+            if type(key) is not str or search(key) is not None:
+                break
+            if kind is str:
+                if search(item) is not None:
+                    return False
+            elif kind is int:
+                if not INT64_MIN <= item <= INT64_MAX:
+                    return False
+            elif not (item is None or kind is bool):
+                break
+        else:
+            return True
     try:
         out = orjson.dumps(value, default=_refuse, option=_PASSTHROUGH)
     except TypeError:

@@ -97,19 +97,30 @@ class _UUID7:
     def __init__(self) -> None:
         self._last = 0
         self._lock = threading.Lock()
+        self._pool = b""  # random bytes drawn 4 KiB at a time: one syscall per 512 ids
+        self._at = 0
+        # A forked child must not replay its parent's bytes.
+        os.register_at_fork(after_in_child=self._drop_pool)
+
+    def _drop_pool(self) -> None:
+        self._pool, self._at = b"", 0
 
     def __call__(self) -> str:
-        ns = time.time_ns()
+        ms, fraction = divmod(time.time_ns(), 1_000_000)
         # 48 bits of ms, then the fraction of the ms in 12 bits (4096ths).
-        stamp = ((ns // 1_000_000) << 12) | ((ns % 1_000_000) * 4096 // 1_000_000)
+        stamp = (ms << 12) | (fraction * 4096 // 1_000_000)
         with self._lock:
             if stamp <= self._last:
                 stamp = self._last + 1
             self._last = stamp
-        rand = int.from_bytes(os.urandom(8), "big") & 0x3FFF_FFFF_FFFF_FFFF
-        value = ((stamp >> 12) << 80) | (0x7 << 76) | ((stamp & 0xFFF) << 64) | (
-            0b10 << 62) | rand
-        h = f"{value:032x}"
+            at = self._at
+            if at + 8 > len(self._pool):
+                self._pool, at = os.urandom(4096), 0
+            self._at = at + 8
+            pool = self._pool
+        rand = int.from_bytes(pool[at:at + 8], "big") & 0x3FFF_FFFF_FFFF_FFFF
+        h = (((stamp >> 12) << 80) | (0x7000 | (stamp & 0xFFF)) << 64
+             | 0x8000_0000_0000_0000 | rand).to_bytes(16, "big").hex()
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 

@@ -86,6 +86,8 @@ def find_message(rows: RowStore, stream_id: str, message_id: str) -> Row | None:
     return row if row is not None and row["message_id"] == message_id else None
 
 
+_SESSION_DEFAULTS = {"scope": "default"}
+
 _SESSION_TYPES = frozenset({
     "session.started", "session.ended", "message.appended", "message.retracted",
     "history.summarized", "tool.used", "setting.changed", "card.set", "chapter.moved",
@@ -159,4 +161,4 @@ class SessionStatsProjection(Projection):
                           end_summary=data.get("summary"))
         elif kind == "chapter.moved":
             assign.update(chapter=data["chapter"], scene=data.get("scene"))
-        rows.bump(sessions, key, add=add, set=assign, defaults={"scope": "default"})
+        rows.bump(sessions, key, add=add, set=assign, defaults=_SESSION_DEFAULTS)

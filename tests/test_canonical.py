@@ -62,3 +62,15 @@ def test_types_the_reference_refuses_are_still_refused() -> None:
     with pytest.raises(TypeError):
         canonical_json(object())
     assert canonical_json(Sub(b=1, a=2)) == reference(Sub(b=1, a=2))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(values)
+def test_stored_json_reads_back_as_the_json_module_reads_it(value: Any) -> None:
+    """The rebuild's orjson decoder (``store.read._decode``) gives the json module's value,
+    integers past 64 bits included."""
+    from ctxledger.store.read import _decode
+
+    text = reference(value)
+    decoded, expected = _decode(text), json.loads(text)
+    assert decoded == expected and repr(decoded) == repr(expected)

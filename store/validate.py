@@ -16,7 +16,7 @@ from ctxledger.store.catalog import CATALOG, stream_kind
 from ctxledger.store.errors import EventValidationError
 from ctxledger.store.records import NewEvent
 from ctxledger.store.strict import check_json_value, check_text, json_value_ok
-from ctxledger.store.upcasting import current_version, upcast
+from ctxledger.store.upcasting import upcast
 
 DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
 _INPUT_KEYS = frozenset({"type", "data", "id", "event_id", "metadata", "schema_version"})
@@ -145,9 +145,9 @@ def validate_event(stream_id: str, event: NewEvent,
     Returns the normalized event (current schema version, data dumped from its model,
     a definite UUID) with its canonical data and metadata JSON.
     """
-    check_text(event.type, "event type")
-    model = CATALOG.get(event.type)
+    model = CATALOG.get(event.type) if type(event.type) is str else None
     if model is None:
+        check_text(event.type, "event type")  # a known type's name is clean text
         raise EventValidationError(f"unknown event type {event.type!r}")
     # The shared contract first, on the raw input: pydantic would coerce or crash on it.
     if not json_value_ok(event.data):
@@ -159,7 +159,7 @@ def validate_event(stream_id: str, event: NewEvent,
         raise EventValidationError(
             f"{event.type} belongs in a {allowed} stream, not {kind} stream {stream_id!r}"
         )
-    target = current_version(event.type)
+    target = model.schema_version  # = current_version(event.type), without the lookup
     version = event.schema_version if event.schema_version is not None else target
     if version < 1 or version > target:
         raise EventValidationError(

@@ -50,7 +50,8 @@ def prepare_rows(events: Sequence[MixEvent], streams: Sequence[str] | None = Non
     """
     heads: dict[str, tuple[int, str]] = {}
     rows: list[Row] = []
-    # Random v4 ids and rising timestamps, like ctxledger's, so the indexes see the same keys.
+    # Time-ordered (v7) ids and rising timestamps, like ctxledger's since issue 13, so the
+    # indexes see the same kind of keys.
     rng = random.Random(len(events))
     start = datetime(2026, 1, 1, tzinfo=UTC)
     for index, event in enumerate(events):
@@ -59,8 +60,11 @@ def prepare_rows(events: Sequence[MixEvent], streams: Sequence[str] | None = Non
         version += 1
         data = json.dumps(event.data, sort_keys=True, separators=(",", ":"))
         digest = hashlib.sha256(f"{prev}{stream}{version}{data}".encode()).hexdigest()
-        event_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
-        when = (start + timedelta(microseconds=index * 50)).strftime("%Y-%m-%d %H:%M:%S.%f")
+        moment = start + timedelta(microseconds=index * 50)
+        stamp = int(moment.timestamp() * 1_000_000) * 4096 // 1000  # ms << 12 | fraction
+        event_id = str(uuid.UUID(int=((stamp >> 12) << 80) | ((0x7000 | (stamp & 0xFFF)) << 64)
+                                 | (0b10 << 62) | rng.getrandbits(62)))
+        when = moment.strftime("%Y-%m-%d %H:%M:%S.%f")
         rows.append((stream, version, event_id, event.type, 1, data, "{}", when, prev, digest))
         heads[stream] = (version, digest)
     return rows

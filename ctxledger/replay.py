@@ -165,7 +165,6 @@ class ScratchProjections:
         """Apply ``events`` (in position order) to every projection, and keep them in the
         scratch log too: a read view may check an event's hash there (the brief profile's
         snippet index is named by one), exactly as it does in the live log."""
-        self._runner.dispatch(events, self._rows)
         if events:
             self._conn.execute(log_events.insert(), [{
                 "position": e.position, "stream_id": e.stream_id,
@@ -174,11 +173,13 @@ class ScratchProjections:
                 "data": canonical_json(e.data), "metadata": canonical_json(e.metadata),
                 "recorded_at": e.recorded_at, "prev_hash": e.prev_hash, "hash": e.hash}
                 for e in events])
+        # After the insert: reducers may look events up by id (``RowStore.event_version``).
+        self._runner.dispatch(events, self._rows)
 
     def settle(self, position: int) -> None:
         """Write the folded rows and mark every projection as being at ``position``."""
         self._rows.flush()
-        self._conn.execute(checkpoints.update().values(position=position))
+        self._conn.execute(checkpoints.update().values(position=position, inline=False))
 
     def view(self, session: str, request: ViewRequest) -> SessionView:
         """The read view of ``session`` as folded and settled so far."""

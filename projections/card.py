@@ -25,6 +25,7 @@ card_fields = sa.Table(
     sa.Column("field", sa.String(100), primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
     sa.Column("position", PositionType, nullable=False),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """One card field of one session; ``value`` is canonical JSON (most fields are strings)."""
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 
 from ctxledger.projections.card import card_fields
@@ -59,6 +60,7 @@ from ctxledger.projections.view import (
 from ctxledger.store.catalog import SCOPE_PREFIX
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.errors import LedgerError
+from ctxledger.store.read import head_position
 from ctxledger.store.schema import events
 
 Row = sa.RowMapping
@@ -154,11 +156,13 @@ def _usage_window(request: ViewRequest) -> tuple[datetime, datetime] | None:
 def load_position(conn: sa.Connection) -> int:
     """The position every built-in projection has reached (0 if one was never built)."""
     names = builtin_names()
-    found = conn.execute(
-        sa.select(checkpoints.c.position).where(checkpoints.c.name.in_(names))).scalars().all()
+    found = conn.execute(sa.select(checkpoints.c.position, checkpoints.c.inline)
+                         .where(checkpoints.c.name.in_(names))).all()
     if len(found) < len(names):
         return 0
-    return min(int(p) for p in found)
+    behind = [int(position) for position, inline in found if not inline]
+    # Inline projections commit with the events: they are at the head.
+    return min(behind) if behind else head_position(conn)
 
 
 def _counts(session: Row | None) -> MessageCounts:
@@ -195,17 +199,27 @@ def load_card(conn: sa.Connection, stream_id: str) -> dict[str, Any]:
 
 # -- history ------------------------------------------------------------------------------
 
+# A message row holds what the event lacks; the content, name and time are the event's,
+# read by position (the log's primary key) in the same query.
+_MESSAGE_SELECT = sa.select(
+    messages.c.seq, messages.c.message_id, messages.c.role, messages.c.position,
+    events.c.data, events.c.recorded_at,
+).select_from(messages.join(events, events.c.position == messages.c.position))
+
+
 def _message(row: Row) -> Message:
+    # message.appended is at its first schema version: its stored data is current.
+    data = orjson.loads(row["data"])
     return Message(seq=int(row["seq"]), message_id=row["message_id"], role=row["role"],
-                   name=row["name"], content=row["content"], position=int(row["position"]),
-                   recorded_at=row["recorded_at"])
+                   name=data.get("name"), content=data["content"],
+                   position=int(row["position"]), recorded_at=row["recorded_at"])
 
 
 def _messages(conn: sa.Connection, stream_id: str, after_seq: int | None = None,
               through_seq: int | None = None) -> tuple[Message, ...]:
     """Non-retracted messages with ``after_seq < seq <= through_seq``, in seq order."""
-    query = sa.select(messages).where(messages.c.stream_id == stream_id,
-                                      messages.c.retracted.is_(False))
+    query = _MESSAGE_SELECT.where(messages.c.stream_id == stream_id,
+                                  messages.c.retracted.is_(False))
     if after_seq is not None:
         query = query.where(messages.c.seq > after_seq)
     if through_seq is not None:
@@ -233,7 +247,7 @@ _NO_SEQ_BELOW = 2**31 - 1
 """An upper seq bound above every real one (so one prepared statement serves all pages)."""
 
 _WINDOW_PAGE = (
-    sa.select(messages)
+    _MESSAGE_SELECT
     .where(messages.c.stream_id == sa.bindparam("stream_id"),
            messages.c.retracted.is_(False),
            messages.c.seq > sa.bindparam("after_seq"),
@@ -298,7 +312,7 @@ def _load_window(conn: sa.Connection, session: Row, after_seq: int | None,
             sa.select(sa.func.count()).select_from(messages).where(*older)).scalar_one())
     if unloaded <= 0:
         return _Window(loaded, 0, None)
-    oldest = conn.execute(sa.select(messages).where(*older).order_by(messages.c.seq)
+    oldest = conn.execute(_MESSAGE_SELECT.where(*older).order_by(messages.c.seq)
                           .limit(1)).mappings().first()
     return _Window(loaded, unloaded, None if oldest is None else _message(oldest))
 
@@ -381,7 +395,7 @@ def load_tools(conn: sa.Connection, scope: str) -> tuple[Tool, ...]:
 def _use_seek(column: sa.ColumnElement[Any], bound: sa.ColumnElement[bool],
               newest: bool) -> sa.ScalarSelect[Any]:
     """``column`` of the tool's newest use satisfying ``bound`` (oldest if not ``newest``):
-    one seek on ``ix_tool_uses_window``, correlated with the outer ``tool_usage`` row."""
+    one seek on the ``tool_uses`` key, correlated with the outer ``tool_usage`` row."""
     order = ((tool_uses.c.used_at.desc(), tool_uses.c.seq.desc()) if newest
              else (tool_uses.c.used_at.asc(), tool_uses.c.seq.asc()))
     return (sa.select(column)

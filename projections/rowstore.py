@@ -26,6 +26,7 @@ from ctxledger.store.engine import (
     statement_cache,
     upsert_insert,
 )
+from ctxledger.store.schema import events
 
 Row = dict[str, Any]
 Key = tuple[Any, ...]
@@ -52,7 +53,7 @@ _KEY_COLUMNS: dict[sa.Table, tuple[str, ...]] = {}
 
 
 class _TableState:
-    __slots__ = ("absent", "blind", "cache", "dirty", "empty", "key_cols", "table")
+    __slots__ = ("absent", "blind", "cache", "dirty", "empty", "key_cols", "owned", "table")
 
     def __init__(self, table: sa.Table, empty: bool) -> None:
         self.table = table
@@ -65,6 +66,9 @@ class _TableState:
         self.dirty: dict[Key, None] = {}  # an ordered set: flush order = first-dirtied order
         self.blind: dict[Key, _Blind] = {}
         self.empty = empty  # the table is known to be empty: gets never query
+        # Keys whose cached dict ``bump`` made and nobody else has seen: a later bump may
+        # change it in place instead of copying it (a session row, once per event).
+        self.owned: set[Key] = set()
 
     def key(self, row: Mapping[str, Any]) -> Key:
         cols = self.key_cols
@@ -107,6 +111,8 @@ class RowStore:
         state = self._state(table)
         cache = state.cache
         if key in cache:
+            if state.owned:
+                state.owned.discard(key)  # the caller may keep it: no more changes in place
             return cache[key]
         row = self._load(state, key)
         blind = state.blind.pop(key, None)
@@ -143,6 +149,8 @@ class RowStore:
         if state.blind:
             # The new row replaces whatever increments were queued for the old one.
             state.blind.pop(key, None)
+        if state.owned:
+            state.owned.discard(key)
         state.cache[key] = row
         state.dirty[key] = None
 
@@ -150,6 +158,7 @@ class RowStore:
         """Remove a row if it exists."""
         state = self._state(table)
         state.blind.pop(key, None)
+        state.owned.discard(key)
         state.cache[key] = None
         state.dirty[key] = None
 
@@ -196,8 +205,15 @@ class RowStore:
             row = None  # what get() would find, without the call (the rebuild's hot path)
             state.absent.add(k)
         if row is not _MISSING:
-            new = row.copy() if row is not None else (
-                {**defaults, **key} if defaults else dict(key))
+            owned = state.owned
+            if row is None:
+                new = {**defaults, **key} if defaults else dict(key)
+                owned.add(k)
+            elif k in owned:
+                new = row  # made here and never handed out: no copy needed
+            else:
+                new = row.copy()
+                owned.add(k)
             if add:
                 for col, delta in add.items():
                     new[col] = (new.get(col) or 0) + delta
@@ -216,9 +232,25 @@ class RowStore:
         if set:
             blind.set.update(set)
 
+    def event_version(self, event_id: str) -> tuple[str, int] | None:
+        """The (stream, version) of the logged event ``event_id``, through the log's own
+        ``event_id`` index; None if it is not logged (always None in memory mode).
+
+        Lets a reducer find a row by an event id without keeping an index of its own."""
+        if self.conn is None:
+            return None
+        key = ("rowstore.event_version",)
+        stmt = self._statements.get(key) or driver_statement(
+            self._dialect(), key, lambda: sa.select(events.c.stream_id, events.c.stream_version)
+            .where(events.c.event_id == sa.bindparam("event_id", type_=events.c.event_id.type)))
+        found = stmt.fetch(self.conn, {"event_id": event_id})
+        return (str(found[0][0]), int(found[0][1])) if found else None
+
     def rows(self, table: sa.Table) -> list[Row]:
         """Every cached live row of ``table`` (memory mode: the whole table)."""
-        return [r for r in self._state(table).cache.values() if r is not None]
+        state = self._state(table)
+        state.owned.clear()  # handed out
+        return [r for r in state.cache.values() if r is not None]
 
     def cached_rows(self) -> int:
         """How many rows are cached across all tables (to bound memory in long folds)."""
@@ -297,6 +329,7 @@ class RowStore:
             assert not state.dirty and not state.blind, "forget() before flush()"
             state.cache.clear()
             state.absent.clear()
+            state.owned.clear()
             state.empty = self.conn is None
         self._empty.clear()
 

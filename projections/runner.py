@@ -39,7 +39,10 @@ class ProjectionStatus:
     version: int
     stored_version: int | None
     position: int
+    """The last position applied: the head for an inline projection (or its stored mark,
+    when that is past the head: the log lost events the projection has seen)."""
     head: int
+    inline: bool = False
 
     @property
     def needs_rebuild(self) -> bool:
@@ -64,6 +67,7 @@ class ProjectionRunner:
         self._by_name = {p.name: p for p in projections}
         self._names = tuple(names)
         self._appliers: dict[frozenset[str] | None, dict[str, tuple[Applier, ...]]] = {}
+        self._mark: int | None = None  # inline marks are known to be at least here
 
     def get(self, name: str) -> Projection:
         """The projection called ``name`` (KeyError if unknown)."""
@@ -102,14 +106,23 @@ class ProjectionRunner:
     def apply_inline(self, conn: sa.Connection, events: Sequence[RecordedEvent]) -> None:
         """Update every projection in the append's own transaction.
 
-        The checkpoints' ``updated_at`` is the append's own ``recorded_at``: the same
-        instant, without reading the clock again.
+        No checkpoint is written: an inline projection commits with the events, so it is
+        at the head by construction. Inline projections this runner lacks are demoted to
+        catch-up (a zero-row UPDATE when there are none), and the marks ``verify`` checks
+        are refreshed every ``MARK_EVERY`` positions (and on a runner's first append).
+        Their ``updated_at`` is the append's own ``recorded_at``.
         """
         rows = RowStore(conn)
         self.dispatch(events, rows)
         rows.flush()
-        last = events[-1]
-        cp.advance(conn, self._names, last.position, last.recorded_at)
+        first, last = events[0], events[-1]
+        cp.demote_others(conn, self._names, first.position - 1, last.recorded_at)
+        mark = self._mark
+        if mark is None or last.position - mark >= cp.MARK_EVERY:
+            cp.advance(conn, self._names, last.position, last.recorded_at)
+            # Kept in memory only once committed would be exact; a rolled-back append
+            # only delays the next refresh, and marks are lower bounds either way.
+            self._mark = last.position
 
     # -- status, catch-up, rebuild ---------------------------------------------------------
 
@@ -119,8 +132,14 @@ class ProjectionRunner:
         head = head_position(conn)
         out = []
         for p in self.projections:
-            version, position = stored.get(p.name, (None, 0))
-            out.append(ProjectionStatus(p.name, p.version, version, position, head))
+            found = stored.get(p.name)
+            if found is None:
+                out.append(ProjectionStatus(p.name, p.version, None, 0, head))
+                continue
+            version, position, inline = found
+            if inline:
+                position = max(position, head)
+            out.append(ProjectionStatus(p.name, p.version, version, position, head, inline))
         return out
 
     def bring_up_to_date(self, conn: sa.Connection, *, progress: Progress | None = None,
@@ -143,6 +162,9 @@ class ProjectionRunner:
         lagging = [s for s in statuses if s.name not in rebuild and s.behind]
         if lagging:
             self._catch_up(conn, lagging, progress)
+        # Everything here is at the head now, under the write lock: inline from now on.
+        cp.mark_inline(conn, [s.name for s in statuses if not s.inline or s.name in rebuild],
+                       statuses[0].head if statuses else 0, self.clock())
         return rebuild
 
     def _rebuild(self, conn: sa.Connection, names: Sequence[str],

@@ -26,6 +26,7 @@ def session_scope_table(name: str) -> sa.Table:
         metadata,
         sa.Column("stream_id", sa.String(200), primary_key=True),
         sa.Column("scope", sa.Text, nullable=False),
+        sqlite_with_rowid=False,
     )
 
 

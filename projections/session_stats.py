@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 
 from ctxledger.projections.base import Projection, metadata
-from ctxledger.projections.rowstore import RowStore
+from ctxledger.projections.rowstore import Row, RowStore
 from ctxledger.store.catalog import stream_kind
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType, UTCDateTime
@@ -39,6 +39,7 @@ sessions = sa.Table(
     sa.Column("summary_through_seq", sa.Integer),
     sa.Column("summary_position", PositionType),
     sa.Index("ix_sessions_scope_ended", "scope", "ended_position"),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """One row per session stream."""
 
@@ -46,18 +47,46 @@ messages = sa.Table(
     "messages",
     metadata,
     sa.Column("stream_id", sa.String(200), primary_key=True),
-    sa.Column("message_id", sa.String(200), primary_key=True),
-    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("message_id", sa.String(200), nullable=False),
     sa.Column("role", sa.String(20), nullable=False),
-    sa.Column("name", sa.String(200)),
-    sa.Column("content", sa.Text, nullable=False),
     sa.Column("retracted", sa.Boolean, nullable=False),
     sa.Column("position", PositionType, nullable=False),
-    sa.Column("recorded_at", UTCDateTime, nullable=False),
-    sa.Index("ix_messages_stream_seq", "stream_id", "seq"),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per message written
 )
-"""Every message of every session. ``seq`` is the event's stream version, so it orders
-messages within a session without a counter."""
+"""Every message of every session, keyed so a session's history is one range of the key
+(newest first for the window). ``seq`` is the event's stream version. Only what the
+event row lacks is kept: the content, name and time are read from ``events`` at
+``position`` (issue 13: each fact written once)."""
+
+message_ids = sa.Table(
+    "message_ids",
+    metadata,
+    sa.Column("stream_id", sa.String(200), primary_key=True),
+    sa.Column("message_id", sa.String(200), primary_key=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sqlite_with_rowid=False,
+)
+"""The seq of each message with an app-chosen ``message_id``. A message without one is
+known by its event id, which the log's own ``event_id`` index finds."""
+
+
+def find_message(rows: RowStore, stream_id: str, message_id: str) -> Row | None:
+    """The current message of ``stream_id`` called ``message_id``, or None."""
+    named = rows.get(message_ids, (stream_id, message_id))
+    if named is not None:
+        seq = int(named["seq"])
+    else:
+        found = rows.event_version(message_id)
+        if found is None or found[0] != stream_id:
+            return None
+        seq = found[1]
+    row = rows.get(messages, (stream_id, seq))
+    # A message replaced under an app-chosen id that was this event's id is gone.
+    return row if row is not None and row["message_id"] == message_id else None
+
+
+_SESSION_DEFAULTS = {"scope": "default"}
 
 _SESSION_TYPES = frozenset({
     "session.started", "session.ended", "message.appended", "message.retracted",
@@ -74,7 +103,7 @@ class SessionStatsProjection(Projection):
     # v2: appending an explicit message_id again replaces that message instead of
     # counting it twice. v3: a replaced message counts as retracted.
     version: ClassVar[int] = 3
-    tables: ClassVar[tuple[sa.Table, ...]] = (sessions, messages)
+    tables: ClassVar[tuple[sa.Table, ...]] = (sessions, messages, message_ids)
     handles: ClassVar[frozenset[str]] = _SESSION_TYPES
 
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
@@ -90,33 +119,36 @@ class SessionStatsProjection(Projection):
         if kind == "message.appended":
             role = data["role"]
             add = {f"messages_{role}": 1, "messages_total": 1}
-            message_id = data.get("message_id") or event.event_id
-            if data.get("message_id"):
+            chosen = data.get("message_id")
+            message_id = chosen or event.event_id
+            if chosen:
                 # An app-chosen id may repeat: the new message replaces the old one, so a
                 # still-counted old message stops counting (default ids are unique: no read).
-                old = rows.get(messages, (event.stream_id, message_id))
-                if old is not None and not old["retracted"]:
-                    old_role = f"messages_{old['role']}"
-                    add[old_role] = add.get(old_role, 0) - 1
-                    add["messages_total"] -= 1
-                    # The old message is withdrawn like a retraction; counting it keeps
-                    # token memos keyed on retractions from going stale.
-                    add["messages_retracted"] = 1
+                old = find_message(rows, event.stream_id, message_id)
+                if old is not None:
+                    rows.delete(messages, (event.stream_id, old["seq"]))
+                    if not old["retracted"]:
+                        old_role = f"messages_{old['role']}"
+                        add[old_role] = add.get(old_role, 0) - 1
+                        add["messages_total"] -= 1
+                        # The old message is withdrawn like a retraction; counting it keeps
+                        # token memos keyed on retractions from going stale.
+                        add["messages_retracted"] = 1
+                rows.put(message_ids, {"stream_id": event.stream_id, "message_id": message_id,
+                                       "seq": event.stream_version})
             rows.put(messages, {
-                "stream_id": event.stream_id,
-                "message_id": message_id,
-                "seq": event.stream_version, "role": role, "name": data.get("name"),
-                "content": data["content"], "retracted": False,
-                "position": event.position, "recorded_at": event.recorded_at,
+                "stream_id": event.stream_id, "seq": event.stream_version,
+                "message_id": message_id, "role": role, "retracted": False,
+                "position": event.position,
             })
         elif kind == "message.retracted":
-            found = rows.get(messages, (event.stream_id, data["message_id"]))
+            found = find_message(rows, event.stream_id, data["message_id"])
             if found is not None and not found["retracted"]:
                 rows.put(messages, {**found, "retracted": True})
                 add = {f"messages_{found['role']}": -1, "messages_total": -1,
                        "messages_retracted": 1}
         elif kind == "history.summarized":
-            through = rows.get(messages, (event.stream_id, data["through_message_id"]))
+            through = find_message(rows, event.stream_id, data["through_message_id"])
             assign.update(summary_text=data["summary"],
                           summary_through_message_id=data["through_message_id"],
                           summary_through_seq=None if through is None else through["seq"],
@@ -129,4 +161,4 @@ class SessionStatsProjection(Projection):
                           end_summary=data.get("summary"))
         elif kind == "chapter.moved":
             assign.update(chapter=data["chapter"], scene=data.get("scene"))
-        rows.bump(sessions, key, add=add, set=assign, defaults={"scope": "default"})
+        rows.bump(sessions, key, add=add, set=assign, defaults=_SESSION_DEFAULTS)

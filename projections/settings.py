@@ -25,6 +25,7 @@ scope_settings = sa.Table(
     sa.Column("key", sa.Text, primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
     sa.Column("position", PositionType, nullable=False),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """A scope's default for one setting key (canonical JSON ``value``)."""
 
@@ -35,6 +36,7 @@ session_settings = sa.Table(
     sa.Column("key", sa.Text, primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
     sa.Column("position", PositionType, nullable=False),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """A session's override of one setting key (canonical JSON ``value``)."""
 

@@ -29,6 +29,7 @@ token_counts = sa.Table(
     sa.Column("content_hash", sa.String(64), primary_key=True),
     sa.Column("tokens", sa.Integer, nullable=False),
     sa.Column("method", sa.String(50), nullable=False),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """Token count of one text (by SHA-256 hex of its UTF-8) under one encoding."""
 
@@ -40,6 +41,7 @@ history_token_memo = sa.Table(
     sa.Column("through_seq", sa.Integer, primary_key=True),
     sa.Column("retracted_count", sa.Integer, nullable=False),
     sa.Column("tokens", sa.Integer, nullable=False),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """Token total of a session's non-retracted messages with ``seq <= through_seq``, taken
 when the session had ``retracted_count`` retractions."""

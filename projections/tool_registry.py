@@ -22,6 +22,7 @@ scope_tools = sa.Table(
     sa.Column("server_name", sa.Text),
     sa.Column("description", sa.Text),
     sa.Column("position", PositionType, nullable=False),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """One row per tool currently registered in a scope; ``position`` is its last registration."""
 

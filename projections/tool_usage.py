@@ -39,20 +39,24 @@ tool_usage = sa.Table(
     sa.Column("server_name", sa.Text),
     sa.Column("lifetime_count", sa.Integer, nullable=False),
     sa.Column("last_used", UTCDateTime, nullable=False),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """Lifetime figures per (scope, tool); ``server_name`` is the last one reported."""
 
 tool_uses = sa.Table(
     "tool_uses",
     metadata,
-    sa.Column("scope", sa.Text, primary_key=True),
-    sa.Column("tool_name", sa.Text, primary_key=True),
-    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("scope", sa.Text, nullable=False),
+    sa.Column("tool_name", sa.Text, nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
     sa.Column("used_at", UTCDateTime, nullable=False),
-    sa.Index("ix_tool_uses_window", "scope", "tool_name", "used_at", "seq"),
+    # The window seeks (``read_view._use_seek``) read this key in order; ``seq`` rises with
+    # ``used_at`` per tool, so (scope, tool_name, seq) is unique too.
+    sa.PrimaryKeyConstraint("scope", "tool_name", "used_at", "seq", name="tool_uses_pkey"),
     # The nightly job reads one day of uses and prunes the oldest: range scans, not
     # a scan of the whole retention per day.
     sa.Index("ix_tool_uses_used_at", "used_at"),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """One row per use; ``seq`` is the lifetime count after the use (1, 2, 3...)."""
 

@@ -29,6 +29,7 @@ usage_daily_tools = sa.Table(
     sa.Column("uses", sa.Integer, nullable=False),
     sa.Column("last_used", UTCDateTime),
     sa.Index("ix_usage_daily_tools_day", "day"),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """Uses of one tool in one scope on one UTC day (written by the nightly job)."""
 
@@ -41,6 +42,7 @@ usage_daily_servers = sa.Table(
     sa.Column("uses", sa.Integer, nullable=False),
     sa.Column("last_used", UTCDateTime),
     sa.Index("ix_usage_daily_servers_day", "day"),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """Uses of an MCP server's tools (``mcp__<server>__<tool>``) summed per scope and UTC day."""
 
@@ -53,6 +55,7 @@ usage_daily_messages = sa.Table(
     sa.Column("sessions", sa.Integer, nullable=False),
     sa.Column("retracted", sa.Integer, nullable=False),
     sa.Index("ix_usage_daily_messages_day", "day"),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """Messages appended and retracted in one scope on one UTC day, and how many sessions
 had either."""
@@ -67,6 +70,7 @@ usage_daily_tokens = sa.Table(
     sa.Column("tokens_total", sa.BigInteger, nullable=False),
     sa.Column("tokens_max", sa.Integer, nullable=False),
     sa.Index("ix_usage_daily_tokens_day", "day"),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """``context.assembled`` figures per scope, profile and UTC day."""
 
@@ -79,6 +83,7 @@ rollup_days = sa.Table(
     sa.Column("rows", sa.Integer, nullable=False),
     sa.Column("digest", sa.Text, nullable=False),
     sa.Column("position", PositionType, nullable=False),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """The UTC days already rolled up, from ``rollup.completed`` (the latest event wins)."""
 

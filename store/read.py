@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
@@ -29,10 +30,49 @@ _COLUMNS = (
     events.c.recorded_at, events.c.prev_hash, events.c.hash,
 )
 _RECORDED_AT = 8
-_loads = json.loads
-# The stored JSON is canonical text written by the store: the decoder's own method skips
-# json.loads' argument handling on the rebuild path.
-_decode = json.JSONDecoder().decode
+_json_decode = json.JSONDecoder().decode
+
+
+_HUGE = 2.0**63
+
+
+def _has_huge_float(value: Any) -> bool:
+    """Whether ``value`` holds a float of magnitude 2**63 or more: orjson reads integers
+    past 64 bits as floats, so such a value may have been an integer in the text."""
+    if type(value) is dict:
+        for item in value.values():
+            kind = type(item)
+            if not (kind is str or kind is int or kind is bool or item is None):
+                break
+        else:
+            return False  # the usual payload: flat scalars, no float at all
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is float and not -_HUGE < item < _HUGE:
+            return True
+    return False
+
+
+def _decode(text: str) -> Any:
+    """``json.loads(text)``, through orjson (several times faster on the rebuild path).
+
+    What orjson refuses (escaped lone surrogates) or may read differently (integers past
+    64 bits) goes to the json module, so every stored value reads back the same.
+    """
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _json_decode(text)
+    return _json_decode(text) if _has_huge_float(value) else value
+
+
+_loads = _decode
 
 # A frozen dataclass's __init__ sets each field through object.__setattr__, which costs
 # about 1.5us per event: a rebuild's whole budget is under 7us. EventDecoder fills the

@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
+
+import orjson
 
 from ctxledger.store.errors import EventValidationError
 
@@ -83,6 +85,54 @@ def check_json_value(value: Any, what: str) -> None:
         else:
             raise EventValidationError(
                 f"{path}: {kind.__name__} is not a JSON value")
+
+
+def _refuse(value: Any) -> NoReturn:
+    raise TypeError(type(value).__name__)
+
+
+# Subclasses (str, int, dict, list), datetimes and dataclasses are not JSON values here:
+# orjson hands them to ``_refuse``.
+_PASSTHROUGH = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME
+                | orjson.OPT_PASSTHROUGH_DATACLASS)
+# 19 digits or more may be past signed 64 bits (orjson takes unsigned 64 too).
+_LONG_INT = re.compile(rb"\d{19}")
+
+
+def json_value_ok(value: Any) -> bool:
+    """True when ``check_json_value`` would accept ``value``, decided in C for the common
+    case; False means "maybe not": run ``check_json_value`` for the verdict and message.
+
+    orjson refuses non-string keys, lone surrogates, other types and big integers; NUL
+    shows as an escape; NaN, infinity, tuples and objects orjson converts do not survive
+    the round trip; more brackets than ``MAX_DEPTH`` may be too deep.
+    """
+    if type(value) is dict:
+        # The usual payload: a flat object of short scalars, checked without a round trip.
+        search = _FORBIDDEN.search
+        for key, item in value.items():
+            kind = type(item)
+            if type(key) is not str or search(key) is not None:
+                break
+            if kind is str:
+                if search(item) is not None:
+                    return False
+            elif kind is int:
+                if not INT64_MIN <= item <= INT64_MAX:
+                    return False
+            elif not (item is None or kind is bool):
+                break
+        else:
+            return True
+    try:
+        out = orjson.dumps(value, default=_refuse, option=_PASSTHROUGH)
+    except TypeError:
+        return False
+    if b"\\u0000" in out or out.count(b"[") + out.count(b"{") > MAX_DEPTH:
+        return False
+    if _LONG_INT.search(out) is not None:
+        return False
+    return bool(orjson.loads(out) == value)
 
 
 def check_time(value: datetime, what: str) -> datetime:

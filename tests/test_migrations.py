@@ -21,6 +21,7 @@ from helpers.tables import assert_projections_equal_rebuild, dump_projections, r
 from ctxledger import Ledger
 from ctxledger.migrate import alembic_config, current_revision, head_revision, upgrade
 from ctxledger.projections.checkpoints import checkpoints
+from ctxledger.projections.view import ViewRequest
 from ctxledger.store.engine import create_engine
 
 T0 = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
@@ -202,3 +203,62 @@ def test_empty_database_is_created_at_head(db_url: str) -> None:
         assert ledger.head() == 0 and ledger.verify().ok
         names = {s.name for s in ledger.projection_status()}
         assert names == {p.name for p in ledger.runner.projections}
+
+
+def _downgrade(engine: sa.Engine, revision: str) -> None:
+    from alembic import command
+
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), revision)
+
+
+def test_database_at_0007_with_projections_upgrades_keeping_its_state(db_url: str) -> None:
+    """Issue 13 (0008-0010): a database at 0007 *with its projection rows* (not rebuilt on
+    open) keeps its log, hashes and state, and reads the same history afterwards.
+
+    The 0007 state is made by today's release, then downgraded: the downgrades put back the
+    0007 layout (content in ``messages``, rowid tables, checkpoints at the head)."""
+    items = corpus()
+    append_through_api(db_url, items)
+    with Ledger.open(db_url) as ledger:
+        ledger.append("chat-3", [{"type": "session.started", "data": {}},
+                                 *({"type": "message.appended",
+                                    "data": {"role": "user", "content": f"text {i}"}}
+                                   for i in range(4)),
+                                 {"type": "message.appended",
+                                  "data": {"role": "assistant", "content": "named",
+                                           "message_id": "x1"}}])
+        first = ledger.events("chat-3")[1].event_id
+        ledger.append("chat-3", [{"type": "message.retracted", "data": {"message_id": first}},
+                                 {"type": "message.appended",
+                                  "data": {"role": "assistant", "content": "again",
+                                           "message_id": "x1"}}])
+        events_before = raw_events(ledger)
+        state_before = dump_projections(ledger)
+        history_before = ledger.view("chat-3", ViewRequest(history="full")).history
+        assert [m.content for m in history_before.messages] == [
+            "text 1", "text 2", "text 3", "again"]
+    engine = create_engine(db_url)
+    try:
+        _downgrade(engine, "0007")
+        assert current_revision(engine) == "0007"
+        with engine.connect() as conn:
+            old = conn.exec_driver_sql(
+                "SELECT message_id, seq, content, retracted FROM messages"
+                " WHERE stream_id = 'chat-3' ORDER BY seq").all()
+            marks = {row[0] for row in conn.exec_driver_sql(
+                "SELECT position FROM projection_checkpoints").all()}
+        assert [tuple(r) for r in old] == [
+            (first, 2, "text 0", 1), (old[1][0], 3, "text 1", 0), (old[2][0], 4, "text 2", 0),
+            (old[3][0], 5, "text 3", 0), ("x1", 8, "again", 0)]
+        assert marks == {len(events_before)}  # every checkpoint at the head, as 0007 kept them
+    finally:
+        engine.dispose()
+    with Ledger.open(db_url) as ledger:
+        assert current_revision(ledger.engine) == head_revision()
+        assert raw_events(ledger) == events_before
+        assert ledger.verify().ok
+        assert all(s.inline and not s.behind for s in ledger.projection_status())
+        assert dump_projections(ledger) == state_before
+        assert ledger.view("chat-3", ViewRequest(history="full")).history == history_before
+        assert_projections_equal_rebuild(ledger)

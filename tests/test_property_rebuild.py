@@ -178,8 +178,13 @@ def dump(ledger: Ledger) -> dict[str, list[tuple[Any, ...]]]:
         for table in projection_tables():
             out[table.name] = sorted((tuple(r) for r in conn.execute(sa.select(table))),
                                      key=repr)
-        out["checkpoints"] = sorted(conn.execute(
-            sa.select(checkpoints.c.name, checkpoints.c.version, checkpoints.c.position)).all())
+        # An inline projection is at the head (its stored position is only a mark).
+        head = conn.exec_driver_sql("SELECT coalesce(max(position), 0) FROM events").scalar()
+        out["checkpoints"] = sorted(
+            (name, version, head if inline else position, inline)
+            for name, version, position, inline in conn.execute(
+                sa.select(checkpoints.c.name, checkpoints.c.version, checkpoints.c.position,
+                          checkpoints.c.inline)))
     return out
 
 

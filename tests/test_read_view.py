@@ -91,7 +91,7 @@ def test_position_is_the_lowest_builtin_checkpoint(ledger: Ledger) -> None:
     assert ledger.view("s").position == ledger.head() == 3
     with ledger.engine.begin() as conn:
         conn.execute(checkpoints.update().where(checkpoints.c.name == "card")
-                     .values(position=1))
+                     .values(position=1, inline=False))
     assert ledger.view("s").position == 1
     with ledger.engine.begin() as conn:
         conn.execute(checkpoints.delete().where(checkpoints.c.name == "knowledge"))

@@ -258,12 +258,18 @@ def test_inline_state_equals_rebuild_and_checkpoints_follow_the_head(
     assert progress[-1] == (7, 7)
     assert [(r["owner"], r["name"], r["hits"], r["total"]) for r in inline] == [
         ("s1", "user", 3, 6.0), ("s2", "assistant", 2, 3.0)]
-    # The inline path stamps the checkpoint with the append's own recorded_at.
+    # Appends write no checkpoint (inline is at the head by construction), except the
+    # mark for verify on a runner's first append, stamped with that append's recorded_at.
+    fresh = Ledger(ledger.engine, projections=[HitCounter()])
+    fresh.append("s2", messages(1))
     ledger.append("s2", messages(1))
     with ledger.engine.connect() as conn:
-        updated = conn.execute(sa.select(checkpoints.c.updated_at)
-                               .where(checkpoints.c.name == "rs_hits")).scalar_one()
-    assert updated == ledger.events("s2")[-1].recorded_at
+        mark = conn.execute(sa.select(checkpoints.c.position, checkpoints.c.updated_at,
+                                      checkpoints.c.inline)
+                            .where(checkpoints.c.name == "rs_hits")).one()
+    assert tuple(mark) == (8, ledger.events("s2")[-2].recorded_at, True)
+    (status,) = ledger.projection_status()
+    assert status.position == ledger.head() == 9 and status.inline and not status.behind
 
 
 def test_dispatch_only_calls_projections_handling_the_type() -> None:

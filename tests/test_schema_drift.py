@@ -56,3 +56,20 @@ def test_every_builtin_table_is_created_by_the_migrations(db_url: str) -> None:
                  "usage_daily_messages", "usage_daily_tokens", "usage_daily_servers",
                  "projection_checkpoints", JOBS_TABLE):
         assert name in names
+
+
+def test_without_rowid_tables_match_the_definitions(sqlite_url: str) -> None:
+    """Alembic does not compare ``WITHOUT ROWID``: the migrations must still make exactly
+    the tables the definitions mark ``sqlite_with_rowid=False`` (issue 13)."""
+    engine = create_engine(sqlite_url)
+    try:
+        migrate.upgrade(engine)
+        with engine.connect() as conn:
+            created = {name for name, sql in conn.exec_driver_sql(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'table'").all()
+                if sql.rstrip().upper().endswith("WITHOUT ROWID")}
+    finally:
+        engine.dispose()
+    declared = {table.name for table in merged_metadata().tables.values()
+                if table.dialect_options["sqlite"]["with_rowid"] is False}
+    assert "sessions" in declared and created == declared

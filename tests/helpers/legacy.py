@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger import Ledger
+from ctxledger.projections.checkpoints import checkpoints
 from ctxledger.store.canonical import GENESIS_HASH, canonical_json, event_hash
 from ctxledger.store.clock import format_utc
 from ctxledger.store.schema import events
@@ -106,5 +107,10 @@ def append_legacy(ledger: Ledger, stream_id: str, inputs: Sequence[dict[str, Any
     batch = [LegacyEvent(e["type"], e.get("data", {}), ledger.clock(),
                          schema_version=current_version(e["type"])) for e in inputs]
     with ledger.engine.begin() as conn:
+        # A writer that runs no projection leaves them behind its events (what
+        # ``checkpoints.demote_others`` does for a runner lacking some of them).
+        head = conn.exec_driver_sql("SELECT coalesce(max(position), 0) FROM events").scalar()
+        conn.execute(checkpoints.update().where(checkpoints.c.inline.is_(True))
+                     .values(inline=False, position=head))
         insert_legacy(conn, stream_id, batch)
     ledger.refresh_projections()

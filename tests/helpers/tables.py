@@ -20,8 +20,9 @@ def projection_tables(ledger: Ledger) -> list[sa.Table]:
 def dump_projections(ledger: Ledger) -> TableDump:
     """Every row of every projection table, ordered by primary key (then all columns).
 
-    Also includes each checkpoint's (name, version, position), leaving out its wall-clock
-    ``updated_at``, which legitimately differs between an inline update and a rebuild.
+    Also includes each checkpoint's (name, version, position, inline), leaving out its
+    wall-clock ``updated_at``, which legitimately differs between an inline update and a
+    rebuild; an inline projection's position is the head (its stored mark lags by design).
     """
     out: TableDump = {}
     with ledger.engine.connect() as conn:
@@ -29,11 +30,15 @@ def dump_projections(ledger: Ledger) -> TableDump:
             order = [*table.primary_key.columns, *table.columns]
             rows = conn.execute(sa.select(table).order_by(*order)).all()
             out[table.name] = [tuple(row) for row in rows]
+        head = conn.exec_driver_sql("SELECT coalesce(max(position), 0) FROM events").scalar()
         marks = conn.execute(
-            sa.select(checkpoints.c.name, checkpoints.c.version, checkpoints.c.position)
+            sa.select(checkpoints.c.name, checkpoints.c.version, checkpoints.c.position,
+                      checkpoints.c.inline)
             .order_by(checkpoints.c.name)
         ).all()
-        out["projection_checkpoints"] = [tuple(row) for row in marks]
+        out["projection_checkpoints"] = [
+            (name, version, head if inline else position, inline)
+            for name, version, position, inline in marks]
     return out
 
 

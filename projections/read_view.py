@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger.projections.card import card_fields
-from ctxledger.projections.checkpoints import checkpoints
+from ctxledger.projections.checkpoints import checkpoints, read_checkpoints
 from ctxledger.projections.context_items import FLAGS, context_items
 from ctxledger.projections.documents import documents
 from ctxledger.projections.knowledge import (
@@ -154,11 +154,15 @@ def _usage_window(request: ViewRequest) -> tuple[datetime, datetime] | None:
 def load_position(conn: sa.Connection) -> int:
     """The position every built-in projection has reached (0 if one was never built)."""
     names = builtin_names()
-    found = conn.execute(
-        sa.select(checkpoints.c.position).where(checkpoints.c.name.in_(names))).scalars().all()
+    if conn.dialect.name == "postgresql":  # inline advances are in lanes there
+        marks = read_checkpoints(conn)
+        found = [marks[n][1] for n in names if n in marks]
+    else:
+        found = [int(p) for p in conn.execute(sa.select(checkpoints.c.position)
+                                              .where(checkpoints.c.name.in_(names))).scalars()]
     if len(found) < len(names):
         return 0
-    return min(int(p) for p in found)
+    return min(found)
 
 
 def _counts(session: Row | None) -> MessageCounts:

@@ -15,7 +15,7 @@ from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.append import lock_for_append
 from ctxledger.store.clock import Clock, system_clock
 from ctxledger.store.read import EventDecoder, head_position, read_raw_pages
-from ctxledger.store.records import RecordedEvent
+from ctxledger.store.records import NewEvent, RecordedEvent
 
 Progress = Callable[[int, int], None]
 """Called with (events applied, events to apply)."""
@@ -109,7 +109,18 @@ class ProjectionRunner:
         self.dispatch(events, rows)
         rows.flush()
         last = events[-1]
-        cp.advance(conn, self._names, last.position, last.recorded_at)
+        cp.advance_inline(conn, self._names, last.position, last.recorded_at, last.stream_id)
+
+    def shared_keys(self, stream_id: str, events: Sequence[NewEvent]) -> list[str]:
+        """Lock keys of the rows ``events`` would update that other streams' events also
+        update (``Projection.shared_keys``): the append takes them before its positions,
+        so such appends apply in position order, as a rebuild does."""
+        keys: list[str] = []
+        for p in self.projections:
+            for event in events:
+                if event.type in p.handles:
+                    keys.extend(f"{p.name}\x1f{k}" for k in p.shared_keys(stream_id, event))
+        return keys
 
     # -- status, catch-up, rebuild ---------------------------------------------------------
 

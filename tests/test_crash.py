@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-import sqlalchemy as sa
 from helpers.tables import assert_projections_equal_rebuild
 
 from ctxledger import Ledger
-from ctxledger.projections.checkpoints import checkpoints
+from ctxledger.projections.checkpoints import read_checkpoints
 from ctxledger.store.engine import create_engine
 
 WRITER_SCRIPT = Path(__file__).parent / "helpers" / "writer.py"
@@ -109,7 +108,7 @@ def assert_checkpoints_at_head(url: str) -> None:
             if conn.dialect.name == "sqlite":
                 assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"
             head = conn.exec_driver_sql("SELECT max(position) FROM events").scalar_one()
-            marks = conn.execute(sa.select(checkpoints.c.name, checkpoints.c.position)).all()
+            marks = [(name, mark[1]) for name, mark in read_checkpoints(conn).items()]
     finally:
         engine.dispose()
     assert marks, "no projection checkpoints were stored"

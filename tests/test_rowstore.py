@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from ctxledger import ConcurrencyError, Ledger
 from ctxledger.projections.base import Projection
-from ctxledger.projections.checkpoints import checkpoints
+from ctxledger.projections.checkpoints import read_marks
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.projections.runner import ProjectionRunner
 from ctxledger.store.append import StreamHeads
@@ -261,8 +261,7 @@ def test_inline_state_equals_rebuild_and_checkpoints_follow_the_head(
     # The inline path stamps the checkpoint with the append's own recorded_at.
     ledger.append("s2", messages(1))
     with ledger.engine.connect() as conn:
-        updated = conn.execute(sa.select(checkpoints.c.updated_at)
-                               .where(checkpoints.c.name == "rs_hits")).scalar_one()
+        updated = read_marks(conn)["rs_hits"].updated_at
     assert updated == ledger.events("s2")[-1].recorded_at
 
 

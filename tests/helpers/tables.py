@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger import Ledger
-from ctxledger.projections.checkpoints import checkpoints
+from ctxledger.projections.checkpoints import read_checkpoints
 
 TableDump = dict[str, list[tuple[Any, ...]]]
 
@@ -29,11 +29,9 @@ def dump_projections(ledger: Ledger) -> TableDump:
             order = [*table.primary_key.columns, *table.columns]
             rows = conn.execute(sa.select(table).order_by(*order)).all()
             out[table.name] = [tuple(row) for row in rows]
-        marks = conn.execute(
-            sa.select(checkpoints.c.name, checkpoints.c.version, checkpoints.c.position)
-            .order_by(checkpoints.c.name)
-        ).all()
-        out["projection_checkpoints"] = [tuple(row) for row in marks]
+        # Through read_checkpoints: on PostgreSQL inline appends advance lanes, not the row.
+        marks = read_checkpoints(conn)
+        out["projection_checkpoints"] = [(name, *marks[name]) for name in sorted(marks)]
     return out
 
 

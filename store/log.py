@@ -320,6 +320,14 @@ class EventLog:
             return list(_read.read_all(conn, after, limit, until_position=until_position,
                                        until_time=until_time))
 
+    def settled_position(self) -> int:
+        """The highest position a follower may read up to: on PostgreSQL, below every
+        append still in progress (``pg_writes.settled_position``); on SQLite the head."""
+        with self.connection() as conn:
+            if conn.dialect.name == "postgresql":
+                return pg_writes.settled_position(conn)
+            return _read.head_position(conn)
+
     def head_position(self) -> int:
         """The highest position written (0 for an empty log)."""
         with self.connection() as conn:

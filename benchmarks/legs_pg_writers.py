@@ -31,6 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
 from registry import AtLeastTimesPeer, Comparison, Context, Measure, leg
 
 PG_URL = os.environ.get("CTXLEDGER_BENCH_PG_URL",
@@ -115,55 +117,91 @@ def _inputs(stream: str, count: int) -> list[dict[str, Any]]:
     return out
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a local process (the writer's server backend)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")  # not on this machine: the figure is left out
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far (every process on it)."""
+    with open("/proc/stat") as stat:
+        values = [int(v) for v in stat.readline().split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = values[3] + values[4]
+    return (sum(values) - idle) / tick, sum(values) / tick
+
+
 def _ctxledger_writer(url: str, stream: str, count: int, ready: Any, go: Any,
                       results: Any) -> None:
     from ctxledger import Ledger
 
-    ledger = Ledger.open(url, load_vocabulary=False)
+    # One pooled connection: its server backend is the one doing this writer's work.
+    ledger = Ledger.open(url, load_vocabulary=False, pool_size=1, max_overflow=0)
     events = _inputs(stream, count)
     append = ledger.append
     ledger.append(f"{stream}-warm", [{"type": "message.appended",
                                       "data": {"role": "user", "content": "warm"}}])
+    with ledger.engine.connect() as conn:
+        backend = int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
     ready.wait()
     go.wait()
     latencies = []
     clock = time.perf_counter
-    for event in events:
+    cpu, server = time.process_time(), _cpu_seconds(backend)
+    for item in events:
         start = clock()
-        append(stream, [event])
+        append(stream, [item])
         latencies.append(clock() - start)
-    results.put((time.time(), latencies))
+    cpu, server = time.process_time() - cpu, _cpu_seconds(backend) - server
+    results.put((time.time(), latencies, cpu, server))
     ledger.close()
 
 
-def _peer_writer(url: str, stream: str, count: int, ready: Any, go: Any,
-                 results: Any) -> None:
+class PeerSession(Aggregate):
+    """The peer's stream: one aggregate per writer."""
+
+    @event("Opened")
+    def __init__(self, title: str) -> None:
+        self.seen = 1
+
+    @event("MessageAppended")
+    def append_message(self, role: str, content: str) -> None:
+        """message.appended"""
+        self.seen += 1
+
+    @event("ToolUsed")
+    def use_tool(self, tool_name: str) -> None:
+        """tool.used"""
+        self.seen += 1
+
+
+def _peer_application(url: str, create: bool) -> Application[Any]:
     import sqlalchemy as sa
-    from eventsourcing.application import Application
-    from eventsourcing.domain import Aggregate, event
-
-    class Session(Aggregate):
-        @event("Opened")
-        def __init__(self, title: str) -> None:
-            self.seen = 1
-
-        @event("MessageAppended")
-        def append_message(self, role: str, content: str) -> None:
-            self.seen += 1
-
-        @event("ToolUsed")
-        def use_tool(self, tool_name: str) -> None:
-            self.seen += 1
 
     parsed = sa.engine.make_url(PG_URL)
     schema = str(sa.engine.make_url(url).query["options"]).split("=", 1)[1]
-    app: Application[Any] = Application(env={
+    return Application(env={
         "PERSISTENCE_MODULE": "eventsourcing.postgres",
         "POSTGRES_DBNAME": parsed.database or "postgres",
         "POSTGRES_HOST": parsed.host or "127.0.0.1", "POSTGRES_PORT": str(parsed.port or 5432),
         "POSTGRES_USER": parsed.username or "postgres",
         "POSTGRES_PASSWORD": parsed.password or "", "POSTGRES_SCHEMA": schema,
-        "CREATE_TABLE": "y"})
+        "CREATE_TABLE": "y" if create else "n"})
+
+
+def _prepare_peer(url: str) -> None:
+    _peer_application(url, create=True).close()  # tables first: children racing fail
+
+
+def _peer_writer(url: str, stream: str, count: int, ready: Any, go: Any,
+                 results: Any) -> None:
+    app = _peer_application(url, create=False)
+    Session = PeerSession
     events = _inputs(stream, count)
     aggregate = Session(title=stream)
     app.save(aggregate)
@@ -181,13 +219,27 @@ def _peer_writer(url: str, stream: str, count: int, ready: Any, go: Any,
         start = clock()
         app.save(aggregate)
         latencies.append(clock() - start)
-    results.put((time.time(), latencies))
+    results.put((time.time(), latencies, float("nan"), float("nan")))
     app.close()
 
 
-def _run(writer: Callable[..., None], url: str, writers: int, count: int
-         ) -> tuple[float, float]:
-    """(total events per second, p50 append latency in ms) for ``writers`` processes."""
+@dataclass(frozen=True)
+class Run:
+    """One measurement: ``writers`` processes appending at once."""
+
+    rate: float
+    """Total events per second."""
+    p50_ms: float
+    client_ms: float
+    """Writer-process CPU per event (ms)."""
+    server_ms: float
+    """Server-backend CPU per event (ms)."""
+    machine_busy: float
+    """Share of the machine's CPU busy during the run (every process on it)."""
+
+
+def _run(writer: Callable[..., None], url: str, writers: int, count: int) -> Run:
+    """Throughput, p50 latency and CPU per event of ``writers`` processes."""
     ctx = mp.get_context("spawn")
     ready = ctx.Barrier(writers + 1)
     go = ctx.Event()
@@ -198,17 +250,23 @@ def _run(writer: Callable[..., None], url: str, writers: int, count: int
         proc.start()
     try:
         ready.wait(timeout=120)
+        busy0, total0 = _machine_busy()
         start = time.time()
         go.set()
         outcomes = [results.get(timeout=600) for _ in procs]
+        busy1, total1 = _machine_busy()
     finally:
         for proc in procs:
             proc.join(timeout=60)
             if proc.is_alive():
                 proc.kill()
-    end = max(finished for finished, _ in outcomes)
-    latencies = [lat for _, lats in outcomes for lat in lats]
-    return len(latencies) / (end - start), statistics.median(latencies) * 1000
+    end = max(outcome[0] for outcome in outcomes)
+    latencies = [lat for outcome in outcomes for lat in outcome[1]]
+    events = len(latencies)
+    return Run(events / (end - start), statistics.median(latencies) * 1000,
+               sum(o[2] for o in outcomes) / events * 1000,
+               sum(o[3] for o in outcomes) / events * 1000,
+               (busy1 - busy0) / max(total1 - total0, 1e-9))
 
 
 def _prepare_ctxledger(url: str) -> None:
@@ -226,8 +284,8 @@ def pg_writers(ctx: Context) -> list[Comparison]:
         print(f"  skipped: PostgreSQL not reachable at {PG_URL} ({problem})")
         return []
     count = QUICK_EVENTS_PER_WRITER if ctx.settings.quick else EVENTS_PER_WRITER
-    ours: dict[int, list[tuple[float, float]]] = {n: [] for n in WRITERS}
-    peer: dict[int, list[tuple[float, float]]] = {n: [] for n in WRITERS}
+    ours: dict[int, list[Run]] = {n: [] for n in WRITERS}
+    peer: dict[int, list[Run]] = {n: [] for n in WRITERS}
     for _ in range(ctx.settings.rounds):
         for n in WRITERS:
             with _schema() as schema:
@@ -235,20 +293,34 @@ def pg_writers(ctx: Context) -> list[Comparison]:
                 _prepare_ctxledger(url)
                 ours[n].append(_run(_ctxledger_writer, url, n, count))
             with _schema() as schema:
-                peer[n].append(_run(_peer_writer, _schema_url(schema), n, count))
+                url = _schema_url(schema)
+                _prepare_peer(url)
+                peer[n].append(_run(_peer_writer, url, n, count))
     rows: list[Comparison] = []
+    cores = len(os.sched_getaffinity(0))
     note = (f"{count:,} events per writer, one per transaction, {ctx.settings.rounds} round(s);"
-            " synchronous_commit as the server has it, for both")
+            f" synchronous_commit as the server has it, for both; {cores} CPU(s)")
     for n in WRITERS:
-        rate = Measure.median_of([r for r, _ in ours[n]], "ev/s")
-        peer_rate = Measure.median_of([r for r, _ in peer[n]], "ev/s")
+        rate = Measure.median_of([r.rate for r in ours[n]], "ev/s")
+        peer_rate = Measure.median_of([r.rate for r in peer[n]], "ev/s")
         rows.append(Comparison("pg_writers", f"PG {n} writer(s): total", rate, PEER, peer_rate,
                                Reported(), note))
         rows.append(Comparison("pg_writers", f"PG {n} writer(s): p50 append latency",
-                               Measure.median_of([p for _, p in ours[n]], "ms"), PEER,
-                               Measure.median_of([p for _, p in peer[n]], "ms"), Reported()))
-    one = Measure.median_of([r for r, _ in ours[1]], "ev/s")
-    four = Measure.median_of([r for r, _ in ours[4]], "ev/s")
+                               Measure.median_of([r.p50_ms for r in ours[n]], "ms"), PEER,
+                               Measure.median_of([r.p50_ms for r in peer[n]], "ms"), Reported()))
+        # Where the floor is: CPU per event (writer + its backend) and how busy the whole
+        # machine was; cores / CPU per event is the rate no lock scheme can pass.
+        cpu = Measure.median_of([r.client_ms + r.server_ms for r in ours[n]], "ms CPU/ev")
+        busy = Measure.median_of([100 * r.machine_busy for r in ours[n]], "% busy")
+        rows.append(Comparison("pg_writers", f"PG {n} writer(s): CPU per event (ctxledger)",
+                               cpu, None, None, Reported()))
+        rows.append(Comparison("pg_writers", f"PG {n} writer(s): machine CPU busy", busy,
+                               None, None, Reported()))
+    one = Measure.median_of([r.rate for r in ours[1]], "ev/s")
+    four = Measure.median_of([r.rate for r in ours[4]], "ev/s")
     rows.append(Comparison("pg_writers", "PG 4 writers vs 1 writer (ctxledger)", four,
                            "ctxledger, 1 writer", one, AtLeastTimesPeer(1.5)))
+    print("  per round (ctxledger | peer): " + "; ".join(
+        f"{n}w " + "/".join(f"{r.rate:,.0f}" for r in ours[n]) + " | "
+        + "/".join(f"{r.rate:,.0f}" for r in peer[n]) for n in WRITERS))
     return rows

@@ -38,6 +38,7 @@ from registry import AtLeastTimesPeer, Comparison, Context, Measure, leg
 PG_URL = os.environ.get("CTXLEDGER_BENCH_PG_URL",
                         "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 WRITERS = (1, 2, 4, 8)
+QUICK_WRITERS = (1, 4)
 EVENTS_PER_WRITER = 1_500
 QUICK_EVENTS_PER_WRITER = 60
 PEER = "eventsourcing PG"
@@ -284,10 +285,11 @@ def pg_writers(ctx: Context) -> list[Comparison]:
         print(f"  skipped: PostgreSQL not reachable at {PG_URL} ({problem})")
         return []
     count = QUICK_EVENTS_PER_WRITER if ctx.settings.quick else EVENTS_PER_WRITER
-    ours: dict[int, list[Run]] = {n: [] for n in WRITERS}
-    peer: dict[int, list[Run]] = {n: [] for n in WRITERS}
+    counts = QUICK_WRITERS if ctx.settings.quick else WRITERS
+    ours: dict[int, list[Run]] = {n: [] for n in counts}
+    peer: dict[int, list[Run]] = {n: [] for n in counts}
     for _ in range(ctx.settings.rounds):
-        for n in WRITERS:
+        for n in counts:
             with _schema() as schema:
                 url = _schema_url(schema)
                 _prepare_ctxledger(url)
@@ -300,7 +302,7 @@ def pg_writers(ctx: Context) -> list[Comparison]:
     cores = len(os.sched_getaffinity(0))
     note = (f"{count:,} events per writer, one per transaction, {ctx.settings.rounds} round(s);"
             f" synchronous_commit as the server has it, for both; {cores} CPU(s)")
-    for n in WRITERS:
+    for n in counts:
         rate = Measure.median_of([r.rate for r in ours[n]], "ev/s")
         peer_rate = Measure.median_of([r.rate for r in peer[n]], "ev/s")
         rows.append(Comparison("pg_writers", f"PG {n} writer(s): total", rate, PEER, peer_rate,
@@ -310,8 +312,8 @@ def pg_writers(ctx: Context) -> list[Comparison]:
                                Measure.median_of([r.p50_ms for r in peer[n]], "ms"), Reported()))
         # Where the floor is: CPU per event (writer + its backend) and how busy the whole
         # machine was; cores / CPU per event is the rate no lock scheme can pass.
-        cpu = Measure.median_of([r.client_ms + r.server_ms for r in ours[n]], "ms CPU/ev")
-        busy = Measure.median_of([100 * r.machine_busy for r in ours[n]], "% busy")
+        cpu = Measure.median_of([r.client_ms + r.server_ms for r in ours[n]], "ms")
+        busy = Measure.median_of([100 * r.machine_busy for r in ours[n]], "%")
         rows.append(Comparison("pg_writers", f"PG {n} writer(s): CPU per event (ctxledger)",
                                cpu, None, None, Reported()))
         rows.append(Comparison("pg_writers", f"PG {n} writer(s): machine CPU busy", busy,
@@ -322,5 +324,5 @@ def pg_writers(ctx: Context) -> list[Comparison]:
                            "ctxledger, 1 writer", one, AtLeastTimesPeer(1.5)))
     print("  per round (ctxledger | peer): " + "; ".join(
         f"{n}w " + "/".join(f"{r.rate:,.0f}" for r in ours[n]) + " | "
-        + "/".join(f"{r.rate:,.0f}" for r in peer[n]) for n in WRITERS))
+        + "/".join(f"{r.rate:,.0f}" for r in peer[n]) for n in counts))
     return rows

@@ -70,7 +70,9 @@ def _schema_url(schema: str) -> str:
     import sqlalchemy as sa
 
     url = sa.engine.make_url(PG_URL)
-    return url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+    # application_name: pg_stat_activity can tell the writers apart from other sessions.
+    return url.update_query_dict({"options": f"-csearch_path={schema}",
+                                  "application_name": "ctxledger-bench"}).render_as_string(
         hide_password=False)
 
 

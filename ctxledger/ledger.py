@@ -68,7 +68,7 @@ class Ledger:
         # by a hook every append path runs (see projections.setting_values).
         self.log = EventLog(engine, clock=clock, max_event_bytes=max_event_bytes,
                             in_transaction=self.runner.apply_inline, seal=seal,
-                            check=check_event)
+                            check=check_event, shared_keys=self.runner.shared_keys)
         # One token counter per thread and encoding: a counter's memo is not thread-safe,
         # and a shared lock would make threads assembling different sessions wait.
         self._local = threading.local()

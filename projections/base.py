@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import ClassVar
 
 import sqlalchemy as sa
 
 from ctxledger.projections.rowstore import RowStore
-from ctxledger.store.records import RecordedEvent
+from ctxledger.store.records import NewEvent, RecordedEvent
 
 metadata = sa.MetaData()
 """Every projection table lives on this metadata (migrations create them)."""
@@ -32,3 +33,11 @@ class Projection(ABC):
     @abstractmethod
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
         """Fold one event into the projection's rows."""
+
+    def shared_keys(self, stream_id: str, event: NewEvent) -> Sequence[str]:
+        """Keys of the rows ``apply`` would read and rewrite that events of *other*
+        streams also rewrite (a count per scope, say). On PostgreSQL, appends on different
+        streams run concurrently: an append locks these keys before it takes positions,
+        so two such appends apply in position order, as a rebuild does. Rows keyed by the
+        stream itself, and blind ``bump``s or ``put``s, need none."""
+        return ()

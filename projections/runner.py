@@ -15,7 +15,7 @@ from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.append import lock_for_append
 from ctxledger.store.clock import Clock, system_clock
 from ctxledger.store.read import EventDecoder, head_position, read_raw_pages
-from ctxledger.store.records import RecordedEvent
+from ctxledger.store.records import NewEvent, RecordedEvent
 
 Progress = Callable[[int, int], None]
 """Called with (events applied, events to apply)."""
@@ -123,6 +123,17 @@ class ProjectionRunner:
             # Kept in memory only once committed would be exact; a rolled-back append
             # only delays the next refresh, and marks are lower bounds either way.
             self._mark = last.position
+
+    def shared_keys(self, stream_id: str, events: Sequence[NewEvent]) -> list[str]:
+        """Lock keys of the rows ``events`` would update that other streams' events also
+        update (``Projection.shared_keys``): the append takes them before its positions,
+        so such appends apply in position order, as a rebuild does."""
+        keys: list[str] = []
+        for p in self.projections:
+            for event in events:
+                if event.type in p.handles:
+                    keys.extend(f"{p.name}\x1f{k}" for k in p.shared_keys(stream_id, event))
+        return keys
 
     # -- status, catch-up, rebuild ---------------------------------------------------------
 

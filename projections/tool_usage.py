@@ -12,6 +12,7 @@ clock steps back, a use is stamped with the tool's previous ``last_used``. That 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, time
 from typing import ClassVar
 
@@ -25,7 +26,7 @@ from ctxledger.projections.session_scopes import (
     session_scope_table,
 )
 from ctxledger.store.catalog import stream_kind
-from ctxledger.store.records import RecordedEvent
+from ctxledger.store.records import NewEvent, RecordedEvent
 from ctxledger.store.schema import UTCDateTime
 
 tool_usage_scopes = session_scope_table("tool_usage_session_scopes")
@@ -70,6 +71,13 @@ class ToolUsageProjection(Projection):
     tables: ClassVar[tuple[sa.Table, ...]] = (tool_usage_scopes, tool_usage, tool_uses)
     handles: ClassVar[frozenset[str]] = frozenset(
         {"session.started", "tool.used", "rollup.completed"})
+
+    def shared_keys(self, stream_id: str, event: NewEvent) -> Sequence[str]:
+        """A use reads and rewrites its tool's count, shared by every session of the
+        scope: locked per tool name (the scope is only known from the table)."""
+        if event.type != "tool.used" or stream_kind(stream_id) != "session":
+            return ()
+        return (str(event.data.get("tool_name")),)
 
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
         """Record the session's scope, or count one use (two primary-key reads), or prune

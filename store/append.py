@@ -1,8 +1,9 @@
 """Atomic, optimistic, idempotent appends to one stream.
 
-Writers are serialized per database: ``BEGIN IMMEDIATE`` on SQLite and
-``LOCK TABLE events IN EXCLUSIVE MODE`` on PostgreSQL, so insert order is commit
-order and a reader tailing by position never skips an event that commits late.
+On SQLite writers are serialized per database (``BEGIN IMMEDIATE``), so insert order is
+commit order and a reader tailing by position never skips an event that commits late.
+On PostgreSQL writers lock only their stream and take positions in one short statement;
+readers stop at ``pg_writes.settled_position`` instead (see ``store.pg_writes``).
 
 The hot path is one INSERT per event. Statements are compiled once per dialect and run
 on the driver's cursor (``store.engine.DriverStatement``). A stream's head (version and
@@ -23,6 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
+from ctxledger.store import pg_writes
 from ctxledger.store.canonical import GENESIS_HASH, event_hash
 from ctxledger.store.chain_key import ChainKey
 from ctxledger.store.clock import format_utc
@@ -153,7 +155,10 @@ def stream_head(conn: sa.Connection, stream_id: str) -> Head:
 
 
 def lock_for_append(conn: sa.Connection) -> None:
-    """Serialize writers so positions are assigned in commit order (PostgreSQL)."""
+    """Wait for every append in flight and hold off new ones until the transaction ends
+    (PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already does): for rebuild, catch-up and
+    seal, which need the log to stand still. Appends themselves lock only their stream
+    (``pg_writes.lock_for_batch``); do not append after taking this lock."""
     if conn.dialect.name == "postgresql":
         conn.connection.dbapi_connection.cursor().execute(  # type: ignore[union-attr]
             "LOCK TABLE events IN EXCLUSIVE MODE")
@@ -228,17 +233,9 @@ def _chain(stream_id: str, batch: Sequence[PreparedEvent], head: Head,
 def _insert(conn: sa.Connection, rows: list[dict[str, Any]], guarded: bool) -> list[int] | None:
     """Insert ``rows`` and return their positions; None when the guard found a stale head."""
     dialect = conn.dialect
-    first = _statement(dialect, "insert_guarded" if guarded else "insert").execute(conn, rows[0])
     if dialect.name == "postgresql":
-        found = first.fetchone()
-        if found is None:
-            return None
-        positions = [int(found[0])]
-        if len(rows) > 1:
-            # insertmanyvalues: multi-row VALUES with RETURNING, in parameter order.
-            stmt = events.insert().returning(events.c.position, sort_by_parameter_order=True)
-            positions.extend(int(p) for p in conn.execute(stmt, rows[1:]).scalars())
-        return positions
+        return pg_writes.insert_rows(conn, rows, guarded)
+    first = _statement(dialect, "insert_guarded" if guarded else "insert").execute(conn, rows[0])
     if first.rowcount != 1:
         return None
     start = int(first.lastrowid)
@@ -262,15 +259,23 @@ def append_in_transaction(
     recorded_at: datetime,
     heads: StreamHeads | None = None,
     key: ChainKey | None = None,
+    shared_keys: Sequence[str] = (),
 ) -> AppendOutcome:
     """Insert ``batch`` at the end of ``stream_id`` inside the caller's transaction.
 
     ``heads`` (optional) supplies cached stream heads; the caller records the returned
     ``head`` into it only after the transaction commits. ``key`` makes the links HMACs.
+    ``shared_keys`` (PostgreSQL) name rows other streams' appends also update inline:
+    they are locked before a position is taken, so such appends commit in position order.
     """
     if not batch:
         raise EventValidationError("nothing to append: the batch is empty")
-    lock_for_append(conn)
+    if conn.dialect.name == "postgresql":
+        ids = [pg_writes.event_key(p.event.event_id) for p in batch
+               if p.client_id and p.event.event_id is not None]
+        pg_writes.lock_for_batch(conn, stream_id, [*ids, *shared_keys])
+    else:
+        lock_for_append(conn)
     existing = find_existing(conn, stream_id, batch)
     if existing is not None:
         return AppendOutcome(existing, [], None)
@@ -286,7 +291,7 @@ def append_in_transaction(
         rows = _chain(stream_id, batch, head, when, key)
         positions = _insert(conn, rows, guarded=True)
     if positions is None:
-        # No usable cached head (or it was stale): read it under the write lock.
+        # No usable cached head (or it was stale): read it under the write (or stream) lock.
         head = stream_head(conn, stream_id)
         check_expected(stream_id, expected_version, head[0])
         if ruled:

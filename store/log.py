@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from ctxledger.store import pg_writes
 from ctxledger.store import read as _read
 from ctxledger.store.anchor import Anchor, check_anchor
 from ctxledger.store.append import (
@@ -83,6 +84,10 @@ class _SpareConnection:
             kept[1].close()
 
 
+SharedKeys = Callable[[str, Sequence[NewEvent]], Sequence[str]]
+"""Given (stream_id, batch), the lock keys of rows the in-transaction hook updates that
+appends to other streams update too (PostgreSQL; see ``append_in_transaction``)."""
+
 EventCheck = Callable[[str, NewEvent], None]
 """Called with (stream_id, validated event) before an append writes anything; raises
 ``EventValidationError`` to reject the event (and with it the whole batch)."""
@@ -101,9 +106,11 @@ class EventLog:
                  max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
                  in_transaction: InTransactionHook | None = None,
                  seal: SealSettings | None = None,
-                 check: EventCheck | None = None) -> None:
+                 check: EventCheck | None = None,
+                 shared_keys: SharedKeys | None = None) -> None:
         self.engine = engine
         self.check = check
+        self.shared_keys = shared_keys if engine.dialect.name == "postgresql" else None
         self.chain_key = chain_key_from_env()
         """Appends link with this key (``CTXLEDGER_CHAIN_KEY`` when the log was opened)."""
         self.seal_settings = seal or SealSettings()
@@ -122,7 +129,17 @@ class EventLog:
 
     @contextmanager
     def transaction(self) -> Iterator[sa.Connection]:
-        """A write transaction (holding the process lock for a shared connection)."""
+        """A write transaction (holding the process lock for a shared connection).
+
+        On PostgreSQL it is marked as one that may append before it writes anything
+        (``pg_writes.mark_appending``), so readers wait for it if it does."""
+        with self._transaction() as conn:
+            if conn.dialect.name == "postgresql":
+                pg_writes.mark_appending(conn)
+            yield conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sa.Connection]:
         if self._spare is not None:
             conn = self._spare.take()
             try:
@@ -191,11 +208,13 @@ class EventLog:
         ):
             raise EventValidationError("expected_version must be None or an integer >= 0")
         prepared = self.prepare(stream_id, batch)
+        shared = self._shared_keys(stream_id, prepared)
         try:
-            with self.transaction() as conn:
+            # Unmarked: append_in_transaction marks it in the same statement as its locks.
+            with self._transaction() as conn:
                 outcome = append_in_transaction(
                     conn, stream_id, prepared, expected_version, self.clock(), self.heads,
-                    key=self.chain_key)
+                    key=self.chain_key, shared_keys=shared)
                 if outcome.recorded and self.in_transaction is not None:
                     self.in_transaction(conn, outcome.recorded)
                 sealed = self._seal_if_due(conn, outcome.recorded)
@@ -218,10 +237,16 @@ class EventLog:
         """
         prepared = self.prepare(stream_id, batch)
         outcome = append_in_transaction(conn, stream_id, prepared, expected_version,
-                                        self.clock())
+                                        self.clock(),
+                                        shared_keys=self._shared_keys(stream_id, prepared))
         if outcome.recorded and self.in_transaction is not None:
             self.in_transaction(conn, outcome.recorded)
         return outcome.result
+
+    def _shared_keys(self, stream_id: str, prepared: Sequence[PreparedEvent]) -> Sequence[str]:
+        if self.shared_keys is None:
+            return ()
+        return self.shared_keys(stream_id, [p.event for p in prepared])
 
     def _seal_if_due(self, conn: sa.Connection, recorded: Sequence[RecordedEvent]
                      ) -> Seal | None:
@@ -245,6 +270,13 @@ class EventLog:
                 key is None or key.key_id != current.key_id):
             self._sealed_upto = last  # keyed with another key: ``seal`` reports it
             return None
+        if conn.dialect.name == "postgresql":
+            # Other appends are in flight: seal only what none of them can still fill,
+            # and leave it to the append already sealing, if any (never wait on it).
+            if not pg_writes.seal_lock(conn, wait=False):
+                return None
+            return seal_in_transaction(conn, recorded[-1].recorded_at, key,
+                                       upto=pg_writes.settled_position(conn))
         return seal_in_transaction(conn, recorded[-1].recorded_at, key)
 
     def seal(self) -> Seal | None:
@@ -275,10 +307,26 @@ class EventLog:
     def read_all(self, after: int = 0, limit: int | None = None, *,
                  until_position: int | None = None,
                  until_time: datetime | None = None) -> list[RecordedEvent]:
-        """Events after ``after`` in position order, stopping at a position or time."""
+        """Events after ``after`` in position order, stopping at a position or time.
+
+        On PostgreSQL it also stops before any position a transaction still in progress
+        holds (``pg_writes.settled_position``): tailing by position never skips an event
+        that commits late."""
         with self.connection() as conn:
+            if conn.dialect.name == "postgresql":
+                settled = pg_writes.settled_position(conn)
+                until_position = settled if until_position is None else min(
+                    until_position, settled)
             return list(_read.read_all(conn, after, limit, until_position=until_position,
                                        until_time=until_time))
+
+    def settled_position(self) -> int:
+        """The highest position a follower may read up to: on PostgreSQL, below every
+        append still in progress (``pg_writes.settled_position``); on SQLite the head."""
+        with self.connection() as conn:
+            if conn.dialect.name == "postgresql":
+                return pg_writes.settled_position(conn)
+            return _read.head_position(conn)
 
     def head_position(self) -> int:
         """The highest position written (0 for an empty log)."""

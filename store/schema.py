@@ -54,6 +54,9 @@ events = sa.Table(
     sa.Column("recorded_at", UTCDateTime, nullable=False),
     sa.Column("prev_hash", sa.String(64), nullable=False),
     sa.Column("hash", sa.String(64), nullable=False),
+    # PostgreSQL only (NULL on SQLite and for rows older than revision 0011): see
+    # ``store.pg_writes``. Not part of any hash: it says when, not what.
+    sa.Column("txid", sa.BigInteger),
     sa.UniqueConstraint("stream_id", "stream_version", name="uq_events_stream_version"),
     sa.UniqueConstraint("event_id", name="uq_events_event_id"),
     sa.Index("ix_events_recorded_at", "recorded_at"),

@@ -27,6 +27,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
+from ctxledger.store import pg_writes
 from ctxledger.store.append import lock_for_append
 from ctxledger.store.canonical import GENESIS_HASH
 from ctxledger.store.chain_key import CHAIN_KEY_ENV, ChainKey
@@ -130,28 +131,29 @@ def fold_chain(conn: sa.Connection, segments: Sequence[tuple[int, ChainKey | Non
     return out
 
 
-def seal_in_transaction(conn: sa.Connection, now: datetime,
-                        key: ChainKey | None) -> Seal | None:
-    """Seal every event up to the head; None when there is nothing new to seal.
+def seal_in_transaction(conn: sa.Connection, now: datetime, key: ChainKey | None, *,
+                        upto: int | None = None) -> Seal | None:
+    """Seal every event up to the head (or ``upto``); None when there is nothing new.
 
     The bound: a seal may only cover positions that no open transaction can still fill.
-    Here the seal takes the appends' own write lock (``BEGIN IMMEDIATE`` on SQLite,
-    ``LOCK TABLE events IN EXCLUSIVE MODE`` on PostgreSQL), so no append is in flight and
-    the head is that bound. Once PostgreSQL appends stop taking a table lock, the bound
-    becomes the position below the oldest append still in progress: each append records
-    its ``pg_current_xact_id()`` with its positions (or takes the sequence value under
-    an advisory lock), and the seal stops below the first position whose transaction is
-    still in ``pg_current_snapshot()``'s in-progress list; rolled-back ones leave holes,
-    which the chain covers.
+    Without ``upto`` the seal takes the log's write lock (``BEGIN IMMEDIATE`` on SQLite,
+    ``LOCK TABLE events IN EXCLUSIVE MODE`` on PostgreSQL, after the sealers' own lock),
+    so no append is in flight and the head is that bound. An append sealing on its own
+    (PostgreSQL) cannot wait for the others: it passes ``upto`` =
+    ``pg_writes.settled_position``, below every append still in progress, holding the
+    sealers' lock. Rolled-back appends leave holes, which the chain covers.
     """
-    lock_for_append(conn)
+    if upto is None:
+        if conn.dialect.name == "postgresql":
+            pg_writes.seal_lock(conn, wait=True)
+        lock_for_append(conn)
     last = last_seal(conn)
     if last is not None and last.key_id is not None and (
             key is None or key.key_id != last.key_id):
         held = "is not set" if key is None else f"has key id {key.key_id}"
         raise LedgerError(f"the log is sealed with chain key {last.key_id} but"
                           f" {CHAIN_KEY_ENV} {held}; set it to that key to seal")
-    head = head_position(conn)
+    head = head_position(conn) if upto is None else upto
     start = (ChainPoint(last.position, last.hash, last.events) if last is not None
              else None)
     if head <= (last.position if last is not None else 0):

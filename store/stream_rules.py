@@ -11,8 +11,9 @@ for a ledger with other projections, and while a projection is lagging or rebuil
 types pays for it: one indexed look-up per rule over the stream's rows, with the message
 id pulled out of the JSON by the database, never the message contents.
 
-The caller holds the write lock (``lock_for_append``), so nothing can change the stream
-between this check and the insert. Without a global lock, two racing writers to one stream
+The caller holds the write lock (``lock_for_append`` on SQLite) or the stream's lock
+(``pg_writes.lock_for_batch`` on PostgreSQL), so nothing can change the stream between
+this check and the insert. Without a global lock, two racing writers to one stream
 still cannot both pass: they insert the same ``stream_version`` and one of them fails.
 """
 

@@ -41,6 +41,13 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
                  "database size vs LangGraph at 30 turns"] if _langgraph_installed() else []
     if not peer_rows:
         assert "LangGraph peer skipped" in done.stdout
+    # The PostgreSQL writers leg (--quick: 1 and 4 writers) runs where the server does.
+    pg_rows = [label for n in (1, 4) for label in (
+        f"PG {n} writer(s): total", f"PG {n} writer(s): p50 append latency",
+        f"PG {n} writer(s): CPU per event (ctxledger)", f"PG {n} writer(s): machine CPU busy",
+    )] + ["PG 4 writers vs 1 writer (ctxledger)"]
+    if "pg_writers: " in done.stdout and "skipped: PostgreSQL" in done.stdout:
+        pg_rows = []
     assert labels == [
         "single appends vs raw sqlite3 (commit per row)",
         "single appends vs eventsourcing (save per event)",
@@ -80,11 +87,14 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "ctxledger --version",
         "ctxledger --help",
         "ctxledger state on a small database",
+        *pg_rows,
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
         unit = row["ours"]["unit"]
-        if row["leg"] in ("single", "batch", "rebuild") or (
+        if row["leg"] == "pg_writers":
+            assert unit in ("ev/s", "ms", "%")
+        elif row["leg"] in ("single", "batch", "rebuild") or (
                 row["leg"] == "rollup" and row["peer"] is None):
             assert unit == "ev/s"
         elif row["label"].startswith("database size"):
@@ -101,7 +111,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
                 "rollup", "seal", "brief", "replay",
-                "novel", "startup"):
+                "novel", "startup", "pg_writers"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

@@ -34,6 +34,9 @@ def revisions() -> list[str]:
 
 
 FIRST = revisions()[0]
+# The columns every revision has (0011 adds txid, NULL for rows written before it).
+EVENT_COLUMNS = ("SELECT position, stream_id, stream_version, event_id, type, schema_version,"
+                 " data, metadata, recorded_at, prev_hash, hash FROM events ORDER BY position")
 OLD_REVISIONS = revisions()[:-1]
 
 
@@ -109,7 +112,7 @@ def test_old_database_upgrades_with_data_kept(db_url: str, tmp_path: Path,
     try:
         with engine.connect() as conn:
             stored_before = conn.exec_driver_sql(
-                "SELECT * FROM events ORDER BY position").all()
+                EVENT_COLUMNS).all()
     finally:
         engine.dispose()
 
@@ -120,7 +123,7 @@ def test_old_database_upgrades_with_data_kept(db_url: str, tmp_path: Path,
         assert [row[-1] for row in after] == hashes
         with ledger.engine.connect() as conn:
             assert conn.exec_driver_sql(
-                "SELECT * FROM events ORDER BY position").all() == stored_before
+                EVENT_COLUMNS).all() == stored_before
         report = ledger.verify()
         assert report.ok, report.problems
         assert (report.events, report.streams) == (len(items), 3)
@@ -148,13 +151,13 @@ def test_upgrading_one_revision_at_a_time_keeps_the_log(db_url: str) -> None:
     engine = create_engine(db_url)
     try:
         with engine.connect() as conn:
-            before = conn.exec_driver_sql("SELECT * FROM events ORDER BY position").all()
+            before = conn.exec_driver_sql(EVENT_COLUMNS).all()
         for revision in revisions()[1:]:
             upgrade(engine, revision)
             assert current_revision(engine) == revision
             with engine.connect() as conn:
                 assert conn.exec_driver_sql(
-                    "SELECT * FROM events ORDER BY position").all() == before
+                    EVENT_COLUMNS).all() == before
     finally:
         engine.dispose()
     with Ledger.open(db_url) as ledger:

@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from ctxledger.assembler.digest import seal
+from ctxledger.assembler.memo import CanonicalMemo, SessionMemos
 from ctxledger.assembler.model import (
     KEPT_ACTIONS,
     Action,
@@ -216,6 +217,11 @@ _PLAIN = (int, str, bool, type(None))
 as ``Sequence`` costs far more, and every candidate has several details)."""
 
 
+def detail_values(detail: Mapping[str, DetailInput]) -> dict[str, DetailValue]:
+    """Decision details as they are recorded (datetimes formatted, floats rounded)."""
+    return {key: _detail_value(value) for key, value in detail.items()}
+
+
 def _detail_value(value: DetailInput) -> DetailValue:
     if type(value) in _PLAIN:
         return value  # type: ignore[return-value]
@@ -229,17 +235,20 @@ class _Slot:
     candidate: Candidate
     action: Action | None = None
     reason: str = ""
-    detail: dict[str, DetailValue] = field(default_factory=dict)
+    detail: Mapping[str, DetailValue] = field(default_factory=dict)
 
 
 class Engine:
     """Collects candidates and decisions for one assembly, then builds the ``Assembly``."""
 
-    def __init__(self, counter: TokenCounter) -> None:
+    def __init__(self, counter: TokenCounter, memos: SessionMemos | None = None) -> None:
         self.counter = counter
+        self.memos = memos
+        """The caller's in-process memos (``assembler.memo``); None assembles cold."""
         self._slots: dict[str, _Slot] = {}
         self._order: list[str] = []
         self._cache_writes: list[CacheWrite] = []
+        self._memo: CanonicalMemo | None = None
 
     # -- caches -------------------------------------------------------------------------
 
@@ -250,6 +259,13 @@ class Engine:
         reach its digest: the same inputs give the same digest with or without them.
         """
         self._cache_writes.append(write)
+
+    def memo_for(self, session: str) -> CanonicalMemo:
+        """The memo of ``session`` (a fresh, empty one without ``memos``), which this
+        engine also uses from now on: decisions equal to earlier ones, and their canonical
+        JSON, are reused. Interned by content, so the result is the same either way."""
+        self._memo = CanonicalMemo() if self.memos is None else self.memos.for_session(session)
+        return self._memo
 
     @property
     def cache_writes(self) -> tuple[CacheWrite, ...]:
@@ -288,6 +304,21 @@ class Engine:
         """Keep ``candidate`` in the context."""
         self._record(candidate, "included", reason, detail)
         return self.current(candidate)
+
+    def include_details(self, candidate: Candidate, reason: str,
+                        detail: Mapping[str, DetailValue]) -> Candidate:
+        """``include`` with details already made output values by ``detail_values`` (a
+        profile that memoizes them across assemblies). ``detail`` is not copied: it
+        must not change afterwards."""
+        slot = self._slot(candidate)
+        if slot.detail:
+            merged = dict(slot.detail)
+            merged.update(detail)
+            detail = merged
+        slot.action = "included"
+        slot.reason = reason
+        slot.detail = detail
+        return slot.candidate
 
     def exclude(self, candidate: Candidate, action: Action, reason: str,
                 **detail: DetailInput) -> None:
@@ -465,18 +496,39 @@ class Engine:
             encoding=self.counter.encoding, sections=by_section, tiers=tiers,
             framing=framing[None], total=framing[None] + sum(by_section.values()),
             methods=sorted(methods))
-        decisions = [Decision(item=item, section=self._slots[item].candidate.section,
-                              action=self._slots[item].action or "dropped",
-                              reason=self._slots[item].reason,
-                              priority=self._slots[item].candidate.priority,
-                              detail=dict(self._slots[item].detail))
-                     for item in self._order]
-        return seal(Assembly(
+        decisions = [self._final_decision(self._slots[item]) for item in self._order]
+        sealed = seal(Assembly(
             profile=profile, policy_version=policy_version, session=session,
             position=position, now=now, text="".join(texts), sections=built, tokens=tokens,
-            decisions=decisions, warnings=list(warnings), report=report, digest=""))
+            decisions=decisions, warnings=list(warnings), report=report, digest=""),
+            self._memo)
+        if self._memo is not None:
+            self._memo.assembled()
+        return sealed
 
     # -- internals ----------------------------------------------------------------------
+
+    def _final_decision(self, slot: _Slot) -> Decision:
+        candidate = slot.candidate
+        action: Action = slot.action or "dropped"
+
+        def build() -> Decision:
+            return Decision(item=candidate.id, section=candidate.section, action=action,
+                            reason=slot.reason, priority=candidate.priority,
+                            detail=dict(slot.detail))
+
+        if self._memo is None:
+            return build()
+        detail = slot.detail
+        # One flat tuple (few objects for the garbage collector to track), and the
+        # values' types are part of it: True == 1 == 1.0, but not in JSON.
+        key = ("decision", candidate.id, candidate.section, action, slot.reason,
+               candidate.priority, len(detail), *detail, *detail.values(),
+               *map(type, detail.values()))
+        try:
+            return self._memo.intern(key, build)
+        except TypeError:  # a list in the detail (unhashable): built afresh, not interned
+            return build()
 
     def _slot(self, candidate: Candidate) -> _Slot:
         slot = self._slots.get(candidate.id)
@@ -497,7 +549,9 @@ class Engine:
 
     def _merge_detail(self, candidate: Candidate, detail: Mapping[str, DetailInput]) -> None:
         slot = self._slot(candidate)
-        slot.detail.update({key: _detail_value(value) for key, value in detail.items()})
+        # A new dict: the old one may be shared (``include_details``).
+        slot.detail = {**slot.detail,
+                       **{key: _detail_value(value) for key, value in detail.items()}}
 
     def _kept_detail(self, candidate: Candidate) -> dict[str, DetailInput]:
         slot = self._slot(candidate)

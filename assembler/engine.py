@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from ctxledger.assembler.digest import seal
 from ctxledger.assembler.memo import CanonicalMemo, SessionMemos
@@ -212,6 +212,9 @@ def _detail_scalar(value: Any) -> DetailScalar:
     raise EngineError(f"a decision detail must be a scalar, got {type(value).__name__}")
 
 
+_TYPE_CODES: dict[type, int] = {int: 0, float: 1, bool: 2, str: 3, type(None): 4}
+"""Detail value types as plain numbers, for memo keys (``Engine._final_decision``)."""
+
 _PLAIN = (int, str, bool, type(None))
 """Detail values passed through as they are (checked first: an ABC ``isinstance`` such
 as ``Sequence`` costs far more, and every candidate has several details)."""
@@ -236,6 +239,8 @@ class _Slot:
     action: Action | None = None
     reason: str = ""
     detail: Mapping[str, DetailValue] = field(default_factory=dict)
+    shared: bool = False
+    """``detail`` is a profile's memoized dict (``include_details``), not a new one."""
 
 
 class Engine:
@@ -285,6 +290,17 @@ class Engine:
         self._order.append(item_id)
         return candidate
 
+    def adopt(self, candidate: Candidate, reason: str,
+              detail: Mapping[str, DetailValue]) -> Candidate:
+        """Register a candidate made before (a profile's memo of its item, counted with
+        this engine's counter and encoding) and include it: ``candidate`` then
+        ``include_details``, without building the candidate again."""
+        if candidate.id in self._slots:
+            raise EngineError(f"candidate {candidate.id!r} registered twice")
+        self._slots[candidate.id] = _Slot(candidate)
+        self._order.append(candidate.id)
+        return self.include_details(candidate, reason, detail)
+
     def current(self, candidate: Candidate) -> Candidate:
         """The latest version of ``candidate`` (shortened text after a truncation)."""
         return self._slot(candidate).candidate
@@ -315,6 +331,8 @@ class Engine:
             merged = dict(slot.detail)
             merged.update(detail)
             detail = merged
+        else:
+            slot.shared = True
         slot.action = "included"
         slot.reason = reason
         slot.detail = detail
@@ -383,12 +401,13 @@ class Engine:
                 closed = stop_at_first_misfit
         return kept
 
-    def shed_until_fits(self, kept: Sequence[Candidate], steps: Sequence[ShedStep], *,
+    def shed_until_fits(self, kept: Sequence[Candidate], steps: Iterable[ShedStep], *,
                         limit: int, unit: Unit, measure: Measure, reason: str) -> ShedResult:
         """Apply ``steps`` in order until ``measure`` of what is kept is <= ``limit``.
 
         A step drops its items (those still kept) or, with ``shrink``, shortens its one
-        item by the overflow. Steps after the budget holds are not applied. The result
+        item by the overflow. Steps after the budget holds are not applied (nor taken
+        from ``steps``, which may be a generator). The result
         says whether it fits in the end; what to do when it does not is the profile's rule
         (overshoot with a warning, or an error).
         """
@@ -517,18 +536,33 @@ class Engine:
                             reason=slot.reason, priority=candidate.priority,
                             detail=dict(slot.detail))
 
-        if self._memo is None:
+        memo = self._memo
+        if memo is None:
             return build()
         detail = slot.detail
-        # One flat tuple (few objects for the garbage collector to track), and the
-        # values' types are part of it: True == 1 == 1.0, but not in JSON.
-        key = ("decision", candidate.id, candidate.section, action, slot.reason,
-               candidate.priority, len(detail), *detail, *detail.values(),
-               *map(type, detail.values()))
+        # A profile's memoized details (``include_details``) are the very same dict as
+        # last time: look the decision up by that dict first, no content key to build.
+        # The entry holds the dict, so its id cannot be another dict's meanwhile.
+        by_detail = cast("tuple[Mapping[str, DetailValue], Decision] | None",
+                         memo.lookup(("detail", id(detail)))) if slot.shared else None
+        if by_detail is not None:
+            held, known = by_detail
+            if held is detail and known.item == candidate.id \
+                    and known.section == candidate.section and known.action == action \
+                    and known.reason == slot.reason and known.priority == candidate.priority:
+                return known
+        # One flat tuple of plain values (which the garbage collector stops tracking), and
+        # the values' types are part of it: True == 1 == 1.0, but not in JSON.
         try:
-            return self._memo.intern(key, build)
-        except TypeError:  # a list in the detail (unhashable): built afresh, not interned
+            key = ("decision", candidate.id, candidate.section, action, slot.reason,
+                   candidate.priority, len(detail), *detail, *detail.values(),
+                   *map(_TYPE_CODES.__getitem__, map(type, detail.values())))
+            decision = memo.intern(key, build)
+        except (KeyError, TypeError):  # a list in the detail: built afresh, not interned
             return build()
+        if slot.shared:
+            memo.remember(("detail", id(detail)), (detail, decision))
+        return decision
 
     def _slot(self, candidate: Candidate) -> _Slot:
         slot = self._slots.get(candidate.id)
@@ -546,12 +580,14 @@ class Engine:
         slot.action = action
         slot.reason = reason
         slot.detail = merged
+        slot.shared = False
 
     def _merge_detail(self, candidate: Candidate, detail: Mapping[str, DetailInput]) -> None:
         slot = self._slot(candidate)
         # A new dict: the old one may be shared (``include_details``).
         slot.detail = {**slot.detail,
                        **{key: _detail_value(value) for key, value in detail.items()}}
+        slot.shared = False
 
     def _kept_detail(self, candidate: Candidate) -> dict[str, DetailInput]:
         slot = self._slot(candidate)

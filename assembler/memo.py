@@ -62,6 +62,21 @@ class CanonicalMemo:
             self._models[key] = found
         return found  # type: ignore[return-value]
 
+    def lookup(self, key: Hashable) -> object | None:
+        """The value interned under ``key``, or None (nothing is built)."""
+        self._used += 1
+        found = self._models.get(key)
+        if found is None:
+            found = self._old_models.get(key)
+            if found is not None:
+                self._models[key] = found
+        return found
+
+    def remember(self, key: Hashable, value: object) -> None:
+        """Intern ``value`` under ``key`` (an index to what ``intern`` built: not counted
+        in ``built``)."""
+        self._models[key] = value
+
     def json_of(self, model: BaseModel) -> str:
         """``canonical_json(model.model_dump(mode="json"))``, from the memo when known."""
         slot = id(model)
@@ -69,7 +84,10 @@ class CanonicalMemo:
         if found is None or found[0] is not model:
             found = self._old_json.get(slot)
             if found is None or found[0] is not model:
-                found = (model, canonical_json(model.model_dump(mode="json")))
+                # A JSON-native model's fields are already its JSON values: no dump.
+                data = (model.__dict__ if getattr(model, "json_native", False)
+                        else model.model_dump(mode="json"))
+                found = (model, canonical_json(data))
             self._json[slot] = found
         return found[1]
 

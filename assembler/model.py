@@ -9,7 +9,7 @@ digest, is the same in every process.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -51,6 +51,10 @@ class _Frozen(BaseModel):
 
 class Decision(_Frozen):
     """The fate of one candidate item, with a stable reason code and the numbers behind it."""
+
+    json_native: ClassVar[bool] = True
+    """Every field holds its JSON value already (no datetime, no nested model, no
+    serializer), so its fields dump as they are (``memo.CanonicalMemo.json_of``)."""
 
     item: str
     section: str

@@ -36,12 +36,12 @@ Rules (SPEC §3 "Profile novel"):
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from operator import itemgetter
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from ctxledger.assembler.engine import (
     Additive,
@@ -55,7 +55,6 @@ from ctxledger.assembler.engine import (
     detail_values,
     ranked,
 )
-from ctxledger.assembler.memo import CanonicalMemo
 from ctxledger.assembler.model import Assembly, DetailValue
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles.base import Profile, report_of
@@ -213,6 +212,9 @@ CHAPTER_KINDS = frozenset({"summary", "relationship_state"})
 """Kinds whose tier, priority or details depend on the current chapter."""
 
 
+_PLACEMENTS: dict[Placement, Placement] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class Prepared:
     """What an item contributes before any budget: a pure function of the item, the
@@ -223,12 +225,19 @@ class Prepared:
     section: str
     rank: tuple[int, int, str]
     detail: Mapping[str, DetailValue]
+    candidate: Candidate
+    rows: dict[str | None, NovelItemRow] = field(default_factory=dict, compare=False)
+    """The item's report row by where it is laid out (None: dropped), made on first use:
+    a row is a function of the item, this and that place."""
 
 
 def _prepare(item: Item, chapter: int, window: tuple[int, int], plan: str | None,
              arc: bool, first_exemplar: str | None, policy: NovelPolicy,
              counter: TokenCounter) -> Prepared:
+    # A few distinct placements for thousands of items: one object each (the memo holds
+    # every item's, and fewer live objects make each garbage collection cheaper).
     placed = assign_tier(item, chapter, policy, scene_plan=plan)
+    placed = _PLACEMENTS.setdefault(placed, placed)
     priority = priority_of(item, chapter, policy, emotional_arc=arc)
     section = (placed.tier if placed.tier != "hot"
                else SECTION_PREFIX if item.kind == "scene_plan"
@@ -247,7 +256,9 @@ def _prepare(item: Item, chapter: int, window: tuple[int, int], plan: str | None
     elif item.kind == "scene_plan":
         detail["scene_plan"] = plan
     return Prepared(placed, priority, section, rank_key(priority, item),
-                    detail_values(detail))
+                    detail_values(detail),
+                    Candidate(item.item_id, section, item.content, counter.count(item.content),
+                              placed.tier, priority))
 
 
 def ranked_exactly(keyed: list[tuple[tuple[int, int, str], Candidate]]) -> list[Candidate]:
@@ -260,17 +271,18 @@ def ranked_exactly(keyed: list[tuple[tuple[int, int, str], Candidate]]) -> list[
     return [candidate for _, candidate in keyed]
 
 
-def _row(memo: CanonicalMemo, candidate: Candidate, kind: str, placed: Placement,
+def _row(prepared: Prepared, candidate: Candidate, kind: str,
          placement: str | None) -> NovelItemRow:
-    # Interned by content: an unchanged row is the same object as last time, whose
-    # canonical JSON the digest already has.
-    priority = candidate.priority or 0
-    key = ("novel_row", candidate.id, kind, placed.tier, priority, candidate.tokens,
-           placement, placed.promoted)
-    return memo.intern(key, lambda: NovelItemRow(
-        item_id=candidate.id, kind=kind, tier=placed.tier, priority=priority,
-        tokens=candidate.tokens, status="included" if placement is not None else "dropped",
-        placement=placement, promoted=placed.promoted))
+    # Kept with the memoized item: an unchanged row is the same object as last time,
+    # whose canonical JSON the digest already has.
+    row = prepared.rows.get(placement)
+    if row is None:
+        placed = prepared.placement
+        row = prepared.rows[placement] = NovelItemRow(
+            item_id=candidate.id, kind=kind, tier=placed.tier, priority=prepared.priority,
+            tokens=candidate.tokens, status="included" if placement is not None else "dropped",
+            placement=placement, promoted=placed.promoted)
+    return row
 
 
 class NovelProfile(Profile):
@@ -299,6 +311,7 @@ class NovelProfile(Profile):
         separator_tokens = engine.counter.count(policy.separator)
 
         placements: dict[str, Placement] = {}
+        prepared_of: dict[str, Prepared] = {}
         first_exemplar = next((item.item_id for item in ranked(
             (i for i in view.items if i.kind == "exemplar"),
             key=lambda i: (i.position, i.item_id))), None)
@@ -312,14 +325,13 @@ class NovelProfile(Profile):
             context = (chapter if kind in CHAPTER_KINDS else plan if kind == "scene_plan"
                        else arc if kind == "emotional_directive"
                        else item.item_id == first_exemplar if kind == "exemplar" else None)
-            prepared = memo.intern(
-                ("novel_item", policy_key, item, context),
-                partial(_prepare, item, chapter, window, plan, arc, first_exemplar, policy,
-                        engine.counter))
+            key = ("novel_item", policy_key, item, context)
+            prepared = cast("Prepared | None", memo.lookup(key)) or memo.intern(
+                key, partial(_prepare, item, chapter, window, plan, arc, first_exemplar,
+                             policy, engine.counter))
+            prepared_of[item.item_id] = prepared
             placed = placements[item.item_id] = prepared.placement
-            candidate = engine.candidate(item.item_id, prepared.section, item.content,
-                                         tier=placed.tier, priority=prepared.priority)
-            engine.include_details(candidate, placed.reason, prepared.detail)
+            candidate = engine.adopt(prepared.candidate, placed.reason, prepared.detail)
             by_tier[placed.tier].append((prepared.rank, candidate))
 
         ordered = {tier: ranked_exactly(by_tier[tier]) for tier in TIERS}
@@ -335,14 +347,16 @@ class NovelProfile(Profile):
             leads = (hot_leads if tier == "hot" and hot_leads
                      else not hot_leads and not any(kept.get(t) for t in ("cold", "warm")))
             measure = framed_total(separator_tokens, leads=leads)
-            lowest_first = list(reversed(ordered[tier]))
+            # Generators: only the steps that are taken are made (a step per dropped item).
+            lowest_first = ordered[tier][::-1]
+            steps: Iterable[ShedStep]
             if tier == "hot":
-                steps = [ShedStep((c,)) for c in lowest_first
-                         if items[c.id].kind == "emotional_directive"]
-                steps += [ShedStep((c,)) for c in lowest_first
-                          if placements[c.id].promoted]
+                steps = itertools.chain(
+                    (ShedStep((c,)) for c in lowest_first
+                     if items[c.id].kind == "emotional_directive"),
+                    (ShedStep((c,)) for c in lowest_first if placements[c.id].promoted))
             else:
-                steps = [ShedStep((c,)) for c in lowest_first]
+                steps = (ShedStep((c,)) for c in lowest_first)
             shed = engine.shed_until_fits(ordered[tier], steps, limit=policy.budget(tier),
                                           unit="tokens", measure=measure,
                                           reason=f"{tier}_over_budget")
@@ -376,7 +390,7 @@ class NovelProfile(Profile):
             pieces.append(candidate)
         where = {c.id: c.section for c in order}
 
-        rows = [_row(memo, c, items[c.id].kind, placements[c.id], where.get(c.id))
+        rows = [_row(prepared_of[c.id], c, items[c.id].kind, where.get(c.id))
                 for tier in TIERS for c in ordered[tier]]
         report = NovelReport(
             chapter=chapter, moved=view.chapter is not None, scene=view.scene,

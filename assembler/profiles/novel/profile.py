@@ -39,7 +39,6 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
 from operator import itemgetter
 from typing import TYPE_CHECKING, ClassVar, cast
 
@@ -220,6 +219,7 @@ class Prepared:
     """What an item contributes before any budget: a pure function of the item, the
     policy and its memo key's context (see ``NovelProfile.assemble``)."""
 
+    item: Item
     placement: Placement
     priority: int
     section: str
@@ -255,7 +255,7 @@ def _prepare(item: Item, chapter: int, window: tuple[int, int], plan: str | None
         detail["emotional_arc"] = arc
     elif item.kind == "scene_plan":
         detail["scene_plan"] = plan
-    return Prepared(placed, priority, section, rank_key(priority, item),
+    return Prepared(item, placed, priority, section, rank_key(priority, item),
                     detail_values(detail),
                     Candidate(item.item_id, section, item.content, counter.count(item.content),
                               placed.tier, priority))
@@ -325,10 +325,16 @@ class NovelProfile(Profile):
             context = (chapter if kind in CHAPTER_KINDS else plan if kind == "scene_plan"
                        else arc if kind == "emotional_directive"
                        else item.item_id == first_exemplar if kind == "exemplar" else None)
-            key = ("novel_item", policy_key, item, context)
-            prepared = cast("Prepared | None", memo.lookup(key)) or memo.intern(
-                key, partial(_prepare, item, chapter, window, plan, arc, first_exemplar,
-                             policy, engine.counter))
+            # By the item's identity: the read view hands the same Item objects on while
+            # they are unchanged (``ItemSet``), and comparing by identity skips hashing
+            # and comparing every field. The entry holds its item, so no other object
+            # can have that id meanwhile; another (equal) object is merely a miss.
+            key = ("novel_item", policy_key, id(item), context)
+            prepared = cast("Prepared | None", memo.lookup(key))
+            if prepared is None or prepared.item is not item:
+                prepared = _prepare(item, chapter, window, plan, arc, first_exemplar, policy,
+                                    engine.counter)
+                memo.remember(key, prepared)
             prepared_of[item.item_id] = prepared
             placed = placements[item.item_id] = prepared.placement
             candidate = engine.adopt(prepared.candidate, placed.reason, prepared.detail)

@@ -419,6 +419,14 @@ class Engine:
             if size <= limit:
                 break
             code = step.reason or reason
+            if additive is not None and step.shrink is None and len(step.items) == 1:
+                # The common step (drop one item, a sum): no lists, the size by difference.
+                dropped = current.pop(step.items[0].id, None)
+                if dropped is not None:
+                    before = size
+                    size = before - additive.share(dropped) if current else 0
+                    self._shed_drop(dropped, code, before, size, limit, unit)
+                continue
             present = [current[item.id] for item in step.items if item.id in current]
             if not present:
                 continue
@@ -439,9 +447,21 @@ class Engine:
             size = (before - sum(additive.share(item) for item in present)
                     if additive is not None and current else measure(list(current.values())))
             for item in present:
-                self.exclude(item, "dropped", code, size_before=before, size_after=size,
-                             limit=limit, unit=unit, **self._kept_detail(item))
+                self._shed_drop(item, code, before, size, limit, unit)
         return ShedResult(list(current.values()), size, size <= limit)
+
+    def _shed_drop(self, item: Candidate, reason: str, before: int, after: int, limit: int,
+                   unit: Unit) -> None:
+        # A shed step's drop: the sizes around it, and what the item was before.
+        slot = self._slot(item)
+        detail = dict(slot.detail)
+        detail.update({"size_before": _detail_value(before), "size_after": _detail_value(after),
+                       "limit": _detail_value(limit), "unit": unit,
+                       "previous_action": slot.action, "previous_reason": slot.reason})
+        slot.action = "dropped"
+        slot.reason = reason
+        slot.detail = detail
+        slot.shared = False
 
     # -- output -------------------------------------------------------------------------
 
@@ -588,7 +608,3 @@ class Engine:
         slot.detail = {**slot.detail,
                        **{key: _detail_value(value) for key, value in detail.items()}}
         slot.shared = False
-
-    def _kept_detail(self, candidate: Candidate) -> dict[str, DetailInput]:
-        slot = self._slot(candidate)
-        return {"previous_action": slot.action, "previous_reason": slot.reason}

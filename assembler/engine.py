@@ -407,9 +407,9 @@ class Engine:
 
         A step drops its items (those still kept) or, with ``shrink``, shortens its one
         item by the overflow. Steps after the budget holds are not applied (nor taken
-        from ``steps``, which may be a generator). The result
-        says whether it fits in the end; what to do when it does not is the profile's rule
-        (overshoot with a warning, or an error).
+        from ``steps``, which may be a generator). The result says whether it fits in the
+        end; what to do when it does not is the profile's rule (overshoot with a warning,
+        or an error).
         """
         # By id, in order: a step finds and removes its items without a scan of the rest.
         current = {item.id: item for item in kept}

@@ -241,6 +241,9 @@ class _Slot:
     detail: Mapping[str, DetailValue] = field(default_factory=dict)
     shared: bool = False
     """``detail`` is a profile's memoized dict (``include_details``), not a new one."""
+    covered: bool = False
+    """Dropped under a range decision (``shed_until_fits(collapse=...)``): no decision
+    of its own in the output."""
 
 
 class Engine:
@@ -402,7 +405,9 @@ class Engine:
         return kept
 
     def shed_until_fits(self, kept: Sequence[Candidate], steps: Iterable[ShedStep], *,
-                        limit: int, unit: Unit, measure: Measure, reason: str) -> ShedResult:
+                        limit: int, unit: Unit, measure: Measure, reason: str,
+                        collapse: str | None = None,
+                        **detail: DetailInput) -> ShedResult:
         """Apply ``steps`` in order until ``measure`` of what is kept is <= ``limit``.
 
         A step drops its items (those still kept) or, with ``shrink``, shortens its one
@@ -410,7 +415,16 @@ class Engine:
         from ``steps``, which may be a generator). The result says whether it fits in the
         end; what to do when it does not is the profile's rule (overshoot with a warning,
         or an error).
+
+        With ``collapse`` (an item id), the dropped items get no decision of their own:
+        one ``dropped`` decision with that id records them all (``collapsed_drop``), so
+        one more or one fewer drop changes one decision, not every later drop's running
+        sizes. ``detail`` goes on that decision. Only plain drops collapse.
         """
+        if collapse is not None:
+            return self._shed_collapsed(kept, steps, limit=limit, unit=unit,
+                                        measure=measure, reason=reason, item_id=collapse,
+                                        detail=detail)
         # By id, in order: a step finds and removes its items without a scan of the rest.
         current = {item.id: item for item in kept}
         size = measure(kept)
@@ -449,6 +463,60 @@ class Engine:
             for item in present:
                 self._shed_drop(item, code, before, size, limit, unit)
         return ShedResult(list(current.values()), size, size <= limit)
+
+    def _shed_collapsed(self, kept: Sequence[Candidate], steps: Iterable[ShedStep], *,
+                        limit: int, unit: Unit, measure: Measure, reason: str, item_id: str,
+                        detail: Mapping[str, DetailInput]) -> ShedResult:
+        current = {item.id: item for item in kept}
+        start = size = measure(kept)
+        additive = measure if isinstance(measure, Additive) else None
+        dropped: list[Candidate] = []
+        for step in steps:
+            if size <= limit:
+                break
+            if step.shrink is not None or step.reason is not None:
+                raise EngineError("a collapsed shed only drops items, under its one reason")
+            present = [current.pop(item.id) for item in step.items if item.id in current]
+            if not present:
+                continue
+            size = ((size - sum(additive.share(item) for item in present) if current else 0)
+                    if additive is not None else measure(list(current.values())))
+            dropped.extend(present)
+        if dropped:
+            self.collapsed_drop(item_id, dropped, reason, limit=limit, unit=unit,
+                                size_before=start, used=size, **detail)
+        return ShedResult(list(current.values()), size, size <= limit)
+
+    def collapsed_drop(self, item_id: str, dropped: Sequence[Candidate], reason: str, *,
+                       limit: int, unit: Unit, size_before: int, used: int,
+                       **detail: DetailInput) -> None:
+        """Record ``dropped`` (given in drop order) as one ``dropped`` decision
+        ``item_id``: their count, ids, priority range and tokens; the limit, the size
+        before the first drop and what is ``used`` after the last; and the item at the cut
+        (the last dropped: the first that did not fit), like the history window's range.
+        """
+        if item_id in self._slots:
+            raise EngineError(f"candidate {item_id!r} registered twice")
+        for item in dropped:
+            slot = self._slot(item)
+            slot.action = "dropped"
+            slot.reason = reason
+            slot.covered = True
+        priorities = [item.priority for item in dropped if item.priority is not None]
+        cut = dropped[-1]
+        # Registered without counting: a range has no text (and no tokenizer call).
+        section = dropped[0].section
+        self._slots[item_id] = _Slot(Candidate(item_id, section, "", 0))
+        self._order.append(item_id)
+        self._record(self._slots[item_id].candidate, "dropped", reason, {
+            "count": len(dropped), "items": [item.id for item in dropped],
+            "priority_min": min(priorities, default=None),
+            "priority_max": max(priorities, default=None),
+            "tokens_dropped": sum(item.tokens for item in dropped),
+            "limit": limit, "unit": unit, "size_before": size_before, "used": used,
+            "remaining": limit - used, "over_budget": used > limit,
+            "first_misfit": cut.id, "first_misfit_tokens": cut.tokens,
+            "first_misfit_priority": cut.priority, **detail})
 
     def _shed_drop(self, item: Candidate, reason: str, before: int, after: int, limit: int,
                    unit: Unit) -> None:
@@ -535,7 +603,9 @@ class Engine:
             encoding=self.counter.encoding, sections=by_section, tiers=tiers,
             framing=framing[None], total=framing[None] + sum(by_section.values()),
             methods=sorted(methods))
-        decisions = [self._final_decision(self._slots[item]) for item in self._order]
+        decisions = [self._final_decision(slot) for slot in map(self._slots.__getitem__,
+                                                                self._order)
+                     if not slot.covered]
         sealed = seal(Assembly(
             profile=profile, policy_version=policy_version, session=session,
             position=position, now=now, text="".join(texts), sections=built, tokens=tokens,

@@ -207,6 +207,12 @@ def stats_line(tiers: Sequence[TierReport], total_budget: int) -> str:
             f"Total: {total}/{total_budget}")
 
 
+def dropped_item(tier: str) -> str:
+    """The item id of the decision covering ``tier``'s dropped items: ``<tier>:dropped``
+    (like the history window's ``history:dropped``)."""
+    return f"{tier}:dropped"
+
+
 CHAPTER_KINDS = frozenset({"summary", "relationship_state"})
 """Kinds whose tier, priority or details depend on the current chapter."""
 
@@ -231,7 +237,7 @@ class Prepared:
     a row is a function of the item, this and that place."""
 
 
-def _prepare(item: Item, chapter: int, window: tuple[int, int], plan: str | None,
+def _prepare(item: Item, chapter: int, plan: str | None,
              arc: bool, first_exemplar: str | None, policy: NovelPolicy,
              counter: TokenCounter) -> Prepared:
     # A few distinct placements for thousands of items: one object each (the memo holds
@@ -245,12 +251,13 @@ def _prepare(item: Item, chapter: int, window: tuple[int, int], plan: str | None
     detail: dict[str, int | str | bool | None] = {
         "kind": item.kind, "tier": placed.tier, "tokens": counter.count(item.content),
         "tier_budget": policy.budget(placed.tier), "put_position": item.position}
+    # Only the item's own values: the current chapter and the window are on the report
+    # once, so a chapter move changes only the records whose tier or priority it changes.
     if item.kind == "summary":
-        detail.update({"chapter": item.chapter, "current_chapter": chapter,
-                       "window_start": window[0], "window_end": window[1]})
+        detail["chapter"] = item.chapter
     elif item.kind == "relationship_state":
-        detail.update({"chapter": item.chapter, "current_chapter": chapter,
-                       "evolving": item.evolving, "promoted": placed.promoted})
+        detail.update({"chapter": item.chapter, "evolving": item.evolving,
+                       "promoted": placed.promoted})
     elif item.kind == "emotional_directive":
         detail["emotional_arc"] = arc
     elif item.kind == "scene_plan":
@@ -332,7 +339,7 @@ class NovelProfile(Profile):
             key = ("novel_item", policy_key, id(item), context)
             prepared = cast("Prepared | None", memo.lookup(key))
             if prepared is None or prepared.item is not item:
-                prepared = _prepare(item, chapter, window, plan, arc, first_exemplar, policy,
+                prepared = _prepare(item, chapter, plan, arc, first_exemplar, policy,
                                     engine.counter)
                 memo.remember(key, prepared)
             prepared_of[item.item_id] = prepared
@@ -363,9 +370,12 @@ class NovelProfile(Profile):
                     (ShedStep((c,)) for c in lowest_first if placements[c.id].promoted))
             else:
                 steps = (ShedStep((c,)) for c in lowest_first)
+            # The tier's dropped tail is one decision (``<tier>:dropped``): one new item
+            # moves the cut by an item or so, and no other record changes with it.
             shed = engine.shed_until_fits(ordered[tier], steps, limit=policy.budget(tier),
                                           unit="tokens", measure=measure,
-                                          reason=f"{tier}_over_budget")
+                                          reason=f"{tier}_over_budget",
+                                          collapse=dropped_item(tier), tier=tier)
             kept[tier] = shed.kept
             if not shed.fits:
                 warnings.append(

@@ -300,9 +300,11 @@ class Engine:
         ``include_details``, without building the candidate again."""
         if candidate.id in self._slots:
             raise EngineError(f"candidate {candidate.id!r} registered twice")
-        self._slots[candidate.id] = _Slot(candidate)
+        # The slot made already included (what ``include_details`` does to a new slot):
+        # called once per item of a book, so no second lookup.
+        self._slots[candidate.id] = _Slot(candidate, "included", reason, detail, shared=True)
         self._order.append(candidate.id)
-        return self.include_details(candidate, reason, detail)
+        return candidate
 
     def current(self, candidate: Candidate) -> Candidate:
         """The latest version of ``candidate`` (shortened text after a truncation)."""
@@ -476,6 +478,13 @@ class Engine:
                 break
             if step.shrink is not None or step.reason is not None:
                 raise EngineError("a collapsed shed only drops items, under its one reason")
+            if additive is not None and len(step.items) == 1:
+                # The common step (one item, a sum): the size by difference, no lists.
+                item = current.pop(step.items[0].id, None)
+                if item is not None:
+                    size = size - additive.share(item) if current else 0
+                    dropped.append(item)
+                continue
             present = [current.pop(item.id) for item in step.items if item.id in current]
             if not present:
                 continue
@@ -497,18 +506,20 @@ class Engine:
         """
         if item_id in self._slots:
             raise EngineError(f"candidate {item_id!r} registered twice")
+        slots = self._slots
         for item in dropped:
-            slot = self._slot(item)
+            slot = slots[item.id]  # a KeyError here is a bug: they come from a shed
             slot.action = "dropped"
             slot.reason = reason
             slot.covered = True
         priorities = [item.priority for item in dropped if item.priority is not None]
         cut = dropped[-1]
         # Registered without counting: a range has no text (and no tokenizer call).
-        section = dropped[0].section
-        self._slots[item_id] = _Slot(Candidate(item_id, section, "", 0))
+        slots[item_id] = _Slot(Candidate(item_id, dropped[0].section, "", 0), "dropped",
+                               reason)
         self._order.append(item_id)
-        self._record(self._slots[item_id].candidate, "dropped", reason, {
+        # The ids are strings already: no per-id conversion of a list of thousands.
+        slots[item_id].detail = {
             "count": len(dropped), "items": [item.id for item in dropped],
             "priority_min": min(priorities, default=None),
             "priority_max": max(priorities, default=None),
@@ -516,7 +527,7 @@ class Engine:
             "limit": limit, "unit": unit, "size_before": size_before, "used": used,
             "remaining": limit - used, "over_budget": used > limit,
             "first_misfit": cut.id, "first_misfit_tokens": cut.tokens,
-            "first_misfit_priority": cut.priority, **detail})
+            "first_misfit_priority": cut.priority, **detail_values(detail)}
 
     def _shed_drop(self, item: Candidate, reason: str, before: int, after: int, limit: int,
                    unit: Unit) -> None:

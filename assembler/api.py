@@ -5,8 +5,10 @@ How the facade (``Ledger.assemble``) drives them, in one read transaction::
     settings = load_session_view(conn, session, ViewRequest()).settings   # cheap
     policy   = policy_for(profile, settings)          # or parse_policy(FILE) for replay
     counter  = counter_for(policy, store=<token_counts table adapter>)
-    view     = load_session_view(conn, session, request_for(profile, policy, now, counter))
-    result, caches = assemble_with_caches(view, profile, now, policy, counter)
+    memos    = <the ledger's per-thread SessionMemos> (or None: cold)
+    view     = load_session_view(conn, session,
+                                 request_for(profile, policy, now, counter, memos))
+    result, caches = assemble_with_caches(view, profile, now, policy, counter, memos)
     # then persist counter.new_counts() (token_counts) and every cache write in `caches`
 
 ``assemble`` is a pure function of (view, profile, now, policy): no SQL, no clock, no
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +28,7 @@ from pydantic import ValidationError
 from ctxledger.assembler.encodings import EncodingLoader
 from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
+from ctxledger.assembler.memo import SessionMemos
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy, PolicyError
 from ctxledger.assembler.profiles import get_profile
@@ -58,15 +62,21 @@ def parse_policy(data: Mapping[str, Any] | str | bytes) -> Policy:
 
 
 def request_for(profile: str, policy: Policy, now: datetime,
-                counter: TokenCounter | None = None) -> ViewRequest:
+                counter: TokenCounter | None = None,
+                memos: SessionMemos | None = None) -> ViewRequest:
     """What the read view must hold to assemble ``profile`` under ``policy`` at ``now``.
 
     ``counter`` (default: a fresh one for the policy) measures a windowed history as the
     assembly will count it; pass the one you will assemble with, to share its memo.
+    ``memos`` (those you will assemble with) offer the item sets they hold, so a view of
+    context items reads only what changed since.
     """
     found = get_profile(profile)
     _check_policy(found.name, found.policy_type, policy)
-    return found.request(policy, _utc(now), counter or counter_for(policy))
+    request = found.request(policy, _utc(now), counter or counter_for(policy))
+    if memos is not None and request.items:
+        request = replace(request, items_probe=memos.item_set)
+    return request
 
 
 def counter_for(policy: Policy, *, store: TokenCountStore | None = None,
@@ -86,9 +96,14 @@ def assemble(view: SessionView, profile: str, now: datetime, policy: Policy | No
 
 
 def assemble_with_caches(view: SessionView, profile: str, now: datetime,
-                         policy: Policy | None = None, counter: TokenCounter | None = None
+                         policy: Policy | None = None, counter: TokenCounter | None = None,
+                         memos: SessionMemos | None = None
                          ) -> tuple[Assembly, tuple[CacheWrite, ...]]:
-    """``assemble``, plus the cache rows the profile computed on the way (to persist)."""
+    """``assemble``, plus the cache rows the profile computed on the way (to persist).
+
+    ``memos``: in-process memos kept across assemblies (``assembler.memo``); they change
+    the time an assembly takes, never its result.
+    """
     found = get_profile(profile)
     if not view.exists:
         raise AssemblyError(f"unknown session {view.stream_id!r}")
@@ -100,8 +115,11 @@ def assemble_with_caches(view: SessionView, profile: str, now: datetime,
     elif counter.encoding != policy.token_encoding:
         raise AssemblyError(f"token counter uses {counter.encoding!r} but the policy says "
                             f"{policy.token_encoding!r}")
-    engine = Engine(counter)
-    return found.assemble(engine, view, _utc(now), policy), engine.cache_writes
+    engine = Engine(counter, memos)
+    result = found.assemble(engine, view, _utc(now), policy)
+    if memos is not None and view.item_set is not None:
+        memos.keep_item_set(view.item_set)
+    return result, engine.cache_writes
 
 
 def _check_policy(profile: str, expected: type[Policy], policy: Policy) -> None:

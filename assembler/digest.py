@@ -4,28 +4,74 @@ Canonical JSON (sorted keys, no spaces, UTF-8) of the assembly without the diges
 and without ``tokens.methods`` (where the vocabulary was loaded from does not change a
 count). Floats were rounded before they entered the model, and datetimes serialize in one
 fixed UTC form, so the same input gives the same digest in any process.
+
+With a ``memo.CanonicalMemo`` (a speed-up, never a second definition), the canonical JSON
+of the (immutable) decisions and report rows of recent assemblies is reused, so sealing an
+assembly that reuses most of them serializes only the new ones. ``canonical_payload(a, memo)`` is
+byte for byte ``canonical_payload(a)`` (tests check it); the text is still built, and
+hashed, whole.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
+from ctxledger.assembler.memo import CanonicalMemo
 from ctxledger.assembler.model import Assembly
 from ctxledger.store.canonical import canonical_json, sha256_hex
 
 _EXCLUDED: Any = {"digest": True, "tokens": {"methods": True}}
+_SPLIT: Any = {"digest": True, "decisions": True, "report": True, "tokens": {"methods": True}}
+
+def canonical_payload(assembly: Assembly, memo: CanonicalMemo | None = None) -> str:
+    """The canonical JSON text the digest is computed over.
+
+    With ``memo``, lists of models (the decisions, a report's rows) are joined from their
+    memoized JSON and the object is put together key by key, in sorted order: the same
+    text as without it.
+    """
+    if memo is None:
+        return canonical_json(assembly.model_dump(mode="json", exclude=_EXCLUDED))
+    parts = {key: canonical_json(value) for key, value in
+             assembly.model_dump(mode="json", exclude=_SPLIT).items()}
+    parts["decisions"] = _json_list(assembly.decisions, memo)
+    parts["report"] = _model_json(assembly.report, memo)
+    return _json_object(parts)
 
 
-def canonical_payload(assembly: Assembly) -> str:
-    """The canonical JSON text the digest is computed over."""
-    return canonical_json(assembly.model_dump(mode="json", exclude=_EXCLUDED))
-
-
-def compute_digest(assembly: Assembly) -> str:
+def compute_digest(assembly: Assembly, memo: CanonicalMemo | None = None) -> str:
     """Hex SHA-256 of ``canonical_payload``."""
-    return sha256_hex(canonical_payload(assembly))
+    return sha256_hex(canonical_payload(assembly, memo))
 
 
-def seal(assembly: Assembly) -> Assembly:
+def seal(assembly: Assembly, memo: CanonicalMemo | None = None) -> Assembly:
     """``assembly`` with its ``digest`` set."""
-    return assembly.model_copy(update={"digest": compute_digest(assembly)})
+    return assembly.model_copy(update={"digest": compute_digest(assembly, memo)})
+
+
+def _model_json(model: BaseModel, memo: CanonicalMemo) -> str:
+    # A report's lists of models (rows, tiers) come from the memo; the rest is dumped.
+    lists = {name for name in type(model).model_fields
+             if _is_model_list(getattr(model, name))}
+    parts = {key: canonical_json(value) for key, value in
+             model.model_dump(mode="json", exclude=lists).items()}
+    for name in lists:
+        parts[name] = _json_list(getattr(model, name), memo)
+    return _json_object(parts)
+
+
+def _is_model_list(value: Any) -> bool:
+    return type(value) is list and bool(value) and all(
+        isinstance(part, BaseModel) for part in value)
+
+
+def _json_list(models: list[Any], memo: CanonicalMemo) -> str:
+    return "[" + ",".join([memo.json_of(model) for model in models]) + "]"
+
+
+def _json_object(parts: dict[str, str]) -> str:
+    # json.dumps(sort_keys=True) orders keys as sorted() does.
+    return "{" + ",".join([canonical_json(key) + ":" + parts[key]
+                           for key in sorted(parts)]) + "}"

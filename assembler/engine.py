@@ -26,9 +26,10 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from ctxledger.assembler.digest import seal
+from ctxledger.assembler.memo import CanonicalMemo, SessionMemos
 from ctxledger.assembler.model import (
     KEPT_ACTIONS,
     Action,
@@ -211,9 +212,17 @@ def _detail_scalar(value: Any) -> DetailScalar:
     raise EngineError(f"a decision detail must be a scalar, got {type(value).__name__}")
 
 
+_TYPE_CODES: dict[type, int] = {int: 0, float: 1, bool: 2, str: 3, type(None): 4}
+"""Detail value types as plain numbers, for memo keys (``Engine._final_decision``)."""
+
 _PLAIN = (int, str, bool, type(None))
 """Detail values passed through as they are (checked first: an ABC ``isinstance`` such
 as ``Sequence`` costs far more, and every candidate has several details)."""
+
+
+def detail_values(detail: Mapping[str, DetailInput]) -> dict[str, DetailValue]:
+    """Decision details as they are recorded (datetimes formatted, floats rounded)."""
+    return {key: _detail_value(value) for key, value in detail.items()}
 
 
 def _detail_value(value: DetailInput) -> DetailValue:
@@ -229,17 +238,25 @@ class _Slot:
     candidate: Candidate
     action: Action | None = None
     reason: str = ""
-    detail: dict[str, DetailValue] = field(default_factory=dict)
+    detail: Mapping[str, DetailValue] = field(default_factory=dict)
+    shared: bool = False
+    """``detail`` is a profile's memoized dict (``include_details``), not a new one."""
+    covered: bool = False
+    """Dropped under a range decision (``shed_until_fits(collapse=...)``): no decision
+    of its own in the output."""
 
 
 class Engine:
     """Collects candidates and decisions for one assembly, then builds the ``Assembly``."""
 
-    def __init__(self, counter: TokenCounter) -> None:
+    def __init__(self, counter: TokenCounter, memos: SessionMemos | None = None) -> None:
         self.counter = counter
+        self.memos = memos
+        """The caller's in-process memos (``assembler.memo``); None assembles cold."""
         self._slots: dict[str, _Slot] = {}
         self._order: list[str] = []
         self._cache_writes: list[CacheWrite] = []
+        self._memo: CanonicalMemo | None = None
 
     # -- caches -------------------------------------------------------------------------
 
@@ -250,6 +267,13 @@ class Engine:
         reach its digest: the same inputs give the same digest with or without them.
         """
         self._cache_writes.append(write)
+
+    def memo_for(self, session: str) -> CanonicalMemo:
+        """The memo of ``session`` (a fresh, empty one without ``memos``), which this
+        engine also uses from now on: decisions equal to earlier ones, and their canonical
+        JSON, are reused. Interned by content, so the result is the same either way."""
+        self._memo = CanonicalMemo() if self.memos is None else self.memos.for_session(session)
+        return self._memo
 
     @property
     def cache_writes(self) -> tuple[CacheWrite, ...]:
@@ -267,6 +291,19 @@ class Engine:
                               priority)
         self._slots[item_id] = _Slot(candidate)
         self._order.append(item_id)
+        return candidate
+
+    def adopt(self, candidate: Candidate, reason: str,
+              detail: Mapping[str, DetailValue]) -> Candidate:
+        """Register a candidate made before (a profile's memo of its item, counted with
+        this engine's counter and encoding) and include it: ``candidate`` then
+        ``include_details``, without building the candidate again."""
+        if candidate.id in self._slots:
+            raise EngineError(f"candidate {candidate.id!r} registered twice")
+        # The slot made already included (what ``include_details`` does to a new slot):
+        # called once per item of a book, so no second lookup.
+        self._slots[candidate.id] = _Slot(candidate, "included", reason, detail, shared=True)
+        self._order.append(candidate.id)
         return candidate
 
     def current(self, candidate: Candidate) -> Candidate:
@@ -288,6 +325,23 @@ class Engine:
         """Keep ``candidate`` in the context."""
         self._record(candidate, "included", reason, detail)
         return self.current(candidate)
+
+    def include_details(self, candidate: Candidate, reason: str,
+                        detail: Mapping[str, DetailValue]) -> Candidate:
+        """``include`` with details already made output values by ``detail_values`` (a
+        profile that memoizes them across assemblies). ``detail`` is not copied: it
+        must not change afterwards."""
+        slot = self._slot(candidate)
+        if slot.detail:
+            merged = dict(slot.detail)
+            merged.update(detail)
+            detail = merged
+        else:
+            slot.shared = True
+        slot.action = "included"
+        slot.reason = reason
+        slot.detail = detail
+        return slot.candidate
 
     def exclude(self, candidate: Candidate, action: Action, reason: str,
                 **detail: DetailInput) -> None:
@@ -352,15 +406,27 @@ class Engine:
                 closed = stop_at_first_misfit
         return kept
 
-    def shed_until_fits(self, kept: Sequence[Candidate], steps: Sequence[ShedStep], *,
-                        limit: int, unit: Unit, measure: Measure, reason: str) -> ShedResult:
+    def shed_until_fits(self, kept: Sequence[Candidate], steps: Iterable[ShedStep], *,
+                        limit: int, unit: Unit, measure: Measure, reason: str,
+                        collapse: str | None = None,
+                        **detail: DetailInput) -> ShedResult:
         """Apply ``steps`` in order until ``measure`` of what is kept is <= ``limit``.
 
         A step drops its items (those still kept) or, with ``shrink``, shortens its one
-        item by the overflow. Steps after the budget holds are not applied. The result
-        says whether it fits in the end; what to do when it does not is the profile's rule
-        (overshoot with a warning, or an error).
+        item by the overflow. Steps after the budget holds are not applied (nor taken
+        from ``steps``, which may be a generator). The result says whether it fits in the
+        end; what to do when it does not is the profile's rule (overshoot with a warning,
+        or an error).
+
+        With ``collapse`` (an item id), the dropped items get no decision of their own:
+        one ``dropped`` decision with that id records them all (``collapsed_drop``), so
+        one more or one fewer drop changes one decision, not every later drop's running
+        sizes. ``detail`` goes on that decision. Only plain drops collapse.
         """
+        if collapse is not None:
+            return self._shed_collapsed(kept, steps, limit=limit, unit=unit,
+                                        measure=measure, reason=reason, item_id=collapse,
+                                        detail=detail)
         # By id, in order: a step finds and removes its items without a scan of the rest.
         current = {item.id: item for item in kept}
         size = measure(kept)
@@ -369,6 +435,14 @@ class Engine:
             if size <= limit:
                 break
             code = step.reason or reason
+            if additive is not None and step.shrink is None and len(step.items) == 1:
+                # The common step (drop one item, a sum): no lists, the size by difference.
+                dropped = current.pop(step.items[0].id, None)
+                if dropped is not None:
+                    before = size
+                    size = before - additive.share(dropped) if current else 0
+                    self._shed_drop(dropped, code, before, size, limit, unit)
+                continue
             present = [current[item.id] for item in step.items if item.id in current]
             if not present:
                 continue
@@ -389,9 +463,84 @@ class Engine:
             size = (before - sum(additive.share(item) for item in present)
                     if additive is not None and current else measure(list(current.values())))
             for item in present:
-                self.exclude(item, "dropped", code, size_before=before, size_after=size,
-                             limit=limit, unit=unit, **self._kept_detail(item))
+                self._shed_drop(item, code, before, size, limit, unit)
         return ShedResult(list(current.values()), size, size <= limit)
+
+    def _shed_collapsed(self, kept: Sequence[Candidate], steps: Iterable[ShedStep], *,
+                        limit: int, unit: Unit, measure: Measure, reason: str, item_id: str,
+                        detail: Mapping[str, DetailInput]) -> ShedResult:
+        current = {item.id: item for item in kept}
+        start = size = measure(kept)
+        additive = measure if isinstance(measure, Additive) else None
+        dropped: list[Candidate] = []
+        for step in steps:
+            if size <= limit:
+                break
+            if step.shrink is not None or step.reason is not None:
+                raise EngineError("a collapsed shed only drops items, under its one reason")
+            if additive is not None and len(step.items) == 1:
+                # The common step (one item, a sum): the size by difference, no lists.
+                item = current.pop(step.items[0].id, None)
+                if item is not None:
+                    size = size - additive.share(item) if current else 0
+                    dropped.append(item)
+                continue
+            present = [current.pop(item.id) for item in step.items if item.id in current]
+            if not present:
+                continue
+            size = ((size - sum(additive.share(item) for item in present) if current else 0)
+                    if additive is not None else measure(list(current.values())))
+            dropped.extend(present)
+        if dropped:
+            self.collapsed_drop(item_id, dropped, reason, limit=limit, unit=unit,
+                                size_before=start, used=size, **detail)
+        return ShedResult(list(current.values()), size, size <= limit)
+
+    def collapsed_drop(self, item_id: str, dropped: Sequence[Candidate], reason: str, *,
+                       limit: int, unit: Unit, size_before: int, used: int,
+                       **detail: DetailInput) -> None:
+        """Record ``dropped`` (given in drop order) as one ``dropped`` decision
+        ``item_id``: their count, ids, priority range and tokens; the limit, the size
+        before the first drop and what is ``used`` after the last; and the item at the cut
+        (the last dropped: the first that did not fit), like the history window's range.
+        """
+        if item_id in self._slots:
+            raise EngineError(f"candidate {item_id!r} registered twice")
+        slots = self._slots
+        for item in dropped:
+            slot = slots[item.id]  # a KeyError here is a bug: they come from a shed
+            slot.action = "dropped"
+            slot.reason = reason
+            slot.covered = True
+        priorities = [item.priority for item in dropped if item.priority is not None]
+        cut = dropped[-1]
+        # Registered without counting: a range has no text (and no tokenizer call).
+        slots[item_id] = _Slot(Candidate(item_id, dropped[0].section, "", 0), "dropped",
+                               reason)
+        self._order.append(item_id)
+        # The ids are strings already: no per-id conversion of a list of thousands.
+        slots[item_id].detail = {
+            "count": len(dropped), "items": [item.id for item in dropped],
+            "priority_min": min(priorities, default=None),
+            "priority_max": max(priorities, default=None),
+            "tokens_dropped": sum(item.tokens for item in dropped),
+            "limit": limit, "unit": unit, "size_before": size_before, "used": used,
+            "remaining": limit - used, "over_budget": used > limit,
+            "first_misfit": cut.id, "first_misfit_tokens": cut.tokens,
+            "first_misfit_priority": cut.priority, **detail_values(detail)}
+
+    def _shed_drop(self, item: Candidate, reason: str, before: int, after: int, limit: int,
+                   unit: Unit) -> None:
+        # A shed step's drop: the sizes around it, and what the item was before.
+        slot = self._slot(item)
+        detail = dict(slot.detail)
+        detail.update({"size_before": _detail_value(before), "size_after": _detail_value(after),
+                       "limit": _detail_value(limit), "unit": unit,
+                       "previous_action": slot.action, "previous_reason": slot.reason})
+        slot.action = "dropped"
+        slot.reason = reason
+        slot.detail = detail
+        slot.shared = False
 
     # -- output -------------------------------------------------------------------------
 
@@ -465,18 +614,56 @@ class Engine:
             encoding=self.counter.encoding, sections=by_section, tiers=tiers,
             framing=framing[None], total=framing[None] + sum(by_section.values()),
             methods=sorted(methods))
-        decisions = [Decision(item=item, section=self._slots[item].candidate.section,
-                              action=self._slots[item].action or "dropped",
-                              reason=self._slots[item].reason,
-                              priority=self._slots[item].candidate.priority,
-                              detail=dict(self._slots[item].detail))
-                     for item in self._order]
-        return seal(Assembly(
+        decisions = [self._final_decision(slot) for slot in map(self._slots.__getitem__,
+                                                                self._order)
+                     if not slot.covered]
+        sealed = seal(Assembly(
             profile=profile, policy_version=policy_version, session=session,
             position=position, now=now, text="".join(texts), sections=built, tokens=tokens,
-            decisions=decisions, warnings=list(warnings), report=report, digest=""))
+            decisions=decisions, warnings=list(warnings), report=report, digest=""),
+            self._memo)
+        if self._memo is not None:
+            self._memo.assembled()
+        return sealed
 
     # -- internals ----------------------------------------------------------------------
+
+    def _final_decision(self, slot: _Slot) -> Decision:
+        candidate = slot.candidate
+        action: Action = slot.action or "dropped"
+
+        def build() -> Decision:
+            return Decision(item=candidate.id, section=candidate.section, action=action,
+                            reason=slot.reason, priority=candidate.priority,
+                            detail=dict(slot.detail))
+
+        memo = self._memo
+        if memo is None:
+            return build()
+        detail = slot.detail
+        # A profile's memoized details (``include_details``) are the very same dict as
+        # last time: look the decision up by that dict first, no content key to build.
+        # The entry holds the dict, so its id cannot be another dict's meanwhile.
+        by_detail = cast("tuple[Mapping[str, DetailValue], Decision] | None",
+                         memo.lookup(("detail", id(detail)))) if slot.shared else None
+        if by_detail is not None:
+            held, known = by_detail
+            if held is detail and known.item == candidate.id \
+                    and known.section == candidate.section and known.action == action \
+                    and known.reason == slot.reason and known.priority == candidate.priority:
+                return known
+        # One flat tuple of plain values (which the garbage collector stops tracking), and
+        # the values' types are part of it: True == 1 == 1.0, but not in JSON.
+        try:
+            key = ("decision", candidate.id, candidate.section, action, slot.reason,
+                   candidate.priority, len(detail), *detail, *detail.values(),
+                   *map(_TYPE_CODES.__getitem__, map(type, detail.values())))
+            decision = memo.intern(key, build)
+        except (KeyError, TypeError):  # a list in the detail: built afresh, not interned
+            return build()
+        if slot.shared:
+            memo.remember(("detail", id(detail)), (detail, decision))
+        return decision
 
     def _slot(self, candidate: Candidate) -> _Slot:
         slot = self._slots.get(candidate.id)
@@ -494,11 +681,11 @@ class Engine:
         slot.action = action
         slot.reason = reason
         slot.detail = merged
+        slot.shared = False
 
     def _merge_detail(self, candidate: Candidate, detail: Mapping[str, DetailInput]) -> None:
         slot = self._slot(candidate)
-        slot.detail.update({key: _detail_value(value) for key, value in detail.items()})
-
-    def _kept_detail(self, candidate: Candidate) -> dict[str, DetailInput]:
-        slot = self._slot(candidate)
-        return {"previous_action": slot.action, "previous_reason": slot.reason}
+        # A new dict: the old one may be shared (``include_details``).
+        slot.detail = {**slot.detail,
+                       **{key: _detail_value(value) for key, value in detail.items()}}
+        slot.shared = False

@@ -9,7 +9,7 @@ digest, is the same in every process.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -23,11 +23,13 @@ from pydantic import (
 from ctxledger.assembler.report import ProfileReport, validate_report
 from ctxledger.store.clock import format_utc
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """Version of what an ``Assembly`` holds and hashes. Any change to the hashed output (a new
 field, another number format) is a deliberate bump, so old digests stay explainable:
 1 = the first release; 2 = ``format_version`` itself, one datetime form, no cache state
-in reports, framing counted where it stands, the history window."""
+in reports, framing counted where it stands, the history window; 3 = a novel tier's
+dropped tail is one range decision (``<tier>:dropped``) and per-item novel details hold
+only the item's own values (the current chapter and window are on the report)."""
 
 UtcTime = Annotated[datetime, PlainSerializer(format_utc, return_type=str, when_used="json")]
 """A datetime that serializes in the one fixed form (``store.clock.format_utc``) used
@@ -52,6 +54,10 @@ class _Frozen(BaseModel):
 class Decision(_Frozen):
     """The fate of one candidate item, with a stable reason code and the numbers behind it."""
 
+    json_native: ClassVar[bool] = True
+    """Every field holds its JSON value already (no datetime, no nested model, no
+    serializer), so its fields dump as they are (``memo.CanonicalMemo.json_of``)."""
+
     item: str
     section: str
     action: Action
@@ -60,6 +66,16 @@ class Decision(_Frozen):
     priority: int | None = None
     """The candidate's priority, for profiles that rank by one (``novel``)."""
     detail: dict[str, DetailValue] = Field(default_factory=dict)
+
+    def covers(self, item: str) -> bool:
+        """This is a range decision (``Engine.collapsed_drop``) whose ``items`` hold
+        ``item``: it decided ``item``, which has no decision of its own."""
+        covered = self.detail.get(COVERED_ITEMS)
+        return isinstance(covered, list) and item in covered
+
+
+COVERED_ITEMS = "items"
+"""The detail of a range decision listing the items it decided, in drop order."""
 
 
 class SectionItem(_Frozen):
@@ -125,9 +141,13 @@ class Assembly(_Frozen):
     """SHA-256 of the canonical JSON of everything above except ``tokens.methods``."""
 
     def decision(self, item: str) -> Decision:
-        """The decision about ``item`` (KeyError when it was not a candidate)."""
+        """The decision about ``item``: its own, else the range decision that covers it
+        (a novel tier's dropped tail); KeyError when it was not a candidate."""
         for decision in self.decisions:
             if decision.item == item:
+                return decision
+        for decision in self.decisions:
+            if decision.covers(item):
                 return decision
         raise KeyError(item)
 

@@ -32,6 +32,7 @@ from ctxledger.store.verify import VerifyReport
 
 if TYPE_CHECKING:
     from ctxledger.assembler import Assembly, Policy, TokenCounter
+    from ctxledger.assembler.memo import SessionMemos
     from ctxledger.audit import AuditReport, WhatIfReport
     from ctxledger.projections.token_cache import CacheWrite
     from ctxledger.replay import TimelineStep
@@ -222,11 +223,13 @@ class Ledger:
             chosen = (policy_for(profile, settings) if policy is None
                       else policy if isinstance(policy, Policy) else parse_policy(policy))
             counter = self._counter(chosen.token_encoding)
+            memos = self._memos()
             counter.attach(TableTokenStore(conn))
             try:
                 view = load_session_view(conn, session,
-                                         request_for(profile, chosen, when, counter))
-                result, caches = assemble_with_caches(view, profile, when, chosen, counter)
+                                         request_for(profile, chosen, when, counter, memos))
+                result, caches = assemble_with_caches(view, profile, when, chosen, counter,
+                                                      memos)
             finally:
                 counter.attach(None)
             new_counts = counter.new_counts()
@@ -242,6 +245,15 @@ class Ledger:
         """
         counters: dict[str, TokenCounter] = getattr(self._local, "counters", {})
         return sum(counter.calls for counter in counters.values())
+
+    def _memos(self) -> SessionMemos:
+        # Per thread, as the counters: what a profile memoizes between assemblies.
+        from ctxledger.assembler.memo import SessionMemos
+
+        memos: SessionMemos | None = getattr(self._local, "memos", None)
+        if memos is None:
+            memos = self._local.memos = SessionMemos()
+        return memos
 
     def _counter(self, encoding: str) -> TokenCounter:
         from ctxledger.assembler import TokenCounter

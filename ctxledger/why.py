@@ -6,7 +6,9 @@ shows the numbers of its first step: the ones that drove the change.
 
 A chat message older than the history window, or replaced by a summary, has no decision
 of its own: one range decision (``history:dropped``, ``summarized:<id>``) covers it, and
-``why`` resolves ``message:<id>`` through it by the message's sequence number.
+``why`` resolves ``message:<id>`` through it by the message's sequence number. Likewise
+a novel item dropped in its tier's tail is listed (``items``) by the tier's one range
+decision (``warm:dropped``, …), which ``why`` shows for it.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ class WhyRun:
     """The numbers behind the decision at ``first``, e.g. ``5 ≥ 5``."""
     detail: dict[str, DetailValue]
     covered_by: str | None = None
-    """The range decision (``history:dropped``, ``summarized:<id>``) that decided it."""
+    """The range decision (``history:dropped``, ``summarized:<id>``, ``warm:dropped``)
+    that decided it."""
 
     def describe(self) -> str:
         """``expired at message 5 (…)`` or ``included at messages 1-4 (…)``."""
@@ -135,7 +138,13 @@ def explain_item(session: str, item: str, profile: str, steps: Sequence[Timeline
         if own is not None:
             found.append((step.message, own, None))
             continue
-        if seq is None or step.seq < seq:
+        if seq is None:
+            # A novel item dropped in its tier's tail: the tier's range decision lists it.
+            tail = next((d for d in decisions if d.covers(item)), None)
+            if tail is not None:
+                found.append((step.message, tail, tail.item))
+            continue
+        if step.seq < seq:
             continue  # not a candidate yet (or never)
         cover = covering(decisions, seq)
         if cover is not None:

@@ -43,6 +43,8 @@ from ctxledger.projections.view import (
     HistoryMeasure,
     HistorySummary,
     Item,
+    ItemSet,
+    ItemsProbe,
     Message,
     MessageCounts,
     Observation,
@@ -101,6 +103,8 @@ def load_session_view(conn: sa.Connection, stream_id: str,
         snippets: tuple[Snippet, ...] = ()
         if request.knowledge:
             head, since, snippets = load_snippet_set(conn, scope, request.snippet_probe)
+        item_set = (load_item_set(conn, stream_id, request.items_probe) if request.items
+                    else None)
         return SessionView(
             stream_id=stream_id,
             scope=scope,
@@ -126,7 +130,8 @@ def load_session_view(conn: sa.Connection, stream_id: str,
             observations=load_observations(conn, scope, request.observations),
             previous_session=(load_previous_session(conn, scope, stream_id)
                               if request.previous_session else None),
-            items=load_items(conn, stream_id) if request.items else (),
+            items=() if item_set is None else item_set.items,
+            item_set=item_set,
             documents=load_documents(conn, stream_id) if request.documents else (),
             sources=load_sources(conn, scope) if request.knowledge else (),
             snippets=snippets,
@@ -468,15 +473,54 @@ def load_previous_session(conn: sa.Connection, scope: str,
 
 # -- session sections ---------------------------------------------------------------------
 
-def load_items(conn: sa.Connection, stream_id: str) -> tuple[Item, ...]:
-    """The session's context items in put order."""
+def load_items(conn: sa.Connection, stream_id: str,
+               after_position: int | None = None) -> tuple[Item, ...]:
+    """The session's context items in put order (only those put after ``after_position``)."""
     # Each put is its own event, so positions are unique: a total order.
-    rows = conn.execute(sa.select(context_items).where(context_items.c.stream_id == stream_id)
-                        .order_by(context_items.c.position)).mappings()
+    query = sa.select(context_items).where(context_items.c.stream_id == stream_id)
+    if after_position is not None:
+        query = query.where(context_items.c.position > after_position)
+    rows = conn.execute(query.order_by(context_items.c.position)).mappings()
     return tuple(Item(item_id=r["item_id"], kind=r["kind"], content=r["content"],
                       chapter=r["chapter"], position=int(r["position"]),
                       **{flag: r[flag] for flag in FLAGS})
                  for r in rows)
+
+
+def load_item_set(conn: sa.Connection, stream_id: str,
+                  probe: ItemsProbe | None = None) -> ItemSet | None:
+    """The session's items as of its latest event (None: no events). When the set the
+    ``probe`` offers is a prefix of this log's stream, only what changed after it is
+    read: the item rows put after it and the stream's ``item.removed`` events after it."""
+    latest = conn.execute(
+        sa.select(events.c.position, events.c.stream_version, events.c.hash)
+        .where(events.c.stream_id == stream_id)
+        .order_by(events.c.stream_version.desc()).limit(1)).first()
+    if latest is None:
+        return None
+    position, version, event_hash = int(latest[0]), int(latest[1]), str(latest[2])
+    base = probe(stream_id) if probe is not None else None
+    if base is not None and base.stream_id == stream_id and base.stream_version <= version \
+            and _event_hash(conn, base.position, stream_id) == base.event_hash:
+        if base.stream_version == version:
+            return base
+        newer = load_items(conn, stream_id, after_position=base.position)
+        removed = {json.loads(data)["item_id"] for data in conn.execute(
+            sa.select(events.c.data).where(
+                events.c.stream_id == stream_id, events.c.stream_version > base.stream_version,
+                events.c.type == "item.removed")).scalars()}
+        if not newer and not removed:  # e.g. a chapter move: the very same items
+            return ItemSet(stream_id, position, version, event_hash, base.items, base.ids)
+        newer_ids = {item.item_id for item in newer}
+        gone = removed | newer_ids
+        # Items put after the base come after all of its items in put order.
+        kept = (base.items if gone.isdisjoint(base.ids)
+                else tuple(item for item in base.items if item.item_id not in gone))
+        return ItemSet(stream_id, position, version, event_hash, kept + newer,
+                       (base.ids - removed) | newer_ids)
+    items = load_items(conn, stream_id)
+    return ItemSet(stream_id, position, version, event_hash, items,
+                   frozenset(item.item_id for item in items))
 
 
 def load_documents(conn: sa.Connection, stream_id: str) -> tuple[Document, ...]:

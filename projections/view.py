@@ -18,6 +18,9 @@ HistoryMeasure = Callable[[Sequence["Message"]], Sequence[int]]
 """The cost (in the budget's unit) of each of a page of messages, as the profile will
 count them. The read view calls it to know when the history window is full."""
 
+ItemsProbe = Callable[[str], "ItemSet | None"]
+"""Given a session, the item set the caller already holds for it (None: none)."""
+
 SnippetProbe = Callable[[str], Sequence["SnippetBase"]]
 """Given a scope, the snippet sets the caller already holds for it, best first (several
 databases may share a scope name)."""
@@ -45,6 +48,11 @@ class ViewRequest:
     tools: bool = False
     items: bool = False
     documents: bool = False
+    items_probe: ItemsProbe | None = None
+    """With ``items``: when the probe's set is a prefix of this log's session stream
+    (the same chained hash at its position), only the items put or removed after it are
+    read (a seek on the item rows, a range of the stream's events); ``SessionView.items``
+    is the whole set either way."""
     knowledge: bool = False
     snippet_probe: SnippetProbe | None = None
     """With ``knowledge``: when one of the probe's bases is a prefix of this log's scope
@@ -186,6 +194,21 @@ class Item:
 
 
 @dataclass(frozen=True, slots=True)
+class ItemSet:
+    """A session's context items as of its event at ``position`` (stream version
+    ``stream_version``), whose chained hash ``event_hash`` commits to the whole stream up
+    to it, so it names the item set in any database."""
+
+    stream_id: str
+    position: int
+    stream_version: int
+    event_hash: str
+    items: tuple[Item, ...]
+    """By put order."""
+    ids: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
 class Document:
     """A document put in the session (plan state, dependency graph or text)."""
 
@@ -289,6 +312,9 @@ class SessionView:
     previous_session: PreviousSession | None = None
     items: tuple[Item, ...] = ()
     """Context items by put order."""
+    item_set: ItemSet | None = None
+    """With ``items``: the set ``items`` came from, for a memo to offer next time (None
+    when the session has no events)."""
     documents: tuple[Document, ...] = ()
     """Documents by doc_id."""
     sources: tuple[Source, ...] = ()

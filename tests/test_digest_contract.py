@@ -30,10 +30,10 @@ UTC_FORM = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 ANY_DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d")
 
 GOLDEN = {
-    "brief.jsonl": "ac09aa986f5dd7bd4fdc3887eaac27f817b2efcf8cb862441043b9e281aa4add",
-    "card.jsonl": "47941eff8ae3e8d203bd2b2a240fbbaa4d3395c669e1b8453bc78327887ac60b",
-    "session.jsonl": "33f72defa0fe516e3505d9e776034db2b516d31299134f3c95437413165cd059",
-    "novel.jsonl": "061cc354e54df238eaf58cfb87d59a69d82f82d1b628d57c133af65fce6fb93e",
+    "brief.jsonl": "40b9da08c6f16492ccdf5df3ff345ea33f50d20fa64d28957265bdb7520cbe6c",
+    "card.jsonl": "93f8c56bf49656867682040525c684d4099f6cc00a254b5f5324b44c903e9a80",
+    "session.jsonl": "6e0ba1ffee06e00afeacbaa2365db80932ab85e3b1bc9ac41898c314bb00745b",
+    "novel.jsonl": "42447339fa323a674f7bc6755dabfa3a06ad8eae4d99c6bfa125742f9d9916c2",
 }
 """Digests of the example assemblies (``ctxledger demo``), pinned. When one changes on
 purpose, bump ``FORMAT_VERSION`` if what is hashed changed, and update README and here."""

@@ -415,7 +415,11 @@ def test_novel_through_the_ledger_at_the_warm_window_edge(ledger: Ledger) -> Non
     assembly = ledger.assemble("book", "novel", now=NOW)
     assert assembly.decision("s7").section == "warm"
     assert assembly.decision("s6").section == "cold"
-    assert assembly.decision("s7").detail["window_start"] == 7
+    # The window and the current chapter are on the report once; a summary's decision
+    # holds only its own chapter (format 3), so a chapter move leaves it alone.
+    assert report(assembly).window == (7, 11) and report(assembly).chapter == 12
+    assert assembly.decision("s7").detail["chapter"] == 7
+    assert not {"current_chapter", "window_start"} & assembly.decision("s7").detail.keys()
     ledger.append("book", {"type": "item.removed", "data": {"item_id": "s7"}})
     ledger.append("book", {"type": "setting.changed", "data": {"key": "warm_window",
                                                                "value": 6}})
@@ -480,16 +484,31 @@ def test_every_tier_over_budget_with_real_tokens(ledger: Ledger) -> None:
         assert assembly.decision(kept_id).action == "included", kept_id
     separator = 1  # "\n\n" is one cl100k_base token
     for tier, prefix, budget in (("warm", "plot", 25000), ("cold", "world", 40000)):
-        decisions = [d for d in assembly.decisions if d.item.startswith(prefix)]
-        actions = [d.action for d in decisions]
+        rows = [row for row in report(assembly).items if row.item_id.startswith(prefix)]
+        actions = [row.status for row in rows]
         first_dropped = actions.index("dropped")
         # The longest prefix (put order here: equal priorities) that fits, then nothing.
         assert set(actions[first_dropped:]) == {"dropped"} and first_dropped > 0
-        tokens = [int(d.detail["tokens"]) for d in decisions]  # type: ignore[arg-type]
+        tokens = [row.tokens for row in rows]
         kept_size = sum(tokens[:first_dropped]) + separator * first_dropped
         assert tiers[tier].tokens == kept_size <= budget
         assert kept_size + tokens[first_dropped] + separator > budget
         assert not tiers[tier].over_budget
+        # The dropped tail is one decision, lowest first, with the numbers at the cut;
+        # a dropped item has no decision of its own.
+        dropped = [row.item_id for row in rows[first_dropped:]]
+        tail = assembly.decision(f"{tier}:dropped")
+        assert (tail.action, tail.reason) == ("dropped", f"{tier}_over_budget")
+        assert tail.detail["items"] == dropped[::-1]
+        assert tail.detail["count"] == len(dropped) == tiers[tier].dropped
+        assert tail.detail["tokens_dropped"] == sum(tokens[first_dropped:])
+        assert (tail.detail["limit"], tail.detail["used"]) == (budget, kept_size)
+        assert tail.detail["remaining"] == budget - kept_size
+        assert tail.detail["first_misfit"] == dropped[0]
+        assert tail.detail["first_misfit_tokens"] == tokens[first_dropped]
+        assert tail.detail["tier"] == tier and tail.detail["over_budget"] is False
+        assert all(assembly.decision(item) == tail for item in dropped)
+        assert not set(dropped) & {d.item for d in assembly.decisions}
     assert not any(d.action == "truncated" for d in assembly.decisions)
     assert sum(t.tokens for t in tiers.values()) == assembly.tokens.total
     assert report(assembly).stats.endswith(f"Total: {assembly.tokens.total}/80000")

@@ -87,6 +87,39 @@ def test_why_resolves_a_message_covered_by_a_range_decision(loaded: Any) -> None
     assert covered[-1].last == report.messages
 
 
+def test_why_resolves_a_novel_item_dropped_in_its_tiers_tail(db_url: str) -> None:
+    """A novel item dropped in a tier's tail has no decision of its own: ``why`` shows the
+    tier's range decision (``cold:dropped``), which lists it."""
+    def world(n: int) -> dict[str, Any]:
+        return {"type": "item.put", "data": {"item_id": f"w{n}", "kind": "world",
+                                             "content": f"World fact number {n}."}}
+
+    def said(text: str) -> dict[str, Any]:
+        return {"type": "message.appended", "data": {"role": "user", "content": text}}
+
+    with Ledger.open(db_url) as ledger:
+        ledger.append("book", [
+            {"type": "session.started", "data": {"scope": "b"}},
+            {"type": "setting.changed", "data": {"key": "cold_budget", "value": 20}},
+            world(0), world(1), said("one"), world(2), world(3), world(4), said("two"),
+            said("three")])
+        report = ledger.why("book", "w4", profile="novel")
+        last = ledger.timeline("book", profile="novel")[-1].assembly
+        assert "w4" not in {d.item for d in last.decisions}
+        tail = last.decision("cold:dropped")
+        assert tail.covers("w4") and tail.detail["items"][0] == "w4"  # type: ignore[index]
+        assert [(r.first, r.last, r.action, r.reason, r.covered_by) for r in report.runs] \
+            == [(2, 3, "dropped", "cold_over_budget", "cold:dropped")]
+        assert "limit 20" in report.runs[0].numbers
+        assert report.line().startswith("w4: dropped at messages 2-3 via cold:dropped")
+        # A kept item still has its own decisions.
+        kept = ledger.why("book", "w0", profile="novel")
+        assert [(r.action, r.covered_by) for r in kept.runs] == [("included", None)]
+    shown = _cli(db_url, "why", "book", "w4", "--profile", "novel", "--format", "text")
+    assert shown.exit_code == 0, shown.stderr
+    assert "via cold:dropped" in shown.stdout
+
+
 def test_why_an_unknown_item_is_a_one_line_error(loaded: Any, db_url: str) -> None:
     ledger, _ = loaded
     with pytest.raises(LedgerError, match="'nothing' is not a candidate"):

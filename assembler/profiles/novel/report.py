@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -18,6 +18,9 @@ class _Frozen(BaseModel):
 
 class NovelItemRow(_Frozen):
     """One context item: where it went and why (rank order within its tier)."""
+
+    json_native: ClassVar[bool] = True
+    """Its fields are JSON values already (``memo.CanonicalMemo.json_of``)."""
 
     item_id: str
     kind: str

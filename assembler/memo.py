@@ -1,0 +1,144 @@
+"""In-process memos of assemblies: values a profile computed before, interned by content.
+
+Why it is safe: every entry is keyed by everything it is a function of (a decision by its
+whole content, a report row by its fields, a profile's per-item work by the item, the
+policy and the context it read), so an assembly with a memo is byte for byte the one
+without it; the memo only saves rebuilding, and re-serializing for the digest, what did
+not change. It is never persisted and never enters a digest. The facade (``Ledger``) owns
+one ``SessionMemos`` per open ledger and hands it to the engine; replay, why and audit
+assemble without one (cold), which is how warm and cold results are compared.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from ctxledger.projections.view import ItemSet
+from ctxledger.store.canonical import canonical_json
+
+T = TypeVar("T")
+
+GENERATION_SLACK = 3
+"""A memo generation is retired when it holds more than this many times the models one
+assembly used."""
+
+
+class CanonicalMemo:
+    """Interned immutable values (by content) and models' canonical JSON (by identity).
+
+    Two generations: the newer one holds what recent assemblies used (a hit in the older
+    one is carried over). ``assembled`` (after each assembly) retires the newer
+    generation to the older one, dropping the older, once it holds several times what
+    that assembly used: memory stays bounded, and two databases with the same session id
+    assembled in turn (a benchmark) do not evict each other's entries every time.
+    Entries are immutable and content-addressed, so a race between threads costs a miss,
+    never a wrong value.
+    """
+
+    def __init__(self) -> None:
+        self._models: dict[Hashable, object] = {}
+        self._old_models: dict[Hashable, object] = {}
+        self._json: dict[int, tuple[BaseModel, str]] = {}
+        self._old_json: dict[int, tuple[BaseModel, str]] = {}
+        self._used = 0
+        self.built = 0
+        """Models built (interning misses) so far: a test checks reuse."""
+
+    def intern(self, key: Hashable, build: Callable[[], T]) -> T:
+        """The value interned under ``key`` (which must name everything it is a function
+        of), or ``build()``'s, interned from now on. Values must be immutable."""
+        self._used += 1
+        found = self._models.get(key)
+        if found is None:
+            found = self._old_models.get(key)
+            if found is None:
+                found = build()
+                self.built += 1
+            self._models[key] = found
+        return found  # type: ignore[return-value]
+
+    def lookup(self, key: Hashable) -> object | None:
+        """The value interned under ``key``, or None (nothing is built)."""
+        self._used += 1
+        found = self._models.get(key)
+        if found is None:
+            found = self._old_models.get(key)
+            if found is not None:
+                self._models[key] = found
+        return found
+
+    def remember(self, key: Hashable, value: object) -> None:
+        """Intern ``value`` under ``key`` (an index to what ``intern`` built: not counted
+        in ``built``)."""
+        self._models[key] = value
+
+    def json_of(self, model: BaseModel) -> str:
+        """``canonical_json(model.model_dump(mode="json"))``, from the memo when known."""
+        slot = id(model)
+        found = self._json.get(slot)
+        if found is None or found[0] is not model:
+            found = self._old_json.get(slot)
+            if found is None or found[0] is not model:
+                # A JSON-native model's fields are already its JSON values: no dump.
+                data = (model.__dict__ if getattr(model, "json_native", False)
+                        else model.model_dump(mode="json"))
+                found = (model, canonical_json(data))
+            self._json[slot] = found
+        return found[1]
+
+    def assembled(self) -> None:
+        """End of an assembly: retire the newer generation once it is over
+        ``GENERATION_SLACK`` times what this assembly used."""
+        used, self._used = self._used, 0
+        if len(self._models) > GENERATION_SLACK * used:
+            self._old_models, self._models = self._models, {}
+            self._old_json, self._json = self._json, {}
+
+
+SESSIONS = 8
+"""Sessions whose memos are kept."""
+
+
+class SessionMemos:
+    """A ``CanonicalMemo`` per session id, at most ``capacity`` of them (LRU)."""
+
+    def __init__(self, capacity: int = SESSIONS) -> None:
+        self.capacity = capacity
+        self._memos: OrderedDict[str, CanonicalMemo] = OrderedDict()
+        self._item_sets: dict[str, ItemSet] = {}
+        self._lock = threading.Lock()
+
+    def for_session(self, stream_id: str) -> CanonicalMemo:
+        """The memo of ``stream_id`` (a new one the first time)."""
+        with self._lock:
+            memo = self._memos.get(stream_id)
+            if memo is None:
+                memo = self._memos[stream_id] = CanonicalMemo()
+            self._memos.move_to_end(stream_id)
+            while len(self._memos) > self.capacity:
+                gone, _ = self._memos.popitem(last=False)
+                self._item_sets.pop(gone, None)
+            return memo
+
+    def item_set(self, stream_id: str) -> ItemSet | None:
+        """The item set kept for ``stream_id`` (``ViewRequest.items_probe``)."""
+        with self._lock:
+            return self._item_sets.get(stream_id)
+
+    def keep_item_set(self, item_set: ItemSet) -> None:
+        """Keep ``item_set`` for its session's next read view (one per session, for
+        the sessions that have a memo)."""
+        with self._lock:
+            if item_set.stream_id in self._memos:
+                self._item_sets[item_set.stream_id] = item_set
+
+    def clear(self) -> None:
+        """Forget every memo (tests: a cold assembly in the same process)."""
+        with self._lock:
+            self._memos.clear()
+            self._item_sets.clear()

@@ -33,7 +33,7 @@ from typing import Any
 
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
-from registry import AtLeastTimesPeer, Comparison, Context, Measure, leg
+from registry import AtLeastTimesPeer, Comparison, Context, Measure, Reported, leg
 
 PG_URL = os.environ.get("CTXLEDGER_BENCH_PG_URL",
                         "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -42,20 +42,6 @@ QUICK_WRITERS = (1, 4)
 EVENTS_PER_WRITER = 1_500
 QUICK_EVENTS_PER_WRITER = 60
 PEER = "eventsourcing PG"
-
-
-@dataclass(frozen=True)
-class Reported:
-    """A figure reported for the table, with no bar of its own."""
-
-    def describe(self) -> str:
-        """'reported'."""
-        return "reported"
-
-    def judge(self, ours: Measure, peer: Measure | None) -> tuple[float | None, bool]:
-        """The ratio when there is a peer; always met."""
-        ratio = None if peer is None or peer.value <= 0 else ours.value / peer.value
-        return ratio, True
 
 
 def _check_local(url: str) -> None:

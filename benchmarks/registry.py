@@ -216,6 +216,20 @@ class Exactly:
 
 
 @dataclass(frozen=True)
+class Reported:
+    """A figure reported for the table, with no bar of its own."""
+
+    def describe(self) -> str:
+        """'reported'."""
+        return "reported"
+
+    def judge(self, ours: Measure, peer: Measure | None) -> tuple[float | None, bool]:
+        """The ratio when there is a peer; always met."""
+        ratio = None if peer is None or peer.value <= 0 else ours.value / peer.value
+        return ratio, True
+
+
+@dataclass(frozen=True)
 class Comparison:
     """One row of the result table."""
 

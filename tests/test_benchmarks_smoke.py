@@ -87,6 +87,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "ctxledger --version",
         "ctxledger --help",
         "ctxledger state on a small database",
+        "floor: python -c 'import sqlalchemy, pydantic'",
         *pg_rows,
     ]
     for row in report["results"]:

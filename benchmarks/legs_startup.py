@@ -37,17 +37,19 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def wall_ms(args: list[str], runs: int) -> Measure:
-    """Median wall time of ``runs`` processes ``ctxledger ARGS``; each must exit 0."""
+def wall_ms(args: list[str], runs: int, *, program: Path = CLI) -> Measure:
+    """Median wall time of ``runs`` processes ``PROGRAM ARGS`` (the ``ctxledger`` console
+    script unless told); each must exit 0."""
     values: list[float] = []
     env = _environment()
     for _ in range(runs):
         started = time.perf_counter()
-        done = subprocess.run([str(CLI), *args], capture_output=True, env=env, check=False,
-                              timeout=120)
+        done = subprocess.run([str(program), *args], capture_output=True, env=env,
+                              check=False, timeout=120)
         values.append((time.perf_counter() - started) * 1000)
         if done.returncode != 0:
-            raise RuntimeError(f"ctxledger {' '.join(args)} failed: {done.stderr[-1000:]!r}")
+            raise RuntimeError(f"{program.name} {' '.join(args)} failed: "
+                               f"{done.stderr[-1000:]!r}")
     return Measure.median_of(values, "ms")
 
 
@@ -94,19 +96,10 @@ def startup(ctx: Context) -> list[Comparison]:
                  for label, args, ceiling in rows]
         # The floor any CLI on these libraries pays, measured alongside: it moves with the
         # machine (a slower moment lifts every row by about as much).
-        floor = python_ms(["-c", "import sqlalchemy, pydantic"], runs)
+        floor = wall_ms(["-c", "import sqlalchemy, pydantic"], runs,
+                        program=Path(sys.executable))
         found.append(Comparison("startup", "floor: python -c 'import sqlalchemy, pydantic'",
                                 floor, None, None, Reported(),
                                 "the same Python, median of the same number of runs"))
         return found
 
-
-def python_ms(args: list[str], runs: int) -> Measure:
-    """Median wall time of ``runs`` processes of this Python with ``args``."""
-    values: list[float] = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, *args], capture_output=True, env=_environment(),
-                       check=True, timeout=120)
-        values.append((time.perf_counter() - started) * 1000)
-    return Measure.median_of(values, "ms")

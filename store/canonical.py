@@ -18,9 +18,12 @@ GENESIS_HASH = "0" * 64
 _LEGACY = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                            allow_nan=False)
 # Subclasses, datetimes and dataclasses are not JSON to the reference encoder: orjson
-# hands them to ``_refuse`` and the reference form decides (and raises) instead.
-_OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS
-            | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS)
+# hands them to ``refuse_non_json`` and the reference form decides (and raises) instead.
+PLAIN_JSON_ONLY = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME
+                   | orjson.OPT_PASSTHROUGH_DATACLASS)
+"""orjson options under which only plain JSON values (exact ``str``/``int``/``dict``/...)
+are written; anything else goes to ``default`` (``refuse_non_json``)."""
+_OPTIONS = orjson.OPT_SORT_KEYS | PLAIN_JSON_ONLY
 # Where orjson's output may differ from the reference: floats below 1e-4 (orjson writes
 # 1e-7 or 0.00001, the reference 1e-07 and 1e-05) and ``null``, which is also how orjson
 # writes NaN and infinity (the reference refuses them). Strings that merely contain
@@ -28,7 +31,8 @@ _OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS
 _MAYBE_DIFFERENT = re.compile(rb"e-\d(?!\d)|\.0000|null")
 
 
-def _refuse(value: Any) -> NoReturn:
+def refuse_non_json(value: Any) -> NoReturn:
+    """orjson's ``default``: a value that is not plain JSON raises ``TypeError``."""
     raise TypeError(type(value).__name__)
 
 
@@ -40,7 +44,7 @@ def canonical_json(value: Any) -> str:
     whenever it provably writes the same bytes (tests/test_canonical.py checks it).
     """
     try:
-        out = orjson.dumps(value, default=_refuse, option=_OPTIONS)
+        out = orjson.dumps(value, default=refuse_non_json, option=_OPTIONS)
     except TypeError:  # non-string keys, big ints, lone surrogates, other types
         return _LEGACY.encode(value)
     if _MAYBE_DIFFERENT.search(out) is not None:

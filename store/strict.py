@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import Any
 
 import orjson
 
+from ctxledger.store.canonical import PLAIN_JSON_ONLY, refuse_non_json
 from ctxledger.store.errors import EventValidationError
 
 INT64_MIN = -(2**63)
@@ -87,14 +88,6 @@ def check_json_value(value: Any, what: str) -> None:
                 f"{path}: {kind.__name__} is not a JSON value")
 
 
-def _refuse(value: Any) -> NoReturn:
-    raise TypeError(type(value).__name__)
-
-
-# Subclasses (str, int, dict, list), datetimes and dataclasses are not JSON values here:
-# orjson hands them to ``_refuse``.
-_PASSTHROUGH = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME
-                | orjson.OPT_PASSTHROUGH_DATACLASS)
 # 19 digits or more may be past signed 64 bits (orjson takes unsigned 64 too).
 _LONG_INT = re.compile(rb"\d{19}")
 
@@ -125,7 +118,7 @@ def json_value_ok(value: Any) -> bool:
         else:
             return True
     try:
-        out = orjson.dumps(value, default=_refuse, option=_PASSTHROUGH)
+        out = orjson.dumps(value, default=refuse_non_json, option=PLAIN_JSON_ONLY)
     except TypeError:
         return False
     if b"\\u0000" in out or out.count(b"[") + out.count(b"{") > MAX_DEPTH:

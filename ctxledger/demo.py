@@ -32,10 +32,10 @@ from ctxledger.cli_errors import open_ledger, safe_url
 from ctxledger.ledger import Ledger
 from ctxledger.render_assembly import assembly_view
 from ctxledger.render_usage import rollup_summary, usage_view
-from ctxledger.store.catalog import stream_kind
 from ctxledger.store.clock import format_utc
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.records import RecordedEvent
+from ctxledger.store.streams import stream_kind
 
 
 def _examples_dir() -> Path:

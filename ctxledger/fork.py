@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ctxledger.store.catalog import stream_kind
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.records import RecordedEvent
+from ctxledger.store.streams import stream_kind
 
 
 class ForkError(LedgerError):

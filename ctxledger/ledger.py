@@ -26,8 +26,7 @@ from ctxledger.store.errors import DatabaseMissing, InvalidArgument, LedgerError
 from ctxledger.store.log import EventInput, EventLog
 from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
 from ctxledger.store.seal import Seal, SealSettings
-from ctxledger.store.strict import check_time
-from ctxledger.store.validate import DEFAULT_MAX_EVENT_BYTES
+from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES, check_time
 from ctxledger.store.verify import VerifyReport
 
 if TYPE_CHECKING:

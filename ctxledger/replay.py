@@ -42,12 +42,12 @@ from ctxledger.projections.session_scopes import DEFAULT_SCOPE
 from ctxledger.projections.view import SessionView, ViewRequest
 from ctxledger.scratch import scratch_engine
 from ctxledger.store.canonical import canonical_json
-from ctxledger.store.catalog import SCOPE_PREFIX
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.read import head_position, position_at, read_stream_until, recorded_at_until
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import events as log_events
+from ctxledger.store.streams import SCOPE_PREFIX
 from ctxledger.token_store import TableTokenStore
 
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)

@@ -30,8 +30,8 @@ from ctxledger.projections import rollup_job as job
 from ctxledger.projections.session_stats import sessions
 from ctxledger.projections.settings import scope_settings, session_settings
 from ctxledger.projections.state import TOP_TOOLS_WINDOW
-from ctxledger.store.catalog import SYSTEM_STREAM
 from ctxledger.store.clock import ensure_utc
+from ctxledger.store.streams import SYSTEM_STREAM
 
 if TYPE_CHECKING:
     from ctxledger.ledger import Ledger

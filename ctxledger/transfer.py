@@ -29,7 +29,7 @@ from ctxledger.store.clock import format_utc
 from ctxledger.store.errors import BatchEventError, LedgerError
 from ctxledger.store.read import stored_event_ids
 from ctxledger.store.records import RecordedEvent
-from ctxledger.store.validate import DEFAULT_MAX_EVENT_BYTES
+from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES
 
 EXPORT_PAGE = 1000
 """Events read per query when exporting or listing the whole log (flat memory)."""

@@ -17,10 +17,10 @@ from ctxledger.config import MAX_USAGE_DAYS
 from ctxledger.projections import rollup_job as job
 from ctxledger.projections.session_stats import sessions
 from ctxledger.rollup import mcp_server_of
-from ctxledger.store.catalog import SCOPE_PREFIX
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.schema import events
+from ctxledger.store.streams import SCOPE_PREFIX
 
 if TYPE_CHECKING:
     from ctxledger.ledger import Ledger

@@ -23,9 +23,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ctxledger.projections.setting_values import AGENT_MANIFESTS
 from ctxledger.store.errors import LedgerError
 
-SETTING_KEY = "agent_manifests"
+SETTING_KEY = AGENT_MANIFESTS
 
 STATE_KEYS: tuple[str, ...] = (
     "agent", "chapter", "documents", "ended_at", "last_activity", "messages", "position",

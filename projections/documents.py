@@ -10,9 +10,9 @@ import sqlalchemy as sa
 from ctxledger.projections.base import Projection, metadata
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.canonical import canonical_json
-from ctxledger.store.catalog import stream_kind
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType
+from ctxledger.store.streams import stream_kind
 
 documents = sa.Table(
     "documents",

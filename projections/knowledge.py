@@ -11,9 +11,9 @@ import sqlalchemy as sa
 from ctxledger.projections.base import Projection, metadata
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.canonical import canonical_json
-from ctxledger.store.catalog import SCOPE_PREFIX, stream_kind
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType
+from ctxledger.store.streams import SCOPE_PREFIX, stream_kind
 
 knowledge_sources = sa.Table(
     "knowledge_sources",

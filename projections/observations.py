@@ -15,9 +15,9 @@ from ctxledger.projections.session_scopes import (
     session_scope,
     session_scope_table,
 )
-from ctxledger.store.catalog import stream_kind
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType, UTCDateTime
+from ctxledger.store.streams import stream_kind
 
 observation_scopes = session_scope_table("observation_session_scopes")
 """The scope each session's observations are attributed to."""

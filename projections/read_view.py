@@ -59,11 +59,11 @@ from ctxledger.projections.view import (
     ToolUsage,
     ViewRequest,
 )
-from ctxledger.store.catalog import SCOPE_PREFIX
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.read import head_position
 from ctxledger.store.schema import events
+from ctxledger.store.streams import SCOPE_PREFIX
 
 Row = sa.RowMapping
 

@@ -9,9 +9,9 @@ import sqlalchemy as sa
 
 from ctxledger.projections.base import Projection, metadata
 from ctxledger.projections.rowstore import Row, RowStore
-from ctxledger.store.catalog import stream_kind
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType, UTCDateTime
+from ctxledger.store.streams import stream_kind
 
 ROLES = ("system", "user", "assistant", "tool")
 

@@ -18,16 +18,26 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ctxledger.projections.agents import SETTING_KEY as AGENT_MANIFESTS
-from ctxledger.projections.agents import parse_manifests_setting
 from ctxledger.store.errors import EventValidationError, LedgerError
 from ctxledger.store.records import NewEvent
+
+AGENT_MANIFESTS = "agent_manifests"
+"""The setting that replaces or adds agent manifests (``projections.agents``)."""
 
 SettingValidator = Callable[[Any], object]
 """Raises ``LedgerError`` or ``ValueError`` (one line) when a value is invalid."""
 
+
+def _agent_manifests(value: Any) -> object:
+    # Imported when such a setting is appended: the manifests are pydantic models, which
+    # a process that never writes one (``ctxledger state``) should not build.
+    from ctxledger.projections.agents import parse_manifests_setting
+
+    return parse_manifests_setting(value)
+
+
 SETTING_VALIDATORS: Mapping[str, SettingValidator] = {
-    AGENT_MANIFESTS: parse_manifests_setting,
+    AGENT_MANIFESTS: _agent_manifests,
 }
 
 

@@ -14,9 +14,9 @@ import sqlalchemy as sa
 from ctxledger.projections.base import Projection, metadata
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.canonical import canonical_json
-from ctxledger.store.catalog import SCOPE_PREFIX, stream_kind
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType
+from ctxledger.store.streams import SCOPE_PREFIX, stream_kind
 
 scope_settings = sa.Table(
     "scope_settings",

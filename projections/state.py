@@ -12,7 +12,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ctxledger.projections.agents import manifests_from_settings, scope_state
 from ctxledger.projections.compact import compact_dep_graph, compact_plan_state
 from ctxledger.projections.read_view import load_session_view
 from ctxledger.projections.view import SessionView, ToolUsage, ViewRequest
@@ -41,6 +40,8 @@ def session_state(conn: sa.Connection, stream_id: str, now: datetime,
     state = state_from_view(view)
     if agent is None:
         return state
+    from ctxledger.projections.agents import manifests_from_settings, scope_state
+
     return scope_state(state, agent, manifests_from_settings(view.settings))
 
 

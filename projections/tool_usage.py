@@ -25,9 +25,9 @@ from ctxledger.projections.session_scopes import (
     session_scope,
     session_scope_table,
 )
-from ctxledger.store.catalog import stream_kind
 from ctxledger.store.records import NewEvent, RecordedEvent
 from ctxledger.store.schema import UTCDateTime
+from ctxledger.store.streams import stream_kind
 
 tool_usage_scopes = session_scope_table("tool_usage_session_scopes")
 """The scope each session's uses are attributed to."""

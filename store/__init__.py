@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ctxledger.store.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ctxledger.store.catalog import CATALOG, EventData, parse_data, stream_kind
+    from ctxledger.store.catalog import CATALOG, EventData, parse_data
     from ctxledger.store.clock import Clock, system_clock
     from ctxledger.store.engine import create_engine
     from ctxledger.store.errors import (
@@ -23,12 +23,13 @@ if TYPE_CHECKING:
     )
     from ctxledger.store.log import EventLog
     from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
+    from ctxledger.store.streams import stream_kind
     from ctxledger.store.verify import VerifyReport
 
 # Each name's module, relative to this package.
 _SOURCES = {
     "CATALOG": ".catalog", "EventData": ".catalog", "parse_data": ".catalog",
-    "stream_kind": ".catalog",
+    "stream_kind": ".streams",
     "Clock": ".clock", "system_clock": ".clock",
     "create_engine": ".engine",
     "ConcurrencyError": ".errors", "EventValidationError": ".errors",

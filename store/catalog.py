@@ -12,21 +12,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
+from ctxledger.store.streams import SCOPE_PREFIX, StreamKind
 from ctxledger.store.strict import INT32_MAX
-
-StreamKind = Literal["session", "scope", "system", "any"]
-
-SCOPE_PREFIX = "scope:"
-SYSTEM_STREAM = "system"
-
-
-def stream_kind(stream_id: str) -> StreamKind:
-    """Classify a stream id: ``scope:<name>``, ``system``, or a session stream."""
-    if stream_id.startswith(SCOPE_PREFIX):
-        return "scope"
-    if stream_id == SYSTEM_STREAM:
-        return "system"
-    return "session"
 
 
 class EventData(BaseModel):

@@ -35,8 +35,7 @@ from ctxledger.store.seal import (
     list_seals,
     seal_in_transaction,
 )
-from ctxledger.store.strict import check_text
-from ctxledger.store.validate import DEFAULT_MAX_EVENT_BYTES, coerce_new_event, validate_event
+from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES, check_text
 from ctxledger.store.verify import VerifyReport, verify_log
 
 EventInput = NewEvent | Mapping[str, Any]
@@ -173,6 +172,10 @@ class EventLog:
         if len(stream_id) > 200:
             raise EventValidationError("stream id is longer than 200 characters")
         check_text(stream_id, "stream id")
+        # Imported by the first write: validation builds the catalog's pydantic models,
+        # which a read-only process (``ctxledger state``) never needs.
+        from ctxledger.store.validate import coerce_new_event, validate_event
+
         prepared: list[PreparedEvent] = []
         seen: set[str] = set()
         for index, raw in enumerate(batch):

@@ -23,6 +23,8 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
 """Fields stored in ``INTEGER`` columns (chapters, token counts) stay within 32 bits."""
+DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
+"""An event's canonical JSON (data plus metadata) may not be larger unless told."""
 MAX_DEPTH = 64
 """Nesting deeper than this is refused: no event needs it, and deep values are a DoS."""
 EARLIEST_TIME = datetime(1900, 1, 1, tzinfo=UTC)

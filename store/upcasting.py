@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ctxledger.store.catalog import CATALOG
-
 Payload = dict[str, Any]
 Upcaster = Callable[[Payload], Payload]
 
@@ -34,10 +32,18 @@ def _tool_used_v1_to_v2(data: Payload) -> Payload:
     return out
 
 
+_current: dict[str, int] = {}
+
+
 def current_version(type_name: str) -> int:
     """The schema version new events of this type are written with (1 for unknown types)."""
-    model = CATALOG.get(type_name)
-    return model.schema_version if model is not None else 1
+    if not _current:
+        # Read on first use: a reader that decodes no event (``state``) never builds the
+        # catalog's pydantic models.
+        from ctxledger.store.catalog import CATALOG
+
+        _current.update((name, model.schema_version) for name, model in CATALOG.items())
+    return _current.get(type_name, 1)
 
 
 def upcast(type_name: str, schema_version: int, data: Payload) -> tuple[int, Payload]:

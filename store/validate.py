@@ -12,13 +12,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from ctxledger.store.canonical import canonical_json
-from ctxledger.store.catalog import CATALOG, stream_kind
+from ctxledger.store.catalog import CATALOG
 from ctxledger.store.errors import EventValidationError
 from ctxledger.store.records import NewEvent
-from ctxledger.store.strict import check_json_value, check_text, json_value_ok
+from ctxledger.store.streams import stream_kind
+from ctxledger.store.strict import (
+    DEFAULT_MAX_EVENT_BYTES,
+    check_json_value,
+    check_text,
+    json_value_ok,
+)
 from ctxledger.store.upcasting import upcast
 
-DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
 _INPUT_KEYS = frozenset({"type", "data", "id", "event_id", "metadata", "schema_version"})
 _METADATA_KEYS = ("actor", "causation_id", "correlation_id", "forked_from", "forked_at")
 """Metadata keys with a meaning; each holds a string."""

@@ -20,7 +20,8 @@ from helpers.assertions import ledger_state, one_line
 from helpers.databases import module_database
 
 from ctxledger import EventValidationError, Ledger
-from ctxledger.store.catalog import CATALOG, stream_kind
+from ctxledger.store.catalog import CATALOG
+from ctxledger.store.streams import stream_kind
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from ctxledger.cli import app
 from ctxledger.cli_errors import DEBUG_ENV_VAR
 from ctxledger.config import ENV_VAR
 from ctxledger.demo import EXAMPLES_DIR, ExampleEvent, read_example_file, read_examples
-from ctxledger.store.catalog import CATALOG, ItemKind, stream_kind
+from ctxledger.store.catalog import CATALOG, ItemKind
+from ctxledger.store.streams import stream_kind
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ from ctxledger import migrate
 
 HEAVY = ("sqlalchemy", "rich", "pydantic", "tiktoken", "alembic", "numpy", "bm25s",
          "psycopg", "ctxledger.assembler.api", "ctxledger.ledger",
-         "sqlalchemy.dialects.postgresql")
+         "sqlalchemy.dialects.postgresql", "ctxledger.store.catalog",
+         "ctxledger.store.validate", "ctxledger.projections.agents")
 
 PROBE = """
 import json, sys
@@ -60,6 +61,25 @@ def test_state_loads_no_assembler_and_no_alembic(tmp_path: Path) -> None:
     # JSON output draws no table (no rich); a SQLite database needs no PostgreSQL dialect.
     assert not {"alembic", "numpy", "bm25s", "tiktoken", "ctxledger.assembler.api", "rich",
                 "psycopg", "sqlalchemy.dialects.postgresql"} & set(loaded)
+    # Nor the models only writes need (the catalog's pydantic models, the validation
+    # and the agent manifests): a read builds no pydantic model of its own.
+    assert not {"ctxledger.store.catalog", "ctxledger.store.validate",
+                "ctxledger.projections.agents"} & set(loaded)
+
+
+def test_state_of_an_agent_and_a_first_write_load_what_they_need(tmp_path: Path) -> None:
+    from ctxledger import Ledger
+
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    with Ledger.open(url) as ledger:
+        ledger.append("s1", {"type": "session.started", "data": {}})
+    assert "ctxledger.projections.agents" in _loaded(
+        ["state", "s1", "--agent", "executor", "--db", url], HEAVY, tmp_path)
+    event = json.dumps({"type": "message.appended", "data": {"role": "user", "content": "hi"}})
+    (tmp_path / "one.jsonl").write_text(event + "\n", encoding="utf-8")
+    loaded = _loaded(["append", "s1", "-f", str(tmp_path / "one.jsonl"), "--db", url], HEAVY,
+                     tmp_path)
+    assert {"ctxledger.store.catalog", "ctxledger.store.validate"} <= set(loaded)
 
 
 def test_the_head_read_without_alembic_is_alembics_head() -> None:

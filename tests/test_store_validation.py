@@ -16,7 +16,7 @@ from helpers.databases import module_database
 
 from ctxledger import EventValidationError, Ledger, LedgerError
 from ctxledger.store.canonical import canonical_json
-from ctxledger.store.validate import DEFAULT_MAX_EVENT_BYTES
+from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES
 
 
 def message(content: str, **metadata: Any) -> dict[str, Any]:

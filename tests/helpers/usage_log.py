@@ -19,7 +19,7 @@ from ctxledger.projections.usage_rollups import (
     usage_daily_tokens,
     usage_daily_tools,
 )
-from ctxledger.store.catalog import stream_kind
+from ctxledger.store.streams import stream_kind
 
 DIGEST = "0" * 64
 

@@ -232,6 +232,28 @@ class RowStore:
         if set:
             blind.set.update(set)
 
+    def editable(self, table: sa.Table, key: Mapping[str, Any],
+                 defaults: Mapping[str, Any]) -> Row:
+        """The row at ``key`` (made from ``defaults`` when there is none) as a dict the
+        caller may change in place: it is marked dirty now, and stays this row until a
+        flush or a ``get``, ``rows``, ``put`` or ``delete`` of it hands it out or replaces
+        it (a rebuild's fast path counts into a session row this way, once per event)."""
+        state = self._states.get(table) or self._state(table)
+        k = state.key(key)
+        row = state.cache.get(k, _MISSING)
+        if row is _MISSING:
+            row = self.get(table, k)
+        if row is None:
+            new = {**defaults, **key}
+        elif k in state.owned:
+            new = row
+        else:
+            new = row.copy()
+        state.owned.add(k)
+        state.cache[k] = new
+        state.dirty[k] = None
+        return new
+
     def event_version(self, event_id: str) -> tuple[str, int] | None:
         """The (stream, version) of the logged event ``event_id``, through the log's own
         ``event_id`` index; None if it is not logged (always None in memory mode).

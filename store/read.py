@@ -133,8 +133,8 @@ class EventDecoder:
         self._last_raw, self._last_time = raw, value
         return value
 
-    def __call__(self, row: RawRow) -> RecordedEvent:
-        """Decode one raw row."""
+    def payload(self, row: RawRow) -> tuple[int, dict[str, Any]]:
+        """The (schema version, data) of a raw row, upcast to the current version."""
         kind = row[4]
         version = row[5]
         data = _decode(row[6])
@@ -143,14 +143,23 @@ class EventDecoder:
             current = self._current[kind] = current_version(kind)
         if version != current:
             version, data = upcast(kind, version, data)
+        return version, data
+
+    def event(self, row: RawRow, version: int, data: dict[str, Any]) -> RecordedEvent:
+        """The record of a raw row whose ``payload`` is already known."""
         meta = row[7]
         raw_time = row[_RECORDED_AT]
         if raw_time == self._last_raw and self._last_time is not None:
             when = self._last_time
         else:
             when = self.recorded_at(raw_time)
-        return recorded_event(row[0], row[1], row[2], row[3], kind, version, data,
+        return recorded_event(row[0], row[1], row[2], row[3], row[4], version, data,
                               {} if meta == "{}" else _decode(meta), when, row[9], row[10])
+
+    def __call__(self, row: RawRow) -> RecordedEvent:
+        """Decode one raw row."""
+        version, data = self.payload(row)
+        return self.event(row, version, data)
 
 
 def row_to_event(row: Any) -> RecordedEvent:

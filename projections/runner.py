@@ -14,7 +14,7 @@ from ctxledger.projections.base import Projection, RebuildFold
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.append import lock_for_append
 from ctxledger.store.clock import Clock, system_clock
-from ctxledger.store.read import EventDecoder, head_position, read_raw_pages
+from ctxledger.store.read import EventDecoder, head_position, read_raw_pages, with_hashes
 from ctxledger.store.records import NewEvent, RecordedEvent
 
 Progress = Callable[[int, int], None]
@@ -227,8 +227,12 @@ class ProjectionRunner:
             for t in sorted(p.handles):
                 plan.setdefault(t, []).append((fold, p.apply))
         steps = {t: tuple(chosen) for t, chosen in plan.items()}
+        # Types some projection always folds through apply; a fold declining an event
+        # of another type has its hashes read then (a record carries them).
+        records = [t for t, chosen in steps.items() if any(f is None for f, _ in chosen)]
         payload, make_event = decode.payload, decode.event
-        for page in read_raw_pages(conn, after, until_position=head, chunk=FOLD_PAGE):
+        for page in read_raw_pages(conn, after, until_position=head, chunk=FOLD_PAGE,
+                                   hashes_for=records if folds else None):
             for raw in page:
                 chosen = steps.get(raw[4])
                 if chosen is None:
@@ -238,7 +242,7 @@ class ProjectionRunner:
                 for fold, apply in chosen:
                     if fold is None or not fold(raw, data):
                         if event is None:
-                            event = make_event(raw, version, data)
+                            event = make_event(with_hashes(conn, raw), version, data)
                         apply(event, rows)
             if rows.cached_rows() > REBUILD_CACHE_ROWS:
                 _flush(rows, folds)

@@ -124,8 +124,6 @@ class _StatsRebuildFold:
 
     def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
         stream: str = raw[1]
-        if stream_kind(stream) != "session":
-            return True  # apply ignores it too
         kind = raw[4]
         if kind == "message.appended":
             role = data["role"]
@@ -133,6 +131,8 @@ class _StatsRebuildFold:
             if counter is None or data.get("message_id"):
                 return self._by_apply(stream)
             row = self._live.get(stream) or self._edit(stream)
+            if row is None:
+                return True  # not a session: apply ignores it too
             row[counter] += 1
             row["messages_total"] += 1
             self._rows.put(messages, {
@@ -140,13 +140,17 @@ class _StatsRebuildFold:
                 "retracted": False, "position": raw[0]})
         elif kind in _ACTIVITY_ONLY:
             row = self._live.get(stream) or self._edit(stream)
+            if row is None:
+                return True
         else:
             return self._by_apply(stream)
         row["last_position"] = raw[0]
         self._times[stream] = raw[8]
         return True
 
-    def _edit(self, stream: str) -> Row:
+    def _edit(self, stream: str) -> Row | None:
+        if stream_kind(stream) != "session":
+            return None
         row = self._rows.editable(sessions, {"stream_id": stream}, _SESSION_DEFAULTS)
         for column, zero in _COUNTS.items():
             if row.get(column) is None:

@@ -15,6 +15,7 @@ made dirty.
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -53,7 +54,8 @@ _KEY_COLUMNS: dict[sa.Table, tuple[str, ...]] = {}
 
 
 class _TableState:
-    __slots__ = ("absent", "blind", "cache", "dirty", "empty", "key_cols", "owned", "table")
+    __slots__ = ("absent", "blind", "cache", "dirty", "empty", "key", "key_cols", "owned",
+                 "table")
 
     def __init__(self, table: sa.Table, empty: bool) -> None:
         self.table = table
@@ -61,6 +63,10 @@ class _TableState:
         if key_cols is None:
             key_cols = _KEY_COLUMNS[table] = tuple(c.name for c in table.primary_key.columns)
         self.key_cols = key_cols
+        # The key tuple of a row: picked in C for composite keys (every put and sort).
+        self.key: Callable[[Mapping[str, Any]], Key] = (
+            operator.itemgetter(*key_cols) if len(key_cols) > 1
+            else lambda row: (row[key_cols[0]],))
         self.cache: dict[Key, Row | None] = {}
         self.absent: set[Key] = set()  # keys known not to exist in the database
         self.dirty: dict[Key, None] = {}  # an ordered set: flush order = first-dirtied order
@@ -69,14 +75,6 @@ class _TableState:
         # Keys whose cached dict ``bump`` made and nobody else has seen: a later bump may
         # change it in place instead of copying it (a session row, once per event).
         self.owned: set[Key] = set()
-
-    def key(self, row: Mapping[str, Any]) -> Key:
-        cols = self.key_cols
-        if len(cols) == 1:
-            return (row[cols[0]],)
-        if len(cols) == 2:
-            return (row[cols[0]], row[cols[1]])
-        return tuple(row[c] for c in cols)
 
 
 class RowStore:
@@ -231,6 +229,28 @@ class RowStore:
                 pending[col] = pending.get(col, 0) + delta
         if set:
             blind.set.update(set)
+
+    def editable(self, table: sa.Table, key: Mapping[str, Any],
+                 defaults: Mapping[str, Any]) -> Row:
+        """The row at ``key`` (made from ``defaults`` when there is none) as a dict the
+        caller may change in place: it is marked dirty now, and stays this row until a
+        flush or a ``get``, ``rows``, ``put`` or ``delete`` of it hands it out or replaces
+        it (a rebuild's fast path counts into a session row this way, once per event)."""
+        state = self._states.get(table) or self._state(table)
+        k = state.key(key)
+        row = state.cache.get(k, _MISSING)
+        if row is _MISSING:
+            row = self.get(table, k)
+        if row is None:
+            new = {**defaults, **key}
+        elif k in state.owned:
+            new = row
+        else:
+            new = row.copy()
+        state.owned.add(k)
+        state.cache[k] = new
+        state.dirty[k] = None
+        return new
 
     def event_version(self, event_id: str) -> tuple[str, int] | None:
         """The (stream, version) of the logged event ``event_id``, through the log's own

@@ -10,11 +10,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger.projections import checkpoints as cp
-from ctxledger.projections.base import Projection
+from ctxledger.projections.base import Projection, RebuildFold
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.append import lock_for_append
 from ctxledger.store.clock import Clock, system_clock
-from ctxledger.store.read import EventDecoder, head_position, read_raw_pages
+from ctxledger.store.read import EventDecoder, head_position, read_raw_pages, with_hashes
 from ctxledger.store.records import NewEvent, RecordedEvent
 
 Progress = Callable[[int, int], None]
@@ -189,7 +189,7 @@ class ProjectionRunner:
         rows = RowStore(conn, empty=tables)
         with _large_page_cache(conn):
             self._fold(conn, rows, after=0, head=head, only=frozenset(names),
-                       progress=progress)
+                       progress=progress, fast=True)
         now = self.clock()
         for p in chosen:
             cp.reset(conn, p.name, p.version, head, now)
@@ -207,29 +207,57 @@ class ProjectionRunner:
             cp.advance(conn, [status.name], head, self.clock())
 
     def _fold(self, conn: sa.Connection, rows: RowStore, *, after: int, head: int,
-              only: frozenset[str], progress: Progress | None) -> None:
+              only: frozenset[str], progress: Progress | None, fast: bool = False) -> None:
         """Apply the events in ``(after, head]`` to the ``only`` projections.
 
         Rows of types no chosen projection handles are skipped before being decoded.
+        With ``fast`` (a rebuild), projections offering a ``rebuild_fold`` fold the raw
+        rows themselves; a ``RecordedEvent`` is only built for an ``apply`` that needs it.
         """
         total = max(0, head - after)
-        appliers = self.appliers(only)
         decode = EventDecoder(conn.dialect)
-        for page in read_raw_pages(conn, after, until_position=head, chunk=FOLD_PAGE):
+        folds: list[RebuildFold] = []
+        plan: dict[str, list[tuple[RebuildFold | None, Applier]]] = {}
+        for p in self.projections:
+            if p.name not in only:
+                continue
+            fold = p.rebuild_fold(rows, decode.recorded_at) if fast else None
+            if fold is not None:
+                folds.append(fold)
+            for t in sorted(p.handles):
+                plan.setdefault(t, []).append((fold, p.apply))
+        steps = {t: tuple(chosen) for t, chosen in plan.items()}
+        # Types some projection always folds through apply; a fold declining an event
+        # of another type has its hashes read then (a record carries them).
+        records = [t for t, chosen in steps.items() if any(f is None for f, _ in chosen)]
+        payload, make_event = decode.payload, decode.event
+        for page in read_raw_pages(conn, after, until_position=head, chunk=FOLD_PAGE,
+                                   hashes_for=records if folds else None):
             for raw in page:
-                chosen = appliers.get(raw[4])
-                if chosen:
-                    event = decode(raw)
-                    for apply in chosen:
+                chosen = steps.get(raw[4])
+                if chosen is None:
+                    continue
+                version, data = payload(raw)
+                event: RecordedEvent | None = None
+                for fold, apply in chosen:
+                    if fold is None or not fold(raw, data):
+                        if event is None:
+                            event = make_event(with_hashes(conn, raw), version, data)
                         apply(event, rows)
             if rows.cached_rows() > REBUILD_CACHE_ROWS:
-                rows.flush()
+                _flush(rows, folds)
                 rows.forget()
             if progress is not None:
                 progress(int(page[-1][0]) - after, total)
-        rows.flush()
+        _flush(rows, folds)
         if progress is not None:
             progress(total, total)
+
+
+def _flush(rows: RowStore, folds: Sequence[RebuildFold]) -> None:
+    for fold in folds:
+        fold.finish()
+    rows.flush()
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import sqlalchemy as sa
 
-from ctxledger.projections.base import Projection, metadata
+from ctxledger.projections.base import Projection, RawEvent, TimeOf, metadata
 from ctxledger.projections.rowstore import Row, RowStore
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType, UTCDateTime
@@ -96,6 +96,82 @@ _SESSION_TYPES = frozenset({
 })
 
 
+# Session events whose only effect is moving the session's last activity and position.
+_ACTIVITY_ONLY = _SESSION_TYPES - {
+    "session.started", "session.ended", "message.appended", "message.retracted",
+    "history.summarized", "chapter.moved"}
+_ROLE_COUNTS = {role: f"messages_{role}" for role in ROLES}
+_COUNTS = dict.fromkeys((*_ROLE_COUNTS.values(), "messages_total", "messages_retracted"), 0)
+
+
+class _StatsRebuildFold:
+    """``session_stats`` through a rebuild without a record per event (issue 13).
+
+    The two commonest cases are folded here, into the session row in place: a message
+    without an app-chosen id (counted, its row put) and an event that only moves the
+    session's last activity. ``last_activity`` is the last such event's time, parsed once
+    per session when the rows are flushed. Everything else (chosen ids, retractions,
+    summaries, starts, ends, chapters) goes through ``apply``, which sees the same rows.
+    """
+
+    __slots__ = ("_live", "_rows", "_time_of", "_times")
+
+    def __init__(self, rows: RowStore, time_of: TimeOf) -> None:
+        self._rows = rows
+        self._time_of = time_of
+        self._live: dict[str, Row] = {}  # session -> its row, changed in place
+        self._times: dict[str, Any] = {}  # session -> raw time of its last event folded here
+
+    def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
+        stream: str = raw[1]
+        kind = raw[4]
+        if kind == "message.appended":
+            role = data["role"]
+            counter = _ROLE_COUNTS.get(role)
+            if counter is None or data.get("message_id"):
+                return self._by_apply(stream)
+            row = self._live.get(stream) or self._edit(stream)
+            if row is None:
+                return True  # not a session: apply ignores it too
+            row[counter] += 1
+            row["messages_total"] += 1
+            self._rows.put(messages, {
+                "stream_id": stream, "seq": raw[2], "message_id": raw[3], "role": role,
+                "retracted": False, "position": raw[0]})
+        elif kind in _ACTIVITY_ONLY:
+            row = self._live.get(stream) or self._edit(stream)
+            if row is None:
+                return True
+        else:
+            return self._by_apply(stream)
+        row["last_position"] = raw[0]
+        self._times[stream] = raw[8]
+        return True
+
+    def _edit(self, stream: str) -> Row | None:
+        if stream_kind(stream) != "session":
+            return None
+        row = self._rows.editable(sessions, {"stream_id": stream}, _SESSION_DEFAULTS)
+        for column, zero in _COUNTS.items():
+            if row.get(column) is None:
+                row[column] = zero
+        self._live[stream] = row
+        return row
+
+    def _by_apply(self, stream: str) -> bool:
+        # apply rewrites the row (and its last activity) through the RowStore.
+        self._live.pop(stream, None)
+        self._times.pop(stream, None)
+        return False
+
+    def finish(self) -> None:
+        time_of = self._time_of
+        for stream, raw_time in self._times.items():
+            self._live[stream]["last_activity"] = time_of(raw_time)
+        self._times.clear()
+        self._live.clear()
+
+
 class SessionStatsProjection(Projection):
     """Counts and positions of each session, updated with blind increments."""
 
@@ -105,6 +181,10 @@ class SessionStatsProjection(Projection):
     version: ClassVar[int] = 3
     tables: ClassVar[tuple[sa.Table, ...]] = (sessions, messages, message_ids)
     handles: ClassVar[frozenset[str]] = _SESSION_TYPES
+
+    def rebuild_fold(self, rows: RowStore, time_of: TimeOf) -> _StatsRebuildFold:
+        """Messages and activity-only events folded in place (see ``_StatsRebuildFold``)."""
+        return _StatsRebuildFold(rows, time_of)
 
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
         """Fold one session event into its session row (and its message row)."""

@@ -7,11 +7,11 @@ so changing a scope default reaches every session of the scope without touching 
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 
-from ctxledger.projections.base import Projection, metadata
+from ctxledger.projections.base import Projection, RawEvent, TimeOf, metadata
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.canonical import canonical_json
 from ctxledger.store.records import RecordedEvent
@@ -51,13 +51,33 @@ class SettingsProjection(Projection):
 
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
         """Store the value under the scope or the session the stream names."""
-        data = event.data
-        value = canonical_json(data["value"])
-        kind = stream_kind(event.stream_id)
-        if kind == "scope":
-            rows.put(scope_settings, {"scope": event.stream_id[len(SCOPE_PREFIX):],
-                                      "key": data["key"], "value": value,
-                                      "position": event.position})
-        elif kind == "session":
-            rows.put(session_settings, {"stream_id": event.stream_id, "key": data["key"],
-                                        "value": value, "position": event.position})
+        _put_setting(rows, event.stream_id, event.position, event.data)
+
+    def rebuild_fold(self, rows: RowStore, time_of: TimeOf) -> _SettingsRebuildFold:
+        """The same rows from the raw event, without a record."""
+        return _SettingsRebuildFold(rows)
+
+
+def _put_setting(rows: RowStore, stream_id: str, position: int, data: dict[str, Any]) -> None:
+    value = canonical_json(data["value"])
+    kind = stream_kind(stream_id)
+    if kind == "scope":
+        rows.put(scope_settings, {"scope": stream_id[len(SCOPE_PREFIX):], "key": data["key"],
+                                  "value": value, "position": position})
+    elif kind == "session":
+        rows.put(session_settings, {"stream_id": stream_id, "key": data["key"],
+                                    "value": value, "position": position})
+
+
+class _SettingsRebuildFold:
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: RowStore) -> None:
+        self._rows = rows
+
+    def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
+        _put_setting(self._rows, raw[1], raw[0], data)
+        return True
+
+    def finish(self) -> None:
+        """Nothing is held aside."""

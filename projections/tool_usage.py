@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, time
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 
-from ctxledger.projections.base import Projection, metadata
+from ctxledger.projections.base import Projection, RawEvent, TimeOf, metadata
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.projections.session_scopes import (
     record_session_scope,
@@ -90,22 +90,49 @@ class ToolUsageProjection(Projection):
         if event.type == "session.started":
             record_session_scope(tool_usage_scopes, event, rows)
             return
-        data = event.data
-        scope = session_scope(tool_usage_scopes, event.stream_id, rows)
-        name = data["tool_name"]
-        # The previous count is needed for seq, the previous time for clamping.
-        prior = rows.get(tool_usage, (scope, name))
-        count = 1 if prior is None else int(prior["lifetime_count"]) + 1
-        used_at = event.recorded_at
-        if prior is not None and prior["last_used"] > used_at:
-            used_at = prior["last_used"]
-        server = data.get("server_name")
-        if server is None and prior is not None:
-            server = prior["server_name"]
-        rows.put(tool_usage, {"scope": scope, "tool_name": name, "server_name": server,
-                              "lifetime_count": count, "last_used": used_at})
-        rows.put(tool_uses, {"scope": scope, "tool_name": name, "seq": count,
-                             "used_at": used_at})
+        _count_use(rows, event.stream_id, event.data, event.recorded_at)
+
+    def rebuild_fold(self, rows: RowStore, time_of: TimeOf) -> _UsageRebuildFold:
+        """Uses counted from the raw event, without a record; the rest through ``apply``."""
+        return _UsageRebuildFold(rows, time_of)
+
+
+def _count_use(rows: RowStore, stream_id: str, data: dict[str, Any],
+               recorded_at: datetime) -> None:
+    """Count one use of a session's tool (two primary-key reads, two rows put)."""
+    scope = session_scope(tool_usage_scopes, stream_id, rows)
+    name = data["tool_name"]
+    # The previous count is needed for seq, the previous time for clamping.
+    prior = rows.get(tool_usage, (scope, name))
+    count = 1 if prior is None else int(prior["lifetime_count"]) + 1
+    used_at = recorded_at
+    if prior is not None and prior["last_used"] > used_at:
+        used_at = prior["last_used"]
+    server = data.get("server_name")
+    if server is None and prior is not None:
+        server = prior["server_name"]
+    rows.put(tool_usage, {"scope": scope, "tool_name": name, "server_name": server,
+                          "lifetime_count": count, "last_used": used_at})
+    rows.put(tool_uses, {"scope": scope, "tool_name": name, "seq": count,
+                         "used_at": used_at})
+
+
+class _UsageRebuildFold:
+    __slots__ = ("_rows", "_time_of")
+
+    def __init__(self, rows: RowStore, time_of: TimeOf) -> None:
+        self._rows = rows
+        self._time_of = time_of
+
+    def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
+        if raw[4] != "tool.used":
+            return False
+        if stream_kind(raw[1]) == "session":
+            _count_use(self._rows, raw[1], data, self._time_of(raw[8]))
+        return True
+
+    def finish(self) -> None:
+        """Nothing is held aside."""
 
 
 def prune_rolled_up_uses(event: RecordedEvent, rows: RowStore) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import operator
 import sqlite3
@@ -17,6 +18,7 @@ from sqlalchemy.engine import URL, Dialect, Engine, make_url
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.crud import REQUIRED
 
 from ctxledger.store.canonical import canonical_json
 from ctxledger.store.errors import LedgerError
@@ -171,7 +173,8 @@ class DriverStatement:
     as defaults; every other parameter must be given on each call.
     """
 
-    __slots__ = ("_dbapi_error", "_defaults", "_fast", "_getter", "_names", "_positional",
+    __slots__ = ("_columnwise", "_dbapi_error", "_defaults", "_fast", "_getter", "_names",
+                 "_positional",
                  "_processors", "_result_processors", "_result_types", "dialect", "sql")
 
     def __init__(self, statement: ClauseElement, dialect: Dialect,
@@ -197,6 +200,9 @@ class DriverStatement:
         self._processors = tuple(processors)
         self._fast = (self._positional and len(names) > 1 and not processors
                       and not self._defaults)
+        # Every value comes from the row (an INSERT's columns are only marked required).
+        self._columnwise = (self._positional and len(names) > 1
+                            and all(v is REQUIRED for v in self._defaults.values()))
         self._result_types: tuple[sa.types.TypeEngine[Any], ...] = (
             tuple(c.type for c in statement.selected_columns)
             if isinstance(statement, sa.Select) else ())
@@ -232,7 +238,20 @@ class DriverStatement:
 
     def executemany(self, conn: sa.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
         """Run once per row inside ``conn``'s transaction (the driver's ``executemany``)."""
-        params = [self.params(row) for row in rows]
+        params: list[Params] | None = None
+        if self._columnwise:
+            # Many rows (a rebuild writes whole tables): pick the values in C, then run
+            # each processor down its column instead of rebuilding every row in Python.
+            rows = rows if isinstance(rows, list) else list(rows)
+            with contextlib.suppress(KeyError):  # a value missing: params() says which
+                params = list(map(self._getter, rows))  # type: ignore[arg-type]
+            if self._processors and params:
+                columns: list[Iterable[Any]] = list(zip(*params, strict=True))
+                for index, proc in self._processors:
+                    columns[index] = map(proc, columns[index])
+                params = list(zip(*columns, strict=True))
+        if params is None:
+            params = [self.params(row) for row in rows]
         if not params:
             return
         cursor = driver_cursor(conn)

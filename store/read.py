@@ -34,18 +34,14 @@ _json_decode = json.JSONDecoder().decode
 
 
 _HUGE = 2.0**63
+_FLAT = frozenset({str, int, bool, type(None)})
 
 
 def _has_huge_float(value: Any) -> bool:
     """Whether ``value`` holds a float of magnitude 2**63 or more: orjson reads integers
     past 64 bits as floats, so such a value may have been an integer in the text."""
-    if type(value) is dict:
-        for item in value.values():
-            kind = type(item)
-            if not (kind is str or kind is int or kind is bool or item is None):
-                break
-        else:
-            return False  # the usual payload: flat scalars, no float at all
+    if type(value) is dict and _FLAT.issuperset(map(type, value.values())):
+        return False  # the usual payload: flat scalars, no float at all (checked in C)
     stack = [value]
     while stack:
         item = stack.pop()
@@ -133,8 +129,8 @@ class EventDecoder:
         self._last_raw, self._last_time = raw, value
         return value
 
-    def __call__(self, row: RawRow) -> RecordedEvent:
-        """Decode one raw row."""
+    def payload(self, row: RawRow) -> tuple[int, dict[str, Any]]:
+        """The (schema version, data) of a raw row, upcast to the current version."""
         kind = row[4]
         version = row[5]
         data = _decode(row[6])
@@ -143,14 +139,23 @@ class EventDecoder:
             current = self._current[kind] = current_version(kind)
         if version != current:
             version, data = upcast(kind, version, data)
+        return version, data
+
+    def event(self, row: RawRow, version: int, data: dict[str, Any]) -> RecordedEvent:
+        """The record of a raw row whose ``payload`` is already known."""
         meta = row[7]
         raw_time = row[_RECORDED_AT]
         if raw_time == self._last_raw and self._last_time is not None:
             when = self._last_time
         else:
             when = self.recorded_at(raw_time)
-        return recorded_event(row[0], row[1], row[2], row[3], kind, version, data,
+        return recorded_event(row[0], row[1], row[2], row[3], row[4], version, data,
                               {} if meta == "{}" else _decode(meta), when, row[9], row[10])
+
+    def __call__(self, row: RawRow) -> RecordedEvent:
+        """Decode one raw row."""
+        version, data = self.payload(row)
+        return self.event(row, version, data)
 
 
 def row_to_event(row: Any) -> RecordedEvent:
@@ -174,24 +179,40 @@ def read_stream(conn: sa.Connection, stream_id: str, from_version: int = 1,
     return [row_to_event(r) for r in conn.execute(query)]
 
 
-def _page_statement(bounded: bool) -> sa.Select[Any]:
-    query = sa.select(*_COLUMNS).where(events.c.position > sa.bindparam("after",
-                                                                        type_=sa.Integer))
+def _page_statement(bounded: bool, hashes: tuple[str, ...] | None = None) -> sa.Select[Any]:
+    columns: tuple[Any, ...] = _COLUMNS
+    if hashes is not None:
+        # The hash columns only for these types (NULL for the others): a rebuild reads
+        # them for no event it folds without a record, and they are a fifth of each row.
+        wanted = events.c.type.in_(sa.bindparam("hash_types", value=list(hashes),
+                                                literal_execute=True))
+        columns = (*_COLUMNS[:9],
+                   sa.case((wanted, events.c.prev_hash)).label("prev_hash") if hashes
+                   else sa.null().label("prev_hash"),
+                   sa.case((wanted, events.c.hash)).label("hash") if hashes
+                   else sa.null().label("hash"))
+    # Not required at compile time: a literal list (above) is rendered then.
+    after, until, size = (sa.bindparam(name, type_=sa.Integer, required=False)
+                          for name in ("after", "until", "size"))
+    query = sa.select(*columns).where(events.c.position > after)
     if bounded:
-        query = query.where(events.c.position <= sa.bindparam("until", type_=sa.Integer))
-    return query.order_by(events.c.position).limit(sa.bindparam("size", type_=sa.Integer))
+        query = query.where(events.c.position <= until)
+    return query.order_by(events.c.position).limit(size)
 
 
 def read_raw_pages(conn: sa.Connection, after: int = 0, *, until_position: int | None = None,
-                   chunk: int = 20_000) -> Iterator[list[RawRow]]:
+                   chunk: int = 20_000, hashes_for: Iterable[str] | None = None
+                   ) -> Iterator[list[RawRow]]:
     """Raw rows with ``after < position <= until_position`` in position order, a page at a time.
 
     Each page is its own indexed query, so no cursor stays open while the caller writes.
-    Decode rows with ``EventDecoder``.
+    Decode rows with ``EventDecoder``. With ``hashes_for``, only rows of those types carry
+    ``prev_hash`` and ``hash`` (None in the others: ``with_hashes`` reads them).
     """
     bounded = until_position is not None
-    stmt = driver_statement(conn.dialect, ("ctxledger.store.read.page", bounded),
-                            lambda: _page_statement(bounded))
+    hashes = None if hashes_for is None else tuple(sorted(set(hashes_for)))
+    stmt = driver_statement(conn.dialect, ("ctxledger.store.read.page", bounded, hashes),
+                            lambda: _page_statement(bounded, hashes))
     cursor_pos = after
     while True:
         values: dict[str, int] = {"after": cursor_pos, "size": chunk}
@@ -203,6 +224,17 @@ def read_raw_pages(conn: sa.Connection, after: int = 0, *, until_position: int |
         if len(rows) < chunk:
             return
         cursor_pos = rows[-1][0]
+
+
+def with_hashes(conn: sa.Connection, row: RawRow) -> RawRow:
+    """``row`` with its ``prev_hash`` and ``hash`` read when ``read_raw_pages`` left them out."""
+    if row[9] is not None:
+        return row
+    stmt = driver_statement(conn.dialect, ("ctxledger.store.read.hashes",), lambda: sa.select(
+        events.c.prev_hash, events.c.hash).where(events.c.position == sa.bindparam(
+            "position", type_=sa.Integer)))
+    found = stmt.fetch(conn, {"position": row[0]})
+    return (*row[:9], *found[0])
 
 
 def read_all(conn: sa.Connection, after: int = 0, limit: int | None = None, *,

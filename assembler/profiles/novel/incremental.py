@@ -31,13 +31,12 @@ same bytes as serializing the whole (``digest.seal_known``).
 
 from __future__ import annotations
 
-import itertools
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any, cast
 
 from ctxledger.assembler.digest import canonical_text, json_object, seal_known
@@ -81,6 +80,7 @@ Key = tuple[Any, ...]
 
 ITEM_ID = attrgetter("item.item_id")
 PRIORITY = attrgetter("priority")
+RANK = attrgetter("rank")
 TEXT = attrgetter("candidate.text")
 TOKENS = attrgetter("candidate.tokens")
 SHOWN = attrgetter("shown")
@@ -112,6 +112,8 @@ class Prepared:
     decision: tuple[Decision, str] | None = None
     section_item: tuple[SectionItem, str] | None = None
     rows: dict[str | None, tuple[NovelItemRow, str]] = field(default_factory=dict)
+    kept: bool = False
+    """In the context as of the state's last fit (``BookState._place``)."""
     shown: NovelItemRow | None = None
     """The row the report shows for it now, and that row's canonical JSON."""
     shown_json: str = ""
@@ -225,18 +227,18 @@ class Ranked:
             self.kept_tokens -= tokens
         self.version += 1
 
-    def rebuild(self, entries: Iterable[tuple[Key, Prepared]]) -> list[Prepared]:
-        """All of it at once: sorted by key (a tie is an error), nothing kept."""
-        pairs = sorted(entries, key=itemgetter(0))
-        for (first, _), (second, _) in itertools.pairwise(pairs):
-            if first == second:
-                raise EngineError(f"ranking key {first!r} is not unique: add a tie-breaker")
-        self.keys = [key for key, _ in pairs]
-        self.preps = [prep for _, prep in pairs]
+    def bulk(self, gone: set[Prepared], arriving: list[Prepared]) -> None:
+        """Take ``gone`` out and put ``arriving`` in at once: one sort of two sorted runs
+        (linear in C), the cut back to nothing (``fit`` moves it). Keys end in the item
+        id, one item per id, so they are unique without a check."""
+        preps = [prep for prep in self.preps if prep not in gone] if gone else self.preps
+        preps = preps + arriving
+        preps.sort(key=RANK)
+        self.preps = preps
+        self.keys = list(map(RANK, preps))
         self.cut = self.kept_tokens = 0
-        self.all_tokens = sum(map(TOKENS, self.preps))
+        self.all_tokens = sum(map(TOKENS, preps))
         self.version += 1
-        return self.preps
 
     def rows_and_json(self) -> tuple[list[NovelItemRow], str]:
         """The rows its items show, in rank order, and their JSON joined by commas:
@@ -431,10 +433,18 @@ class BookState:
                    if item_id in self.prepared and self.prepared[item_id] is not new]
         arriving = [(item_id, new) for item_id, new in preps.items()
                     if new is not None and self.prepared.get(item_id) is not new]
-        bulk = len(arriving) > max(BULK, len(self.prepared) // 4)
+        gone: dict[str, set[Prepared]] = {tier: set() for tier in self.tiers}
+        new_in: dict[str, list[Prepared]] = {tier: [] for tier in self.tiers}
+        for _, old in leaving:
+            gone[old.tier].add(old)
+        for _, new in arriving:
+            new_in[new.tier].append(new)
+        # A tier with many changes (a first assembly, a chapter move in a long book) is
+        # re-sorted once, in C, rather than changed item by item.
+        bulk = [tier for tier, ranked in self.tiers.items()
+                if len(gone[tier]) + len(new_in[tier]) > max(BULK, len(ranked) // 16)]
         for item_id, old in leaving:
             del self.prepared[item_id]
-            self.methods[old.method] -= 1
             if old.droppable:
                 self.drops.remove(old.drop_key())
             elif old.tier == "hot":
@@ -443,38 +453,43 @@ class BookState:
             if item_id in self.in_suffix:
                 del self.in_suffix[item_id]
                 self.suffix.remove(old.suffix_key())
-            if not bulk:
+            if old.tier not in bulk:
                 self.tiers[old.tier].remove(old.rank)
-            self._decide(old, False)
+            replacement = preps.get(item_id)
+            if replacement is None or replacement.method != old.method:
+                self.methods[old.method] -= 1
+            if replacement is None or replacement.item.position != old.item.position:
+                self._decide(old, False)  # else ``_place`` replaces its decision
         for item_id, new in arriving:
+            before = self.prepared.get(item_id)
             self.prepared[item_id] = new
-            self.methods[new.method] += 1
+            if before is None or before.method != new.method:
+                self.methods[new.method] += 1
             if new.droppable:
                 self.drops.add(new.drop_key(), new)
             elif new.tier == "hot":
                 self.base_items += 1
                 self.base_tokens += new.candidate.tokens
-            if not bulk:
+            if new.tier not in bulk:
                 self.tiers[new.tier].add(new.rank, new)
             touched.append(new)
-        if bulk:
-            # Many changes (a first assembly): each tier sorted once, every row re-made.
-            for tier, ranked in self.tiers.items():
-                touched += ranked.rebuild(
-                    (prep.rank, prep) for prep in self.prepared.values() if prep.tier == tier)
-        self._fit(touched)
+        for tier in bulk:
+            self.tiers[tier].bulk(gone[tier], new_in[tier])
+        self._fit(touched, bulk)
 
-    def _fit(self, touched: list[Prepared]) -> None:
+    def _fit(self, touched: list[Prepared], rescan: list[str]) -> None:
         # Prompt order is prefix, cold, warm, suffix: the tier that opens the prompt has no
         # separator before its first item, so cold and warm are fitted before hot.
         policy, separator = self.policy, self.separator
         cold, warm = self.tiers["cold"], self.tiers["warm"]
         hot_leads = self.plan is not None or self.first_exemplar is not None
         free = separator if not hot_leads else 0
-        touched += cold.fit(policy.cold_budget, separator, free)
+        touched += self._flips(cold, cold.fit(policy.cold_budget, separator, free),
+                               "cold" in rescan)
         sheds = {"cold": self._shed("cold", cold, policy.cold_budget, 0, 0, free)}
         free = separator if not hot_leads and not cold.cut else 0
-        touched += warm.fit(policy.warm_budget, separator, free)
+        touched += self._flips(warm, warm.fit(policy.warm_budget, separator, free),
+                               "warm" in rescan)
         sheds["warm"] = self._shed("warm", warm, policy.warm_budget, 0, 0, free)
         free = separator if hot_leads or not (cold.cut or warm.cut) else 0
         touched += self.drops.fit(policy.hot_budget, separator, free, self.base_items,
@@ -488,6 +503,16 @@ class BookState:
             if prepared.get(prep.item.item_id) is prep:
                 self._place(prep)
 
+    @staticmethod
+    def _flips(ranked: Ranked, moved: list[Prepared], rescan: bool) -> list[Prepared]:
+        # The items whose status the fit changed: those it moved the cut over, or after
+        # a re-sort (where the cut started from nothing), those now on the other side.
+        if not rescan:
+            return moved
+        cut = ranked.cut
+        return ([prep for prep in ranked.preps[:cut] if not prep.kept]
+                + [prep for prep in ranked.preps[cut:] if prep.kept])
+
     def _place(self, prep: Prepared) -> None:
         # An item whose status may have changed: the row it shows, its place in the suffix.
         if prep.droppable:
@@ -497,6 +522,7 @@ class BookState:
         else:
             ranked = self.tiers[prep.tier]
             kept = ranked.index(prep.rank) < ranked.cut
+        prep.kept = kept
         shown = prep.row(prep.section if kept else None)
         if prep.shown is not shown[0]:
             prep.shown, prep.shown_json = shown
@@ -516,11 +542,15 @@ class BookState:
         position = prep.item.position
         at = bisect_left(self.kept_at, position)
         present = at < len(self.kept_at) and self.kept_at[at] == position
-        if present and (not kept or self.kept_decisions[at] is not prep.kept_decision()[0]):
+        if present and not kept:
             del self.kept_at[at], self.kept_decisions[at], self.kept_json[at]
             self.kept_joined = None
-            present = False
-        if kept and not present:
+        elif present:
+            decision, text = prep.kept_decision()
+            if self.kept_decisions[at] is not decision:
+                self.kept_decisions[at], self.kept_json[at] = decision, text
+                self.kept_joined = None
+        elif kept:
             decision, text = prep.kept_decision()
             self.kept_at.insert(at, position)
             self.kept_decisions.insert(at, decision)

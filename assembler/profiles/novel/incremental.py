@@ -31,12 +31,13 @@ same bytes as serializing the whole (``digest.seal_known``).
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from operator import attrgetter
+from itertools import accumulate, repeat
+from operator import add, attrgetter, itemgetter
 from typing import Any, cast
 
 from ctxledger.assembler.digest import canonical_text, json_object, seal_known
@@ -79,7 +80,8 @@ sort each instead of one insert per item (a first assembly)."""
 Key = tuple[Any, ...]
 
 ITEM_ID = attrgetter("item.item_id")
-PRIORITY = attrgetter("priority")
+KEY_ID = itemgetter(-1)
+KEY_PRIORITY = itemgetter(-3)
 RANK = attrgetter("rank")
 TEXT = attrgetter("candidate.text")
 TOKENS = attrgetter("candidate.tokens")
@@ -247,6 +249,17 @@ class Ranked:
             self.rows = ((self.version, self.shown), list(map(SHOWN, self.preps)),
                          ",".join(map(SHOWN_JSON, self.preps)))
         return self.rows[1], self.rows[2]
+
+    def refit(self, limit: int, separator: int, first_free: int, base_items: int = 0,
+              base_tokens: int = 0) -> None:
+        """``fit`` from nothing (after ``bulk``), in C: the prefix sizes grow with the
+        prefix, so the longest that fits is a bisection of their running sums."""
+        shares = list(accumulate(map(add, map(TOKENS, self.preps), repeat(separator))))
+        room = limit - base_tokens - separator * base_items + first_free
+        cut = bisect_right(shares, room)  # none kept (size 0) when even the first is over
+        self.cut = cut
+        self.kept_tokens = shares[cut - 1] - separator * cut if cut else 0
+        self.version += 1
 
     def fit(self, limit: int, separator: int, first_free: int, base_items: int = 0,
             base_tokens: int = 0) -> list[Prepared]:
@@ -484,12 +497,10 @@ class BookState:
         cold, warm = self.tiers["cold"], self.tiers["warm"]
         hot_leads = self.plan is not None or self.first_exemplar is not None
         free = separator if not hot_leads else 0
-        touched += self._flips(cold, cold.fit(policy.cold_budget, separator, free),
-                               "cold" in rescan)
+        touched += self._fit_tier(cold, policy.cold_budget, free, "cold" in rescan)
         sheds = {"cold": self._shed("cold", cold, policy.cold_budget, 0, 0, free)}
         free = separator if not hot_leads and not cold.cut else 0
-        touched += self._flips(warm, warm.fit(policy.warm_budget, separator, free),
-                               "warm" in rescan)
+        touched += self._fit_tier(warm, policy.warm_budget, free, "warm" in rescan)
         sheds["warm"] = self._shed("warm", warm, policy.warm_budget, 0, 0, free)
         free = separator if hot_leads or not (cold.cut or warm.cut) else 0
         touched += self.drops.fit(policy.hot_budget, separator, free, self.base_items,
@@ -503,12 +514,13 @@ class BookState:
             if prepared.get(prep.item.item_id) is prep:
                 self._place(prep)
 
-    @staticmethod
-    def _flips(ranked: Ranked, moved: list[Prepared], rescan: bool) -> list[Prepared]:
+    def _fit_tier(self, ranked: Ranked, limit: int, first_free: int,
+                  rescan: bool) -> list[Prepared]:
         # The items whose status the fit changed: those it moved the cut over, or after
-        # a re-sort (where the cut started from nothing), those now on the other side.
+        # a re-sort, those now on the other side of it.
         if not rescan:
-            return moved
+            return ranked.fit(limit, self.separator, first_free)
+        ranked.refit(limit, self.separator, first_free)
         cut = ranked.cut
         return ([prep for prep in ranked.preps[:cut] if not prep.kept]
                 + [prep for prep in ranked.preps[cut:] if prep.kept])
@@ -574,14 +586,16 @@ class BookState:
         used = size(cut, ranked.kept_tokens)
         dropped: tuple[Decision, str] | None = None
         if cut < len(ranked):
-            tail = ranked.preps[cut:]
-            ids = list(map(ITEM_ID, tail))
+            # Every key ends in (-priority, position, item_id): read from the keys, in C.
+            keys = ranked.keys[cut:]
+            ids = list(map(KEY_ID, keys))
             ids.reverse()  # drop order: the lowest rank first
+            negated = list(map(KEY_PRIORITY, keys))
             dropped = range_decision(
-                tier, tail[-1].section, ids, list(map(PRIORITY, tail)),
+                tier, ranked.preps[-1].section, ids, (-max(negated), -min(negated)),
                 tokens_dropped=ranked.all_tokens - ranked.kept_tokens, limit=limit,
                 size_before=size(len(ranked), ranked.all_tokens), used=used,
-                misfit=tail[0])
+                misfit=ranked.preps[cut])
         return Shed(signature, used, used <= limit, base_items + cut,
                     base_tokens + ranked.kept_tokens, dropped)
 
@@ -703,14 +717,15 @@ class BookState:
                           dropped=total - shed.kept, over_budget=not shed.fits)
 
 
-def range_decision(tier: str, section: str, ids: list[str], priorities: Sequence[int], *,
+def range_decision(tier: str, section: str, ids: list[str], priorities: tuple[int, int], *,
                    tokens_dropped: int, limit: int, size_before: int, used: int,
                    misfit: Prepared) -> tuple[Decision, str]:
     """The ``<tier>:dropped`` decision over a tier's dropped tail (``ids`` in drop
-    order; ``misfit``: the first that did not fit), with its canonical JSON."""
+    order, ``priorities`` their lowest and highest; ``misfit``: the first that did not
+    fit), with its canonical JSON."""
     detail: dict[str, DetailValue] = {
         "count": len(ids), "items": cast("list[DetailScalar]", ids),
-        "priority_min": min(priorities), "priority_max": max(priorities),
+        "priority_min": priorities[0], "priority_max": priorities[1],
         "tokens_dropped": tokens_dropped, "limit": limit, "unit": "tokens",
         "size_before": size_before, "used": used, "remaining": limit - used,
         "over_budget": used > limit, "first_misfit": misfit.item.item_id,

@@ -73,9 +73,9 @@ SECTION_TIERS: tuple[tuple[str, str], ...] = (
 SUFFIX_ORDER = ("exemplar", "anti_exemplar", "emotional_directive", "relationship_state",
                 "character")
 CHAPTER_KINDS = frozenset({"summary", "relationship_state"})
-BULK = 64
-"""More arrivals than this and than a quarter of the book: the tiers are rebuilt by one
-sort each instead of one insert per item (a first assembly)."""
+BULK = 16
+"""A tier with more changes than this and than a sixteenth of its items (a first
+assembly, a chapter move in a long book) is re-sorted once instead of edited per item."""
 
 Key = tuple[Any, ...]
 

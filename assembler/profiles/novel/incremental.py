@@ -367,7 +367,8 @@ class BookState:
 
         chapter = 1 if view.chapter is None else view.chapter
         plans = self.of_kind["scene_plan"]
-        plan = max(plans, key=lambda i: (self.by_id[i].position, i)) if plans else None
+        # The latest put, ties by item_id (``latest_scene_plan``); the first exemplar.
+        plan = min(plans, key=lambda i: (-self.by_id[i].position, i)) if plans else None
         arc = plan is not None and bool(self.by_id[plan].evolving)
         exemplars = self.of_kind["exemplar"]
         first = min(exemplars, key=lambda i: (self.by_id[i].position, i)) if exemplars \

@@ -14,6 +14,7 @@ hashed, whole.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -75,16 +76,54 @@ def canonical_text(text: str | list[str]) -> str:
         return canonical_json(text)
 
 
-def seal_known(assembly: Assembly, known: dict[str, str]) -> Assembly:
+Fragment = str | list[Any]
+"""Canonical JSON given in pieces: a string, or a list of fragments one after another
+(so that a large payload is hashed without being joined into one string first)."""
+
+
+def object_fragment(parts: Mapping[str, Fragment]) -> list[Fragment]:
+    """``json_object`` of fragments, as a fragment."""
+    out: list[Fragment] = ["{"]
+    for index, key in enumerate(sorted(parts)):
+        out.append(("," if index else "") + canonical_json(key) + ":")
+        out.append(parts[key])
+    out.append("}")
+    return out
+
+
+def array_fragment(items: list[str]) -> list[Fragment]:
+    """A JSON array of members given as canonical JSON (each may itself be several
+    members joined by commas), as a fragment."""
+    out: list[Fragment] = ["["]
+    for index, item in enumerate(item for item in items if item):
+        out.append("," + item if index else item)
+    out.append("]")
+    return out
+
+
+def seal_known(assembly: Assembly, known: Mapping[str, Fragment]) -> Assembly:
     """``seal`` given the canonical JSON of some top-level fields (``known``, e.g. joined
-    from each part's kept JSON): the same digest as ``seal(assembly)``, which the tests
-    check; the other fields are serialized here."""
+    from each part's kept JSON, possibly in pieces): the same digest as
+    ``seal(assembly)``, which the tests check; the other fields are serialized here.
+    The pieces are hashed in order, never joined: the UTF-8 of a concatenation is the
+    concatenation of the UTF-8s."""
     exclude: Any = {"digest": True, "tokens": {"methods": True},
                     **{name: True for name in known}}
-    parts = {key: canonical_text(value) if type(value) is str else canonical_json(value)
-             for key, value in assembly.model_dump(mode="json", exclude=exclude).items()}
+    parts: dict[str, Fragment] = {
+        key: canonical_text(value) if type(value) is str else canonical_json(value)
+        for key, value in assembly.model_dump(mode="json", exclude=exclude).items()}
     parts.update(known)
-    return assembly.model_copy(update={"digest": sha256_hex(json_object(parts))})
+    hasher = hashlib.sha256()
+    _feed(hasher, object_fragment(parts))
+    return assembly.model_copy(update={"digest": hasher.hexdigest()})
+
+
+def _feed(hasher: Any, fragment: Fragment) -> None:
+    if isinstance(fragment, str):
+        hasher.update(fragment.encode("utf-8"))
+    else:
+        for part in fragment:
+            _feed(hasher, part)
 
 
 def _model_json(model: BaseModel, memo: CanonicalMemo) -> str:

@@ -40,7 +40,14 @@ from itertools import accumulate, repeat
 from operator import add, attrgetter, itemgetter
 from typing import Any, cast
 
-from ctxledger.assembler.digest import canonical_text, json_object, seal_known
+from ctxledger.assembler.digest import (
+    Fragment,
+    array_fragment,
+    canonical_text,
+    json_object,
+    object_fragment,
+    seal_known,
+)
 from ctxledger.assembler.engine import Candidate, Engine, EngineError, detail_values
 from ctxledger.assembler.model import (
     Assembly,
@@ -669,9 +676,10 @@ class BookState:
             total_budget=policy.total_budget, prefix=[p.item.item_id for p in prefix],
             suffix=list(map(ITEM_ID, self.suffix.preps)), items=rows,
             stats=stats_line(tier_reports, policy.total_budget))
-        report_parts = {key: canonical_json(value) for key, value in report.model_dump(
-            mode="json", exclude={"items"}).items()}
-        report_parts["items"] = "[" + ",".join(row_json) + "]"
+        report_parts: dict[str, Fragment] = {
+            key: canonical_json(value)
+            for key, value in report.model_dump(mode="json", exclude={"items"}).items()}
+        report_parts["items"] = array_fragment(row_json)
         # The engine's order: the items in put order (the kept ones: the dropped are
         # covered by their tier's range), then the ranges in the order they were shed.
         if self.kept_joined is None:
@@ -689,7 +697,7 @@ class BookState:
         return seal_known(assembly, {
             "sections": "[" + ",".join(section_json) + "]",
             "decisions": "[" + ",".join(decision_json) + "]",
-            "report": json_object(report_parts)})
+            "report": object_fragment(report_parts)})
 
     @staticmethod
     def _section(name: str, tier: str, members: list[Prepared], separator: str,

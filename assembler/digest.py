@@ -14,13 +14,21 @@ hashed, whole.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from typing import Any
 
+import orjson
 from pydantic import BaseModel
 
 from ctxledger.assembler.memo import CanonicalMemo
 from ctxledger.assembler.model import Assembly
-from ctxledger.store.canonical import canonical_json, sha256_hex
+from ctxledger.store.canonical import (
+    PLAIN_JSON_ONLY,
+    canonical_json,
+    refuse_non_json,
+    sha256_hex,
+)
 
 _EXCLUDED: Any = {"digest": True, "tokens": {"methods": True}}
 _SPLIT: Any = {"digest": True, "decisions": True, "report": True, "tokens": {"methods": True}}
@@ -38,7 +46,7 @@ def canonical_payload(assembly: Assembly, memo: CanonicalMemo | None = None) -> 
              assembly.model_dump(mode="json", exclude=_SPLIT).items()}
     parts["decisions"] = _json_list(assembly.decisions, memo)
     parts["report"] = _model_json(assembly.report, memo)
-    return _json_object(parts)
+    return json_object(parts)
 
 
 def compute_digest(assembly: Assembly, memo: CanonicalMemo | None = None) -> str:
@@ -51,6 +59,73 @@ def seal(assembly: Assembly, memo: CanonicalMemo | None = None) -> Assembly:
     return assembly.model_copy(update={"digest": compute_digest(assembly, memo)})
 
 
+def canonical_text(text: str | list[str]) -> str:
+    """``canonical_json(text)`` for a string or a list of strings, without the scan for
+    number forms.
+
+    ``canonical_json`` looks through orjson's output for the forms in which orjson and
+    the reference encoder can differ (small floats; ``null``, orjson's NaN), which a
+    string never produces: in a string those bytes are only text, escaped alike by both.
+    The scan costs about as much as the rest of a warm assembly for a long context.
+    What orjson refuses (a lone surrogate, a subclass of str) still goes to the
+    reference encoder.
+    """
+    try:
+        return orjson.dumps(text, default=refuse_non_json, option=PLAIN_JSON_ONLY).decode()
+    except TypeError:
+        return canonical_json(text)
+
+
+Fragment = str | list[Any]
+"""Canonical JSON given in pieces: a string, or a list of fragments one after another
+(so that a large payload is hashed without being joined into one string first)."""
+
+
+def object_fragment(parts: Mapping[str, Fragment]) -> list[Fragment]:
+    """``json_object`` of fragments, as a fragment."""
+    out: list[Fragment] = ["{"]
+    for index, key in enumerate(sorted(parts)):
+        out.append(("," if index else "") + canonical_json(key) + ":")
+        out.append(parts[key])
+    out.append("}")
+    return out
+
+
+def array_fragment(items: list[str]) -> list[Fragment]:
+    """A JSON array of members given as canonical JSON (each may itself be several
+    members joined by commas), as a fragment."""
+    out: list[Fragment] = ["["]
+    for index, item in enumerate(item for item in items if item):
+        out.append("," + item if index else item)
+    out.append("]")
+    return out
+
+
+def seal_known(assembly: Assembly, known: Mapping[str, Fragment]) -> Assembly:
+    """``seal`` given the canonical JSON of some top-level fields (``known``, e.g. joined
+    from each part's kept JSON, possibly in pieces): the same digest as
+    ``seal(assembly)``, which the tests check; the other fields are serialized here.
+    The pieces are hashed in order, never joined: the UTF-8 of a concatenation is the
+    concatenation of the UTF-8s."""
+    exclude: Any = {"digest": True, "tokens": {"methods": True},
+                    **{name: True for name in known}}
+    parts: dict[str, Fragment] = {
+        key: canonical_text(value) if type(value) is str else canonical_json(value)
+        for key, value in assembly.model_dump(mode="json", exclude=exclude).items()}
+    parts.update(known)
+    hasher = hashlib.sha256()
+    _feed(hasher, object_fragment(parts))
+    return assembly.model_copy(update={"digest": hasher.hexdigest()})
+
+
+def _feed(hasher: Any, fragment: Fragment) -> None:
+    if isinstance(fragment, str):
+        hasher.update(fragment.encode("utf-8"))
+    else:
+        for part in fragment:
+            _feed(hasher, part)
+
+
 def _model_json(model: BaseModel, memo: CanonicalMemo) -> str:
     # A report's lists of models (rows, tiers) come from the memo; the rest is dumped.
     lists = {name for name in type(model).model_fields
@@ -59,7 +134,7 @@ def _model_json(model: BaseModel, memo: CanonicalMemo) -> str:
              model.model_dump(mode="json", exclude=lists).items()}
     for name in lists:
         parts[name] = _json_list(getattr(model, name), memo)
-    return _json_object(parts)
+    return json_object(parts)
 
 
 def _is_model_list(value: Any) -> bool:
@@ -71,7 +146,8 @@ def _json_list(models: list[Any], memo: CanonicalMemo) -> str:
     return "[" + ",".join([memo.json_of(model) for model in models]) + "]"
 
 
-def _json_object(parts: dict[str, str]) -> str:
+def json_object(parts: Mapping[str, str]) -> str:
+    """A JSON object from its members' canonical JSON: keys sorted, no spaces."""
     # json.dumps(sort_keys=True) orders keys as sorted() does.
     return "{" + ",".join([canonical_json(key) + ":" + parts[key]
                            for key in sorted(parts)]) + "}"

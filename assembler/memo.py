@@ -46,6 +46,7 @@ class CanonicalMemo:
         self._json: dict[int, tuple[BaseModel, str]] = {}
         self._old_json: dict[int, tuple[BaseModel, str]] = {}
         self._used = 0
+        self._states: OrderedDict[Hashable, object] = OrderedDict()
         self.built = 0
         """Models built (interning misses) so far: a test checks reuse."""
 
@@ -90,6 +91,22 @@ class CanonicalMemo:
                 found = (model, canonical_json(data))
             self._json[slot] = found
         return found[1]
+
+    def state(self, key: Hashable) -> object | None:
+        """A profile's state kept under ``key`` (``keep_state``), or None."""
+        return self._states.get(key)
+
+    def keep_state(self, key: Hashable, state: object, capacity: int) -> None:
+        """Keep a profile's mutable state across assemblies (the latest ``capacity``
+        keys): it must name everything the state is a function of besides the view."""
+        self._states[key] = state
+        self._states.move_to_end(key)
+        while len(self._states) > capacity:
+            self._states.popitem(last=False)
+
+    def forget_state(self, key: Hashable) -> None:
+        """Drop the state under ``key`` (one that failed half-way)."""
+        self._states.pop(key, None)
 
     def assembled(self) -> None:
         """End of an assembly: retire the newer generation once it is over

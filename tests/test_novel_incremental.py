@@ -21,11 +21,14 @@ from hypothesis import strategies as st
 
 from ctxledger import Ledger
 from ctxledger.assembler import assemble
-from ctxledger.assembler.digest import canonical_payload, compute_digest
+from ctxledger.assembler.api import assemble_with_caches, counter_for
+from ctxledger.assembler.digest import canonical_payload, canonical_text, compute_digest
 from ctxledger.assembler.memo import CanonicalMemo, SessionMemos
 from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.profiles.novel import NovelPolicy, NovelReport
 from ctxledger.projections.read_view import load_session_view
-from ctxledger.projections.view import ViewRequest
+from ctxledger.projections.view import Item, SessionView, ViewRequest
+from ctxledger.store.canonical import canonical_json
 
 NOW = datetime(2026, 4, 2, 12, 0, tzinfo=UTC)
 BOOK = "book"
@@ -197,3 +200,164 @@ def test_random_changes_warm_equals_cold(steps: list[tuple[Any, ...]], seed: int
                     event = {"type": "item.removed", "data": {"item_id": step[1]}}
                 ledger.append(BOOK, event)
                 assert_same(ledger.assemble(BOOK, "novel", now=NOW), cold(url))
+
+
+# -- the kept state itself, in memory (no database): many cases, quickly ----------------
+
+def _item(item_id: str, kind: str, tokens: int, position: int, **flags: Any) -> Item:
+    values = {flag: flags.pop(flag, None)
+              for flag in ("active", "in_scene", "pov", "evolving", "critical")}
+    chapter = flags.pop("chapter", None)
+    assert not flags, flags
+    return Item(item_id=item_id, kind=kind, content=f"{item_id} " + "x" * (4 * tokens),
+                chapter=chapter, position=position, **values)
+
+
+def _random_item(rng: random.Random, item_id: str, position: int) -> Item:
+    kind = rng.choice(KINDS)
+    flags: dict[str, Any] = {}
+    if kind in ("summary", "relationship_state"):
+        flags["chapter"] = rng.choice([None, *range(1, 15)])
+    if kind in ("character", "relationship_state"):
+        flags["in_scene"] = rng.random() < 0.3
+    if kind in ("relationship_state", "scene_plan"):
+        flags["evolving"] = rng.random() < 0.5
+    if kind == "character":
+        flags["pov"] = rng.random() < 0.2
+    if kind == "foreshadowing":
+        flags["active"] = rng.random() < 0.5
+    # Few distinct sizes: equal priorities and equal sizes tie often.
+    return _item(item_id, kind, rng.choice([1, 3, 3, 8, 15]), position, **flags)
+
+
+def _view(items: tuple[Item, ...], chapter: int | None, position: int) -> SessionView:
+    return SessionView(stream_id=BOOK, scope="b", position=position, exists=True,
+                       chapter=chapter, scene=None, items=items)
+
+
+def _check_longest_prefix(assembly: Assembly, policy: NovelPolicy) -> None:
+    # An oracle of the warm and cold rule, read off the report: within each tier (rank
+    # order) the included rows are a prefix, the longest whose framed size fits.
+    report = assembly.report
+    assert isinstance(report, NovelReport)
+    separator = 1 if policy.separator else 0  # chars4: "\n\n" is one token
+    for tier in ("warm", "cold"):
+        rows = [row for row in report.items if row.tier == tier]
+        kept = [row for row in rows if row.status == "included"]
+        assert rows[:len(kept)] == kept
+        budget = policy.budget(tier)
+        shown = next(t for t in report.tiers if t.tier == tier)
+        assert shown.tokens <= budget
+        if len(kept) < len(rows):
+            # One more (with its separator) would not fit.
+            assert shown.tokens + rows[len(kept)].tokens + separator > budget
+
+
+STEPS = st.lists(st.one_of(
+    st.tuples(st.just("put"), st.integers(0, 30), st.integers(0, 10_000)),
+    st.tuples(st.just("many"), st.integers(20, 90), st.integers(0, 10_000)),
+    st.tuples(st.just("remove"), st.integers(0, 30)),
+    st.tuples(st.just("move"), st.integers(1, 16)),
+    st.tuples(st.just("budget"), st.sampled_from(["hot_budget", "warm_budget",
+                                                  "cold_budget", "warm_window"]),
+              st.integers(0, 200))), min_size=1, max_size=12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=STEPS, seed=st.integers(0, 10_000))
+def test_kept_state_equals_a_fresh_one_after_any_changes(steps: list[tuple[Any, ...]],
+                                                         seed: int) -> None:
+    """Puts (one, or many at once: the tiers are then re-sorted rather than edited),
+    re-puts, removals, chapter moves and budget changes: the state kept across them
+    gives the assembly a fresh state gives, and both follow the longest-prefix rule."""
+    rng = random.Random(seed)
+    position = 0
+    items: tuple[Item, ...] = ()
+    for n in range(40):
+        position += 1
+        items += (_random_item(rng, f"i{n:03d}", position),)
+    chapter: int | None = 10
+    values: dict[str, Any] = {"token_encoding": "chars4", "hot_budget": 60,
+                              "warm_budget": 80, "cold_budget": 100, "warm_window": 3}
+    memos = SessionMemos()
+    counter = counter_for(NovelPolicy.model_validate(values))
+    fresh = 1_000
+    for step in [("start",), *steps]:
+        if step[0] == "put":
+            position += 1
+            new = _random_item(random.Random(step[2]), f"i{step[1]:03d}", position)
+            items = (*tuple(i for i in items if i.item_id != new.item_id), new)
+        elif step[0] == "many":
+            made = random.Random(step[2])
+            for _ in range(step[1]):
+                position += 1
+                fresh += 1
+                items += (_random_item(made, f"n{fresh}", position),)
+        elif step[0] == "remove":
+            items = tuple(i for i in items if i.item_id != f"i{step[1]:03d}")
+        elif step[0] == "move":
+            chapter = step[1]
+        elif step[0] == "budget":
+            values[step[1]] = step[2]
+        position += 1
+        policy = NovelPolicy.model_validate(values)
+        view = _view(items, chapter, position)
+        warm, _ = assemble_with_caches(view, "novel", NOW, policy, counter, memos)
+        cold = assemble(view, "novel", NOW, policy)
+        assert_same(warm, cold)
+        _check_longest_prefix(warm, policy)
+
+
+def test_equal_priorities_drop_the_latest_put_first_when_warm() -> None:
+    # Six world items of 10 tokens (priority 4) in a cold budget of 35: three fit (with
+    # their separators). A seventh is the latest put: dropped first, the kept prefix
+    # stays; removing a kept one lets the next in put order in.
+    values = {"token_encoding": "chars4", "cold_budget": 35}
+    policy = NovelPolicy.model_validate(values)
+    items = tuple(_item(f"w{n}", "world", 9, n + 1) for n in range(6))
+    memos = SessionMemos()
+    counter = counter_for(policy)
+
+    def kept(assembly: Assembly) -> list[str]:
+        report = assembly.report
+        assert isinstance(report, NovelReport)
+        return [row.item_id for row in report.items if row.status == "included"]
+
+    first, _ = assemble_with_caches(_view(items, 3, 10), "novel", NOW, policy, counter,
+                                    memos)
+    assert kept(first) == ["w0", "w1", "w2"]
+    items += (_item("w6", "world", 9, 11),)
+    second, _ = assemble_with_caches(_view(items, 3, 12), "novel", NOW, policy, counter,
+                                     memos)
+    assert kept(second) == ["w0", "w1", "w2"]
+    assert second.decision("w6").item == "cold:dropped"
+    assert second.decision("cold:dropped").detail["items"] == [
+        "w6", "w5", "w4", "w3"]  # drop order: the latest put first
+    items = tuple(i for i in items if i.item_id != "w1")
+    third, _ = assemble_with_caches(_view(items, 3, 13), "novel", NOW, policy, counter,
+                                    memos)
+    assert kept(third) == ["w0", "w2", "w3"]
+    for warm in (first, second, third):
+        assert compute_digest(warm) == warm.digest
+
+
+def test_a_built_assembly_validates_to_the_same_output(sqlite_url: str) -> None:
+    """The state builds the output without re-validating what it made itself; read
+    back through validation it is the same, to the byte and to the digest."""
+    rng = random.Random(5)
+    with Ledger.open(sqlite_url) as ledger:
+        start(ledger, rng, 50)
+        built = ledger.assemble(BOOK, "novel", now=NOW)
+    again = Assembly.model_validate(json.loads(built.model_dump_json()))
+    assert again.model_dump_json() == built.model_dump_json()
+    assert compute_digest(again) == built.digest
+    assert canonical_payload(again) == canonical_payload(built)
+
+
+@given(st.lists(st.text(), max_size=5))
+def test_canonical_text_is_canonical_json(texts: list[str]) -> None:
+    for value in (*texts, "null", "1e-05 and 0.00001", 'a "quote" \\ \n\t\x00\x1f\u2028',
+                  "\ud800 lone", "é ü 漢字 🙂"):
+        assert canonical_text(value) == canonical_json(value)
+    assert canonical_text(texts) == canonical_json(texts)
+    assert canonical_text(["null", "\ud800"]) == canonical_json(["null", "\ud800"])

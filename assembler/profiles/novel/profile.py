@@ -35,34 +35,25 @@ Rules (SPEC §3 "Profile novel"):
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from operator import itemgetter
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar
 
 from ctxledger.assembler.engine import (
     Additive,
-    Candidate,
     Engine,
-    EngineError,
-    Frame,
-    Piece,
     SectionLayout,
-    ShedStep,
-    detail_values,
     ranked,
 )
-from ctxledger.assembler.model import Assembly, DetailValue
+from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles.base import Profile, report_of
-from ctxledger.assembler.profiles.novel.policy import TIERS, NovelPolicy
-from ctxledger.assembler.profiles.novel.report import NovelItemRow, NovelReport, TierReport
+from ctxledger.assembler.profiles.novel.policy import NovelPolicy
+from ctxledger.assembler.profiles.novel.report import NovelReport, TierReport
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.tokens import TokenCounter
 from ctxledger.projections.view import Item, SessionView, ViewRequest
-from ctxledger.store.canonical import canonical_json
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -217,81 +208,6 @@ CHAPTER_KINDS = frozenset({"summary", "relationship_state"})
 """Kinds whose tier, priority or details depend on the current chapter."""
 
 
-_PLACEMENTS: dict[Placement, Placement] = {}
-
-
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """What an item contributes before any budget: a pure function of the item, the
-    policy and its memo key's context (see ``NovelProfile.assemble``)."""
-
-    item: Item
-    placement: Placement
-    priority: int
-    section: str
-    rank: tuple[int, int, str]
-    detail: Mapping[str, DetailValue]
-    candidate: Candidate
-    rows: dict[str | None, NovelItemRow] = field(default_factory=dict, compare=False)
-    """The item's report row by where it is laid out (None: dropped), made on first use:
-    a row is a function of the item, this and that place."""
-
-
-def _prepare(item: Item, chapter: int, plan: str | None,
-             arc: bool, first_exemplar: str | None, policy: NovelPolicy,
-             counter: TokenCounter) -> Prepared:
-    # A few distinct placements for thousands of items: one object each (the memo holds
-    # every item's, and fewer live objects make each garbage collection cheaper).
-    placed = assign_tier(item, chapter, policy, scene_plan=plan)
-    placed = _PLACEMENTS.setdefault(placed, placed)
-    priority = priority_of(item, chapter, policy, emotional_arc=arc)
-    section = (placed.tier if placed.tier != "hot"
-               else SECTION_PREFIX if item.kind == "scene_plan"
-               or item.item_id == first_exemplar else SECTION_SUFFIX)
-    detail: dict[str, int | str | bool | None] = {
-        "kind": item.kind, "tier": placed.tier, "tokens": counter.count(item.content),
-        "tier_budget": policy.budget(placed.tier), "put_position": item.position}
-    # Only the item's own values: the current chapter and the window are on the report
-    # once, so a chapter move changes only the records whose tier or priority it changes.
-    if item.kind == "summary":
-        detail["chapter"] = item.chapter
-    elif item.kind == "relationship_state":
-        detail.update({"chapter": item.chapter, "evolving": item.evolving,
-                       "promoted": placed.promoted})
-    elif item.kind == "emotional_directive":
-        detail["emotional_arc"] = arc
-    elif item.kind == "scene_plan":
-        detail["scene_plan"] = plan
-    return Prepared(item, placed, priority, section, rank_key(priority, item),
-                    detail_values(detail),
-                    Candidate(item.item_id, section, item.content, counter.count(item.content),
-                              placed.tier, priority))
-
-
-def ranked_exactly(keyed: list[tuple[tuple[int, int, str], Candidate]]) -> list[Candidate]:
-    """``ranked`` for keys without floats (nothing to round): sorted by key, a tie on
-    the whole key an error."""
-    keyed.sort(key=itemgetter(0))
-    for (first, _), (second, _) in itertools.pairwise(keyed):
-        if first == second:
-            raise EngineError(f"ranking key {first!r} is not unique: add a tie-breaker")
-    return [candidate for _, candidate in keyed]
-
-
-def _row(prepared: Prepared, candidate: Candidate, kind: str,
-         placement: str | None) -> NovelItemRow:
-    # Kept with the memoized item: an unchanged row is the same object as last time,
-    # whose canonical JSON the digest already has.
-    row = prepared.rows.get(placement)
-    if row is None:
-        placed = prepared.placement
-        row = prepared.rows[placement] = NovelItemRow(
-            item_id=candidate.id, kind=kind, tier=placed.tier, priority=prepared.priority,
-            tokens=candidate.tokens, status="included" if placement is not None else "dropped",
-            placement=placement, promoted=placed.promoted)
-    return row
-
-
 class NovelProfile(Profile):
     """The ``novel`` profile."""
 
@@ -306,119 +222,13 @@ class NovelProfile(Profile):
 
     def assemble(self, engine: Engine, view: SessionView, now: datetime,
                  policy: Policy) -> Assembly:
-        """Tier, rank and fit the items, then lay them out as a sandwich."""
+        """Tier, rank and fit the items, then lay them out as a sandwich: the session's
+        kept ``BookState`` brought up to the view by what changed (a new one, built from
+        every item, without a memo or under another policy)."""
+        from ctxledger.assembler.profiles.novel.incremental import assemble_book
+
         assert isinstance(policy, NovelPolicy)
-        memo = engine.memo_for(view.stream_id)
-        chapter = current_chapter(view.chapter)
-        window = summary_window(chapter, policy)
-        items = {item.item_id: item for item in view.items}
-        plan = latest_scene_plan(view.items)
-        arc = plan is not None and bool(items[plan].evolving)
-        engine.counter.prefetch([policy.separator, *(item.content for item in view.items)])
-        separator_tokens = engine.counter.count(policy.separator)
-
-        placements: dict[str, Placement] = {}
-        prepared_of: dict[str, Prepared] = {}
-        first_exemplar = next((item.item_id for item in ranked(
-            (i for i in view.items if i.kind == "exemplar"),
-            key=lambda i: (i.position, i.item_id))), None)
-        by_tier: dict[str, list[tuple[tuple[int, int, str], Candidate]]] = {
-            tier: [] for tier in TIERS}
-        policy_key = canonical_json(policy.model_dump(mode="json"))
-        for item in view.items:
-            kind = item.kind
-            # Everything an item's tier, priority, section and details depend on besides
-            # the item and the policy: its key in the memo.
-            context = (chapter if kind in CHAPTER_KINDS else plan if kind == "scene_plan"
-                       else arc if kind == "emotional_directive"
-                       else item.item_id == first_exemplar if kind == "exemplar" else None)
-            # By the item's identity: the read view hands the same Item objects on while
-            # they are unchanged (``ItemSet``), and comparing by identity skips hashing
-            # and comparing every field. The entry holds its item, so no other object
-            # can have that id meanwhile; another (equal) object is merely a miss.
-            key = ("novel_item", policy_key, id(item), context)
-            prepared = cast("Prepared | None", memo.lookup(key))
-            if prepared is None or prepared.item is not item:
-                prepared = _prepare(item, chapter, plan, arc, first_exemplar, policy,
-                                    engine.counter)
-                memo.remember(key, prepared)
-            prepared_of[item.item_id] = prepared
-            placed = placements[item.item_id] = prepared.placement
-            candidate = engine.adopt(prepared.candidate, placed.reason, prepared.detail)
-            by_tier[placed.tier].append((prepared.rank, candidate))
-
-        ordered = {tier: ranked_exactly(by_tier[tier]) for tier in TIERS}
-        # The prefix (scene plan, first exemplar) is never dropped, so whether it opens
-        # the prompt is known before any budget is checked.
-        hot_leads = any(c.section == SECTION_PREFIX for c in ordered["hot"])
-        warnings: list[str] = []
-        kept: dict[str, list[Candidate]] = {}
-        reports: dict[str, TierReport] = {}
-        # Prompt order is prefix, cold, warm, suffix: the tier that opens the prompt has
-        # no separator before its first item, so cold and warm are fitted before hot.
-        for tier in ("cold", "warm", "hot"):
-            leads = (hot_leads if tier == "hot" and hot_leads
-                     else not hot_leads and not any(kept.get(t) for t in ("cold", "warm")))
-            measure = framed_total(separator_tokens, leads=leads)
-            # Generators: only the steps that are taken are made (a step per dropped item).
-            lowest_first = ordered[tier][::-1]
-            steps: Iterable[ShedStep]
-            if tier == "hot":
-                steps = itertools.chain(
-                    (ShedStep((c,)) for c in lowest_first
-                     if items[c.id].kind == "emotional_directive"),
-                    (ShedStep((c,)) for c in lowest_first if placements[c.id].promoted))
-            else:
-                steps = (ShedStep((c,)) for c in lowest_first)
-            # The tier's dropped tail is one decision (``<tier>:dropped``): one new item
-            # moves the cut by an item or so, and no other record changes with it.
-            shed = engine.shed_until_fits(ordered[tier], steps, limit=policy.budget(tier),
-                                          unit="tokens", measure=measure,
-                                          reason=f"{tier}_over_budget",
-                                          collapse=dropped_item(tier), tier=tier)
-            kept[tier] = shed.kept
-            if not shed.fits:
-                warnings.append(
-                    f"hot tier is {shed.size} tokens, over its budget of "
-                    f"{policy.budget(tier)}: scene plans, exemplars, anti-exemplars and "
-                    "characters are never dropped or shortened, so it overshoots")
-            item_tokens = sum(c.tokens for c in shed.kept)
-            reports[tier] = TierReport(
-                tier=tier, budget=policy.budget(tier), tokens=shed.size,
-                item_tokens=item_tokens, framing_tokens=shed.size - item_tokens,
-                items=len(shed.kept), dropped=len(ordered[tier]) - len(shed.kept),
-                over_budget=not shed.fits)
-        tier_reports = [reports[tier] for tier in TIERS]
-
-        hot = kept["hot"]
-        prefix = [c for c in hot if c.section == SECTION_PREFIX]
-        # Layout order: by the sandwich's kind order, then by rank within a kind.
-        rank = {c.id: index for index, c in enumerate(hot)}
-        prefix = ranked(prefix, key=lambda c: (items[c.id].kind != "scene_plan", rank[c.id]))
-        suffix = ranked((c for c in hot if c.section == SECTION_SUFFIX),
-                        key=lambda c: (SUFFIX_ORDER.index(items[c.id].kind), rank[c.id]))
-        order = [*prefix, *kept["cold"], *kept["warm"], *suffix]
-        pieces: list[Piece] = []
-        for candidate in order:
-            if pieces:
-                # The separator belongs to the section of the item it introduces.
-                pieces.append(Frame(policy.separator, candidate.section))
-            pieces.append(candidate)
-        where = {c.id: c.section for c in order}
-
-        rows = [_row(prepared_of[c.id], c, items[c.id].kind, where.get(c.id))
-                for tier in TIERS for c in ordered[tier]]
-        report = NovelReport(
-            chapter=chapter, moved=view.chapter is not None, scene=view.scene,
-            warm_window=policy.warm_window, window=window, tiers=tier_reports,
-            total_tokens=sum(tier.tokens for tier in tier_reports),
-            total_budget=policy.total_budget, prefix=[c.id for c in prefix],
-            suffix=[c.id for c in suffix], items=rows,
-            stats=stats_line(tier_reports, policy.total_budget))
-        return engine.finish(
-            profile=self.name, policy_version=policy.version, session=view.stream_id,
-            position=view.position, now=now, pieces=pieces, sections=SECTIONS,
-            report=report, warnings=warnings)
+        return assemble_book(engine, view, now, policy)
 
     def render(self, assembly: Assembly) -> RenderableType:
         """Items by tier (rank order) with priority, tokens and placement; the stats line."""

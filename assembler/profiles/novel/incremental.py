@@ -62,6 +62,7 @@ from ctxledger.assembler.profiles.novel.policy import TIERS, NovelPolicy
 from ctxledger.assembler.profiles.novel.profile import (
     Placement,
     assign_tier,
+    dropped_item,
     priority_of,
     rank_key,
     stats_line,
@@ -741,7 +742,7 @@ def range_decision(tier: str, section: str, ids: list[str], priorities: tuple[in
         "first_misfit_tokens": misfit.candidate.tokens,
         "first_misfit_priority": misfit.priority, **detail_values({"tier": tier})}
     # Built without validating thousands of ids one by one: every value is plain JSON.
-    made = Decision.model_construct(item=f"{tier}:dropped", section=section,
+    made = Decision.model_construct(item=dropped_item(tier), section=section,
                                     action="dropped", reason=f"{tier}_over_budget",
                                     priority=None, detail=detail)
     fields = {"action": canonical_json("dropped"), "item": canonical_json(made.item),

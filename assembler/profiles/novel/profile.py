@@ -41,7 +41,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
 from ctxledger.assembler.engine import (
-    Additive,
     Engine,
     SectionLayout,
     ranked,
@@ -177,13 +176,6 @@ def priority_of(item: Item, chapter: int | None, policy: NovelPolicy, *,
 def rank_key(priority: int, item: Item) -> tuple[int, int, str]:
     """Priority descending, then put order, then item_id."""
     return (-priority, item.position, item.item_id)
-
-
-def framed_total(separator_tokens: int, *, leads: bool) -> Additive:
-    """A tier's size: its items plus one separator before each, except the item that
-    opens the prompt (when the tier ``leads``)."""
-    return Additive("tokens", per_item=separator_tokens,
-                    first_free=separator_tokens if leads else 0)
 
 
 def stats_line(tiers: Sequence[TierReport], total_budget: int) -> str:

@@ -279,15 +279,17 @@ def single_appends(ctx: Context) -> list[Comparison]:
     note = f"first {len(events):,} events of the mix"
     # Pages per commit: counted once, untimed (deterministic for a given mix).
     frames = Measure(ctxledger_wal_frames(ctx, events), "frames")
-    raw_frames = Measure(raw_wal_frames(ctx, events), "frames")
+    raw_frames = raw_wal_frames(ctx, events)
     return [
         Comparison("single", "single appends vs raw sqlite3 (commit per row)",
                    got["ctxledger"], RAW, got[RAW], AtLeastTimesPeer(0.5), note),
         Comparison("single", "single appends vs eventsourcing (save per event)",
                    got["ctxledger"], EVENTSOURCING, got[EVENTSOURCING], FasterThanPeer(), note),
-        Comparison("single", "WAL frames per single append (raw: per commit)",
-                   frames, RAW, raw_frames, AtMost(6, "frames"),
-                   f"after {len(events) // 4:,} warm-up appends; automatic checkpoints off"),
+        # An absolute bar: the raw peer's frames are context, not a ratio to meet.
+        Comparison("single", "WAL frames per single append", frames, None, None,
+                   AtMost(6, "frames"),
+                   f"after {len(events) // 4:,} warm-up appends, automatic checkpoints off;"
+                   f" raw sqlite3: {raw_frames:.2f} per commit"),
     ]
 
 

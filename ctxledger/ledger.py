@@ -47,6 +47,7 @@ RebuildProgress = Callable[[int, int], None]
 _COUNTER_MEMO_LIMIT = 200_000
 
 _log = logging.getLogger(__name__)
+_ONE_EVENT = (Mapping, NewEvent)  # built once: ``A | B`` in isinstance makes a union per call
 
 
 class Ledger:
@@ -143,7 +144,7 @@ class Ledger:
         ``events`` is a list of ``{"type", "data"[, "id", "metadata"]}`` mappings (or one).
         """
         batch: Sequence[EventInput] = (
-            [events] if isinstance(events, Mapping | NewEvent) else events)
+            [events] if type(events) is dict or isinstance(events, _ONE_EVENT) else events)
         return self.log.append(stream_id, batch, expected_version=expected_version)
 
     def events(self, stream_id: str | None = None, *, after: int = 0,

@@ -7,7 +7,8 @@
 - ``context.assembled`` figures per (scope, profile, day), from the day's events.
 
 A day is ``[00:00, 24:00)`` UTC of ``recorded_at`` (``used_at`` for tool uses). Reads go
-through ``ix_events_recorded_at``, so a day costs what it holds, never the history.
+through ``ix_events_recorded_at`` (tool uses: one ``tool_uses`` key seek per known tool),
+so a day costs what it holds, never the history.
 This module only computes and writes rows; ``ctxledger.rollup`` runs the job around it
 (lock, one transaction per day, the ``rollup.completed`` event).
 """
@@ -24,7 +25,7 @@ import sqlalchemy as sa
 
 from ctxledger.projections.session_scopes import DEFAULT_SCOPE
 from ctxledger.projections.session_stats import sessions
-from ctxledger.projections.tool_usage import tool_uses
+from ctxledger.projections.tool_usage import known_tool_uses, tool_uses
 from ctxledger.projections.usage_rollups import (
     JOB_TABLES,
     rollup_days,
@@ -165,7 +166,7 @@ def _tool_rows(conn: sa.Connection, span: _Span, scope: str | None) -> list[Row]
     t = tool_uses.c
     query = (sa.select(t.scope, t.tool_name, sa.func.count().label("uses"),
                        sa.func.max(t.used_at).label("last_used"))
-             .where(span.holds(t.used_at))
+             .where(known_tool_uses(), span.holds(t.used_at))
              .group_by(t.scope, t.tool_name).order_by(t.scope, t.tool_name))
     if scope is not None:
         query = query.where(t.scope == scope)

@@ -289,6 +289,8 @@ class RowStore:
         return written
 
     def _flush_table(self, conn: sa.Connection, state: _TableState) -> int:
+        if len(state.dirty) + len(state.blind) == 1:
+            return self._flush_one(conn, state)
         inserts: dict[tuple[str, ...], list[Row]] = {}
         upserts: dict[tuple[str, ...], list[Row]] = {}
         deletes: list[Row] = []
@@ -342,6 +344,38 @@ class RowStore:
         state.dirty.clear()
         state.blind.clear()
         return written
+
+    def _flush_one(self, conn: sa.Connection, state: _TableState) -> int:
+        """``_flush_table`` for one pending row, the shape of an inline append (issue 13):
+        one statement, without the grouping of the general case."""
+        cache, absent = state.cache, state.absent
+        if state.blind:
+            key, blind = state.blind.popitem()
+            new = {**blind.defaults, **dict(zip(state.key_cols, key, strict=True))}
+            new.update(blind.add)
+            new.update(blind.set)
+            add_cols = tuple(blind.add)
+            self._upsert(state, tuple(new), add_cols,
+                         tuple(dict.fromkeys((*add_cols, *blind.set)))).execute(conn, new)
+            return 1
+        key = next(iter(state.dirty))
+        state.dirty.clear()
+        row = cache.get(key)
+        if row is None:
+            if key not in absent:
+                self._delete_by_key(state).execute(
+                    conn, dict(zip(state.key_cols, key, strict=True)))
+                absent.add(key)
+                return 1
+            return 0
+        cols = tuple(row)
+        if key in absent:
+            self._insert(state, cols).execute(conn, row)
+            absent.discard(key)
+        else:
+            non_key = tuple(c for c in cols if c not in state.key_cols)
+            self._upsert(state, cols, (), non_key).execute(conn, row)
+        return 1
 
     def forget(self) -> None:
         """Drop cached rows (after a flush) to bound memory; later gets read again."""

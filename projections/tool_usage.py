@@ -54,12 +54,19 @@ tool_uses = sa.Table(
     # The window seeks (``read_view._use_seek``) read this key in order; ``seq`` rises with
     # ``used_at`` per tool, so (scope, tool_name, seq) is unique too.
     sa.PrimaryKeyConstraint("scope", "tool_name", "used_at", "seq", name="tool_uses_pkey"),
-    # The nightly job reads one day of uses and prunes the oldest: range scans, not
-    # a scan of the whole retention per day.
-    sa.Index("ix_tool_uses_used_at", "used_at"),
+    # No index on used_at (issue 13, migration 0012): the nightly job's day reads and
+    # pruning seek this key per known tool (``known_tool_uses``).
     sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """One row per use; ``seq`` is the lifetime count after the use (1, 2, 3...)."""
+
+
+def known_tool_uses() -> sa.ColumnElement[bool]:
+    """Uses of a ``(scope, tool_name)`` that ``tool_usage`` has, which is every use: added
+    to a ``used_at`` range, it makes the range one ``tool_uses`` key seek per tool (both
+    backends plan the row-value ``IN`` that way) instead of a scan of every use."""
+    pairs = sa.select(tool_usage.c.scope, tool_usage.c.tool_name)
+    return sa.tuple_(tool_uses.c.scope, tool_uses.c.tool_name).in_(pairs)
 
 
 class ToolUsageProjection(Projection):
@@ -146,5 +153,7 @@ def prune_rolled_up_uses(event: RecordedEvent, rows: RowStore) -> None:
     if not before:
         return
     cutoff = datetime.combine(date.fromisoformat(before), time(), UTC)
-    rows.delete_where(tool_uses, tool_uses.c.used_at < cutoff,
+    # Pending ``tool_usage`` rows first: the DELETE finds uses through that table.
+    rows.flush()
+    rows.delete_where(tool_uses, sa.and_(known_tool_uses(), tool_uses.c.used_at < cutoff),
                       lambda row: bool(row["used_at"] < cutoff))

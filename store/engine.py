@@ -7,7 +7,8 @@ import importlib.util
 import operator
 import sqlite3
 import weakref
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -143,13 +144,52 @@ def _configure_sqlite(engine: Engine, *, memory: bool) -> None:
         dbapi_conn: Any = conn.connection.dbapi_connection
         # Writers take the lock up front; readers stay deferred so WAL lets them run
         # beside a writer.
+        if dbapi_conn.in_transaction:
+            # Begun on the driver by ``driver_transaction`` (the append fast path): SQLAlchemy
+            # joins it, and then owns its commit.
+            return
         begin = ("BEGIN" if conn.get_execution_options().get(READ_ONLY_OPTION)
                  else "BEGIN IMMEDIATE")
+        _driver_sql(conn, begin)
+
+
+def _driver_sql(conn: sa.Connection, sql: str) -> None:
+    """Run ``sql`` on ``conn``'s SQLite driver connection, errors as SQLAlchemy's."""
+    try:
+        conn.connection.dbapi_connection.execute(sql)  # type: ignore[union-attr]
+    except sqlite3.Error as exc:
+        raise sa.exc.DBAPIError.instance(sql, None, exc, sqlite3.Error,
+                                         dialect=conn.dialect) from exc
+
+
+@contextmanager
+def driver_transaction(conn: sa.Connection) -> Iterator[sa.Connection]:
+    """A SQLite write transaction begun and committed on the driver: ``BEGIN IMMEDIATE``
+    ... ``COMMIT``, without SQLAlchemy's transaction objects and events (issue 13: they
+    cost as much as an append's statements). ``conn`` must not be in a transaction.
+
+    Statements that go through ``conn.execute`` inside it still work: SQLAlchemy's
+    autobegin joins the driver's transaction (``_on_begin``) and then commits or rolls
+    it back itself. Errors are SQLAlchemy's wrappers, as with ``conn.begin()``.
+    """
+    dbapi: Any = conn.connection.dbapi_connection
+    _driver_sql(conn, "BEGIN IMMEDIATE")
+    try:
+        yield conn
+        if conn.in_transaction():
+            conn.commit()
+        else:
+            _driver_sql(conn, "COMMIT")
+    except BaseException:
         try:
-            dbapi_conn.execute(begin)
-        except sqlite3.Error as exc:
-            raise sa.exc.DBAPIError.instance(begin, None, exc, sqlite3.Error,
-                                             dialect=conn.dialect) from exc
+            if conn.in_transaction():
+                conn.rollback()
+            elif dbapi.in_transaction:
+                _driver_sql(conn, "ROLLBACK")
+        finally:
+            if dbapi.in_transaction:
+                conn.invalidate()  # never hand out a connection still in a transaction
+        raise
 
 
 # -- compiled statements run on the driver's cursor -------------------------------------

@@ -24,7 +24,7 @@ from ctxledger.store.append import (
 )
 from ctxledger.store.chain_key import chain_key_from_env
 from ctxledger.store.clock import Clock, system_clock
-from ctxledger.store.engine import READ_ONLY_OPTION
+from ctxledger.store.engine import READ_ONLY_OPTION, driver_transaction
 from ctxledger.store.errors import BatchEventError, EventValidationError, LedgerError
 from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
 from ctxledger.store.seal import (
@@ -155,6 +155,22 @@ class EventLog:
             yield conn
 
     @contextmanager
+    def _append_transaction(self) -> Iterator[sa.Connection]:
+        """``_transaction``, begun and committed on the driver for a SQLite file (the
+        append hot path; ``engine.driver_transaction``)."""
+        spare = self._spare
+        if spare is None:
+            with self._transaction() as conn:
+                yield conn
+            return
+        conn = spare.take()
+        try:
+            with driver_transaction(conn):
+                yield conn
+        finally:
+            spare.give_back(conn)
+
+    @contextmanager
     def connection(self) -> Iterator[sa.Connection]:
         """A read connection: on SQLite its transactions are deferred, so readers run
         beside a writer (WAL) instead of taking the write lock."""
@@ -214,7 +230,7 @@ class EventLog:
         shared = self._shared_keys(stream_id, prepared)
         try:
             # Unmarked: append_in_transaction marks it in the same statement as its locks.
-            with self._transaction() as conn:
+            with self._append_transaction() as conn:
                 outcome = append_in_transaction(
                     conn, stream_id, prepared, expected_version, self.clock(), self.heads,
                     key=self.chain_key, shared_keys=shared)

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from ctxledger.store.canonical import canonical_json
 from ctxledger.store.catalog import CATALOG
 from ctxledger.store.errors import EventValidationError
-from ctxledger.store.records import NewEvent
+from ctxledger.store.records import NewEvent, new_event
 from ctxledger.store.streams import stream_kind
 from ctxledger.store.strict import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -71,8 +71,7 @@ def coerce_new_event(raw: NewEvent | Mapping[str, Any]) -> NewEvent:
         not isinstance(schema_version, int) or isinstance(schema_version, bool)
     ):
         raise EventValidationError(f"{type_name}: 'schema_version' must be an integer")
-    return NewEvent(type=type_name, data=dict(data), event_id=event_id,
-                    metadata=dict(metadata), schema_version=schema_version)
+    return new_event(type_name, dict(data), event_id, dict(metadata), schema_version)
 
 
 def check_metadata(type_name: str, metadata: Mapping[str, Any]) -> None:
@@ -178,9 +177,9 @@ def validate_event(stream_id: str, event: NewEvent,
     except ValidationError as exc:
         raise EventValidationError(f"{event.type}: {describe_validation_error(exc)}") from None
     dumped = parsed.model_dump(mode="json")
-    explicit = parsed.model_fields_set
     # Optional fields left unset are not stored; explicit nulls and real defaults are.
-    clean = {k: v for k, v in dumped.items() if v is not None or k in explicit}
+    clean = dumped if None not in dumped.values() else {
+        k: v for k, v in dumped.items() if v is not None or k in parsed.model_fields_set}
     try:
         data_json = canonical_json(clean)
         metadata_json = canonical_json(event.metadata) if event.metadata else "{}"
@@ -193,6 +192,6 @@ def validate_event(stream_id: str, event: NewEvent,
         raise EventValidationError(
             f"{event.type}: event is {size} bytes, over the {max_bytes}-byte limit"
         )
-    normalized = NewEvent(type=event.type, data=clean, event_id=normalize_event_id(event.event_id),
-                          metadata=dict(event.metadata), schema_version=target)
+    normalized = new_event(event.type, clean, normalize_event_id(event.event_id),
+                           dict(event.metadata), target)
     return normalized, data_json, metadata_json

@@ -51,6 +51,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
     assert labels == [
         "single appends vs raw sqlite3 (commit per row)",
         "single appends vs eventsourcing (save per event)",
+        "WAL frames per single append",
         "1000-event batches vs raw sqlite3 executemany",
         "1000-event batches vs eventsourcing batch save",
         "rebuild of every projection",
@@ -95,6 +96,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         unit = row["ours"]["unit"]
         if row["leg"] == "pg_writers":
             assert unit in ("ev/s", "ms", "%")
+        elif row["label"].startswith("WAL frames"):
+            assert unit == "frames" and row["peer"] is None
         elif row["leg"] in ("single", "batch", "rebuild") or (
                 row["leg"] == "rollup" and row["peer"] is None):
             assert unit == "ev/s"

@@ -265,3 +265,34 @@ def test_database_at_0007_with_projections_upgrades_keeping_its_state(db_url: st
         assert dump_projections(ledger) == state_before
         assert ledger.view("chat-3", ViewRequest(history="full")).history == history_before
         assert_projections_equal_rebuild(ledger)
+
+
+def _tool_use_indexes(engine: sa.Engine) -> set[str]:
+    with engine.connect() as conn:
+        return {str(i["name"]) for i in sa.inspect(conn).get_indexes("tool_uses")}
+
+
+def test_database_at_0011_upgrades_to_one_btree_per_tool_use(db_url: str) -> None:
+    """Issue 13 (0012): ``ix_tool_uses_used_at`` goes; the log, the projection rows and the
+    rollup's day reads stay the same."""
+    items = corpus()
+    append_through_api(db_url, items)
+    with Ledger.open(db_url) as ledger:
+        ledger.append("chat-1", [{"type": "tool.used", "data": {"tool_name": "grep"}},
+                                 {"type": "tool.used", "data": {"tool_name": "grep"}}])
+        events_before = raw_events(ledger)
+        state_before = dump_projections(ledger)
+        assert state_before["tool_uses"]
+    engine = create_engine(db_url)
+    try:
+        _downgrade(engine, "0011")
+        assert "ix_tool_uses_used_at" in _tool_use_indexes(engine)
+    finally:
+        engine.dispose()
+    with Ledger.open(db_url) as ledger:
+        assert current_revision(ledger.engine) == head_revision()
+        assert "ix_tool_uses_used_at" not in _tool_use_indexes(ledger.engine)
+        assert raw_events(ledger) == events_before
+        assert ledger.verify().ok
+        assert dump_projections(ledger) == state_before
+        assert_projections_equal_rebuild(ledger)

@@ -338,3 +338,51 @@ def test_recorded_at_round_trips_through_a_reopen(db_url: str) -> None:
         (event,) = reopened.events("chat")
     assert event.recorded_at == datetime(2026, 3, 1, 12, tzinfo=UTC)
     assert event.recorded_at.utcoffset() == timedelta(0)
+
+
+# -- the append transaction: statements through SQLAlchemy join the driver's -------------
+
+_notes = sa.Table("test_append_notes", sa.MetaData(), sa.Column("content", sa.Text))
+
+
+class NotingProjection(Projection):
+    """Writes each message through ``conn.execute`` (SQLAlchemy's own path, not the
+    RowStore's driver statements); raises on ``"boom"`` after writing."""
+
+    name: ClassVar[str] = "noting"
+    version: ClassVar[int] = 1
+    tables: ClassVar[tuple[sa.Table, ...]] = ()
+    handles: ClassVar[frozenset[str]] = frozenset({"message.appended"})
+
+    def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        """Insert the content, then fail on the marked message."""
+        assert rows.conn is not None
+        rows.conn.execute(_notes.insert().values(content=event.data["content"]))
+        if event.data["content"] == "boom":
+            raise RuntimeError("projection failed")
+
+
+def test_sqlalchemy_statements_inside_an_append_commit_and_roll_back_with_it(
+        db_url: str) -> None:
+    with Ledger.open(db_url):
+        pass  # create the schema
+    engine = create_engine(db_url)
+    _notes.create(engine)
+    ledger = Ledger(engine, projections=[*builtin_projections(), NotingProjection()])
+
+    def notes() -> list[str]:
+        with engine.connect() as conn:
+            return list(conn.execute(sa.select(_notes.c.content)).scalars())
+
+    try:
+        ledger.append("chat", msg("a"))
+        with pytest.raises(RuntimeError, match="projection failed"):
+            ledger.append("chat", [msg("b"), msg("boom")])
+        assert notes() == ["a"]
+        ledger.append("chat", msg("c"))  # the kept connection is usable again
+        ledger.append("chat", [msg("d"), msg("e")])
+        assert notes() == ["a", "c", "d", "e"]
+        assert [e.data["content"] for e in ledger.events("chat")] == ["a", "c", "d", "e"]
+        assert ledger.verify().ok
+    finally:
+        ledger.close()

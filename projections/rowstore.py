@@ -278,12 +278,18 @@ class RowStore:
 
     # -- flushing -------------------------------------------------------------------------
 
-    def flush(self) -> int:
-        """Write every pending change; returns the number of rows written."""
+    def flush(self, *tables: sa.Table) -> int:
+        """Write every pending change, or only those of ``tables``; returns the number of
+        rows written.
+
+        A reducer that needs rows in the database for its own SQL flushes only their
+        tables: a rebuild's fold may be changing other rows in place (``editable``) until
+        the runner flushes them, and a flush in between would write them half done."""
         if self.conn is None:
             return 0
         written = 0
-        for state in self._states.values():
+        chosen = [self._state(table) for table in tables] if tables else self._states.values()
+        for state in chosen:
             if state.dirty or state.blind:
                 written += self._flush_table(self.conn, state)
         return written

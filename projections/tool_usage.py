@@ -154,6 +154,6 @@ def prune_rolled_up_uses(event: RecordedEvent, rows: RowStore) -> None:
         return
     cutoff = datetime.combine(date.fromisoformat(before), time(), UTC)
     # Pending ``tool_usage`` rows first: the DELETE finds uses through that table.
-    rows.flush()
+    rows.flush(tool_usage)
     rows.delete_where(tool_uses, sa.and_(known_tool_uses(), tool_uses.c.used_at < cutoff),
                       lambda row: bool(row["used_at"] < cutoff))

@@ -124,6 +124,21 @@ def test_chosen_id_equal_to_an_earlier_event_id(chat: Ledger,
     three_ways(chat, monkeypatch)
 
 
+def test_a_prune_mid_log_leaves_the_folded_session_rows_alone(
+        chat: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The prune flushes the rows its DELETE reads; the session row the fold is still
+    # counting into (its last activity set at the end) must not be written half done.
+    for _ in range(3):
+        chat.append("chat", {"type": "message.appended",
+                             "data": {"role": "user", "content": "hi"}})
+    chat.append("chat", {"type": "tool.used", "data": {"tool_name": "grep"}})
+    chat.append("system", {"type": "rollup.completed", "data": {
+        "day": "2026-01-01", "rows": 0, "digest": "d", "prune_before": "2026-01-01"}})
+    chat.append("chat", {"type": "message.appended",
+                         "data": {"role": "assistant", "content": "after"}})
+    three_ways(chat, monkeypatch)
+
+
 def test_session_events_in_other_streams_are_ignored_alike(
         chat: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     chat.append("scope:team", {"type": "setting.changed",

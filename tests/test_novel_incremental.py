@@ -40,21 +40,28 @@ KINDS = ("summary", "summary", "world", "character", "relationship_state", "fore
          "scene_plan")
 
 
+def random_flags(rng: random.Random, kind: str) -> dict[str, Any]:
+    """Random values of the flags (and chapter) an item of ``kind`` reads."""
+    flags: dict[str, Any] = {}
+    if kind in ("summary", "relationship_state"):
+        flags["chapter"] = rng.choice([None, *range(1, 15)])
+    if kind in ("character", "relationship_state"):
+        flags["in_scene"] = rng.random() < 0.3
+    if kind in ("relationship_state", "scene_plan"):
+        flags["evolving"] = rng.random() < 0.5
+    if kind == "character":
+        flags["pov"] = rng.random() < 0.2
+    if kind == "foreshadowing":
+        flags["active"] = rng.random() < 0.5
+    return flags
+
+
 def put(rng: random.Random, item_id: str, kind: str | None = None) -> dict[str, Any]:
     """An ``item.put`` of ``kind`` (random if None) with the flags its kind reads."""
     kind = kind or rng.choice(KINDS)
     data: dict[str, Any] = {"item_id": item_id, "kind": kind,
                             "content": f"{item_id} " + "x" * rng.randint(4, 60)}
-    if kind in ("summary", "relationship_state"):
-        data["chapter"] = rng.choice([None, *range(1, 15)])
-    if kind in ("character", "relationship_state"):
-        data["in_scene"] = rng.random() < 0.3
-    if kind in ("relationship_state", "scene_plan"):
-        data["evolving"] = rng.random() < 0.5
-    if kind == "character":
-        data["pov"] = rng.random() < 0.2
-    if kind == "foreshadowing":
-        data["active"] = rng.random() < 0.5
+    data.update(random_flags(rng, kind))
     return {"type": "item.put", "data": data}
 
 
@@ -215,17 +222,7 @@ def _item(item_id: str, kind: str, tokens: int, position: int, **flags: Any) -> 
 
 def _random_item(rng: random.Random, item_id: str, position: int) -> Item:
     kind = rng.choice(KINDS)
-    flags: dict[str, Any] = {}
-    if kind in ("summary", "relationship_state"):
-        flags["chapter"] = rng.choice([None, *range(1, 15)])
-    if kind in ("character", "relationship_state"):
-        flags["in_scene"] = rng.random() < 0.3
-    if kind in ("relationship_state", "scene_plan"):
-        flags["evolving"] = rng.random() < 0.5
-    if kind == "character":
-        flags["pov"] = rng.random() < 0.2
-    if kind == "foreshadowing":
-        flags["active"] = rng.random() < 0.5
+    flags = random_flags(rng, kind)
     # Few distinct sizes: equal priorities and equal sizes tie often.
     return _item(item_id, kind, rng.choice([1, 3, 3, 8, 15]), position, **flags)
 

@@ -26,8 +26,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ctxledger.projections.setting_values import AGENT_MANIFESTS
 from ctxledger.store.errors import LedgerError
 
-SETTING_KEY = AGENT_MANIFESTS
-
 STATE_KEYS: tuple[str, ...] = (
     "agent", "chapter", "documents", "ended_at", "last_activity", "messages", "position",
     "scene", "scope", "session", "settings", "started_at", "title", "top_tools")
@@ -96,12 +94,12 @@ def parse_manifests_setting(value: Any) -> dict[str, AgentManifest | None]:
     """The ``agent_manifests`` setting as ``{agent: manifest or None}``; one-line
     ``ManifestError`` when it is not an object of valid manifests."""
     if not isinstance(value, Mapping):
-        raise ManifestError(f"setting {SETTING_KEY!r} must be an object "
+        raise ManifestError(f"setting {AGENT_MANIFESTS!r} must be an object "
                             "{agent: {fields, optional, exclude}}")
     parsed: dict[str, AgentManifest | None] = {}
     for agent in sorted(value):
         if not isinstance(agent, str) or not agent.strip():
-            raise ManifestError(f"setting {SETTING_KEY!r}: agent names must be non-empty")
+            raise ManifestError(f"setting {AGENT_MANIFESTS!r}: agent names must be non-empty")
         raw = value[agent]
         if raw is None:
             parsed[agent] = None
@@ -113,15 +111,15 @@ def parse_manifests_setting(value: Any) -> dict[str, AgentManifest | None]:
             where = ".".join(str(part) for part in first["loc"])
             message = " ".join(str(first["msg"]).split()).removeprefix("Value error, ")
             place = f"{agent}.{where}" if where else agent
-            raise ManifestError(f"setting {SETTING_KEY!r}: {place}: {message}") from None
+            raise ManifestError(f"setting {AGENT_MANIFESTS!r}: {place}: {message}") from None
     return parsed
 
 
 def manifests_from_settings(settings: Mapping[str, Any]) -> dict[str, AgentManifest]:
     """The effective manifests: the defaults overlaid by the ``agent_manifests`` setting."""
     manifests = dict(DEFAULT_MANIFESTS)
-    if SETTING_KEY in settings:
-        for agent, manifest in parse_manifests_setting(settings[SETTING_KEY]).items():
+    if AGENT_MANIFESTS in settings:
+        for agent, manifest in parse_manifests_setting(settings[AGENT_MANIFESTS]).items():
             if manifest is None:
                 manifests.pop(agent, None)
             else:

@@ -31,12 +31,12 @@ same bytes as serializing the whole (``digest.seal_known``).
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import accumulate, repeat
+from itertools import accumulate, filterfalse, repeat, takewhile
 from operator import add, attrgetter, itemgetter
 from typing import Any, cast
 
@@ -136,6 +136,14 @@ class Prepared:
                 and self.section == other.section and self.promoted == other.promoted
                 and self.detail == other.detail)
 
+    def takes_place_of(self, other: Prepared) -> bool:
+        """It ranks exactly where ``other`` (the same item under another context) ranks,
+        in warm or cold, so it can be swapped in without moving anything: only what
+        its decision says differs (a summary's reason when the chapter moves)."""
+        return (self.item is other.item and self.tier == other.tier != "hot"
+                and self.rank == other.rank and self.section == other.section
+                and self.method == other.method)
+
     @property
     def droppable(self) -> bool:
         """Hot may drop it: an emotional directive or a promoted relationship state."""
@@ -186,8 +194,8 @@ class Ranked:
     are kept. Only the keys and the items are stored, so that a change costs two list
     inserts or deletes; what a read-out needs of every item is mapped in C."""
 
-    __slots__ = ("all_tokens", "cut", "kept_tokens", "keys", "preps", "rows", "shown",
-                 "version")
+    __slots__ = ("all_tokens", "boundary", "cut", "kept_tokens", "keys", "preps", "rows",
+                 "shown", "version")
 
     def __init__(self) -> None:
         self.keys: list[Key] = []
@@ -201,6 +209,8 @@ class Ranked:
         """Bumped when a row of it changes (``BookState._place``)."""
         self.rows: tuple[tuple[int, int], list[NovelItemRow], str] | None = None
         """Its report rows in rank order and their JSON joined, as of (version, shown)."""
+        self.boundary: Key | None = None
+        """The key the cut stood before when ``bulk`` re-sorted (None: after the last)."""
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -226,6 +236,11 @@ class Ranked:
             self.kept_tokens += tokens
         self.version += 1
 
+    def swap(self, key: Key, prep: Prepared) -> None:
+        """Put ``prep`` where the item ranked at ``key`` is (same key, same tokens)."""
+        self.preps[self.index(key)] = prep
+        self.version += 1
+
     def remove(self, key: Key) -> None:
         """Take the item ranked at ``key`` out."""
         at = self.index(key)
@@ -241,14 +256,28 @@ class Ranked:
         """Take ``gone`` out and put ``arriving`` in at once: one sort of two sorted runs
         (linear in C), the cut back to nothing (``fit`` moves it). Keys end in the item
         id, one item per id, so they are unique without a check."""
-        preps = [prep for prep in self.preps if prep not in gone] if gone else self.preps
-        preps = preps + arriving
+        self.boundary = self.keys[self.cut] if self.cut < len(self.keys) else None
+        kept = list(filterfalse(gone.__contains__, self.preps)) if gone else self.preps
+        preps = kept + arriving
         preps.sort(key=RANK)
         self.preps = preps
         self.keys = list(map(RANK, preps))
         self.cut = self.kept_tokens = 0
-        self.all_tokens = sum(map(TOKENS, preps))
+        self.all_tokens += sum(map(TOKENS, arriving)) - sum(map(TOKENS, gone))
         self.version += 1
+
+    def crossed(self) -> list[Prepared]:
+        """After ``bulk`` and ``refit``: the items that kept their rank but now stand on
+        the other side of the cut. They rank between the cut's old boundary key and
+        its new one (every other kept item ranks before both, every other dropped one
+        after both), so only that span is read."""
+        new = self.keys[self.cut] if self.cut < len(self.keys) else None
+        old = self.boundary
+        ends = sorted((bisect_left(self.keys, key) if key is not None else len(self.keys))
+                      for key in (old, new))
+        cut = self.cut
+        return ([prep for prep in self.preps[ends[0]:cut] if not prep.kept]
+                + [prep for prep in self.preps[max(cut, ends[0]):ends[1]] if prep.kept])
 
     def rows_and_json(self) -> tuple[list[NovelItemRow], str]:
         """The rows its items show, in rank order, and their JSON joined by commas:
@@ -262,9 +291,12 @@ class Ranked:
               base_tokens: int = 0) -> None:
         """``fit`` from nothing (after ``bulk``), in C: the prefix sizes grow with the
         prefix, so the longest that fits is a bisection of their running sums."""
-        shares = list(accumulate(map(add, map(TOKENS, self.preps), repeat(separator))))
         room = limit - base_tokens - separator * base_items + first_free
-        cut = bisect_right(shares, room)  # none kept (size 0) when even the first is over
+        # The running sums never decrease: the prefix that fits is read up to the first
+        # sum over, not summed to the end (none kept when even the first is over).
+        shares = list(takewhile(room.__ge__, accumulate(
+            map(add, map(TOKENS, self.preps), repeat(separator)))))
+        cut = len(shares)
         self.cut = cut
         self.kept_tokens = shares[cut - 1] - separator * cut if cut else 0
         self.version += 1
@@ -451,10 +483,23 @@ class BookState:
 
     def _apply(self, preps: Mapping[str, Prepared | None]) -> None:
         touched: list[Prepared] = []
-        leaving = [(item_id, self.prepared[item_id]) for item_id, new in preps.items()
-                   if item_id in self.prepared and self.prepared[item_id] is not new]
-        arriving = [(item_id, new) for item_id, new in preps.items()
-                    if new is not None and self.prepared.get(item_id) is not new]
+        leaving: list[tuple[str, Prepared]] = []
+        arriving: list[tuple[str, Prepared]] = []
+        prepared = self.prepared
+        for item_id, new in preps.items():
+            old = prepared.get(item_id)
+            if old is new:
+                continue
+            if old is not None and new is not None and new.takes_place_of(old):
+                # Only its decision changes (``_place`` rewrites it): no re-ranking.
+                self.tiers[old.tier].swap(old.rank, new)
+                prepared[item_id] = new
+                touched.append(new)
+                continue
+            if old is not None:
+                leaving.append((item_id, old))
+            if new is not None:
+                arriving.append((item_id, new))
         gone: dict[str, set[Prepared]] = {tier: set() for tier in self.tiers}
         new_in: dict[str, list[Prepared]] = {tier: [] for tier in self.tiers}
         for _, old in leaving:
@@ -530,9 +575,7 @@ class BookState:
         if not rescan:
             return ranked.fit(limit, self.separator, first_free)
         ranked.refit(limit, self.separator, first_free)
-        cut = ranked.cut
-        return ([prep for prep in ranked.preps[:cut] if not prep.kept]
-                + [prep for prep in ranked.preps[cut:] if prep.kept])
+        return ranked.crossed()
 
     def _place(self, prep: Prepared) -> None:
         # An item whose status may have changed: the row it shows, its place in the suffix.

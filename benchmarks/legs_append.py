@@ -17,6 +17,7 @@ from typing import Any
 
 import peer_eventsourcing
 import peer_sqlite
+import sql_replay
 from registry import (
     AtLeastTimesPeer,
     AtMost,
@@ -24,6 +25,7 @@ from registry import (
     Context,
     FasterThanPeer,
     Measure,
+    Reported,
     leg,
 )
 from sqlalchemy import event as sa_event
@@ -33,6 +35,8 @@ from ctxledger import Ledger
 
 RAW = "raw sqlite3"
 EVENTSOURCING = "eventsourcing"
+OWN_SQL = "ctxledger's SQL alone"
+"""ctxledger's recorded statements replayed on plain sqlite3: its design's database floor."""
 
 
 def timed(run: Callable[[], None]) -> float:
@@ -119,6 +123,21 @@ def ctxledger_batches(ctx: Context, batches: Sequence[tuple[str, Sequence[MixEve
         seconds = timed(run)
         _check("ctxledger", ledger.head(), total)
     return total / seconds
+
+
+def own_sql(ctx: Context, label: str, appends: Callable[[Ledger], None],
+            events: int) -> Callable[[], float]:
+    """Record what ``appends`` sends SQLite (once, untimed); the contender replays it."""
+    directory = ctx.scratch_root / f"{label}-recorded"
+    directory.mkdir()
+    recording = sql_replay.record(directory, appends)
+
+    def run() -> float:
+        with ctx.fresh_dir(f"{label}-replay") as replay_dir:
+            gc.collect()
+            return events / sql_replay.replay(recording, replay_dir)
+
+    return run
 
 
 def raw_single(ctx: Context, events: Sequence[MixEvent]) -> float:
@@ -265,16 +284,36 @@ def interleaved(ctx: Context, contenders: dict[str, Callable[[], float]]) -> dic
     return {name: Measure.median_of(values, "ev/s") for name, values in results.items()}
 
 
+def floor_rows(name: str, what: str, got: dict[str, Measure], note: str) -> list[Comparison]:
+    """The database floor beside the peer, and how much of ctxledger's time it is."""
+    return [
+        Comparison(name, f"{what}: ctxledger's SQL alone (replayed) vs eventsourcing",
+                   got[OWN_SQL], EVENTSOURCING, got[EVENTSOURCING], Reported(),
+                   f"{note}; the statements, parameters and commits ctxledger sent, run "
+                   "on plain sqlite3 with no Python of its own: no append can be faster"),
+        Comparison(name, f"{what}: ctxledger vs its own SQL alone", got["ctxledger"],
+                   OWN_SQL, got[OWN_SQL], Reported(),
+                   f"{note}; the share of an append's time that is SQLite's"),
+    ]
+
+
 # -- the legs -------------------------------------------------------------------------------
 
 @leg("single", "single-event appends (one transaction each)")
 def single_appends(ctx: Context) -> list[Comparison]:
     """ctxledger vs raw sqlite3 (commit per row) vs eventsourcing (save per event)."""
     events = ctx.mix[:ctx.settings.single_events]
+    inputs = [(e.stream_id, e.as_input()) for e in events]
+
+    def appends(ledger: Ledger) -> None:
+        for stream, item in inputs:
+            ledger.append(stream, item)
+
     got = interleaved(ctx, {
         "ctxledger": lambda: ctxledger_single(ctx, events),
         RAW: lambda: raw_single(ctx, events),
         EVENTSOURCING: lambda: eventsourcing_single(ctx, events),
+        OWN_SQL: own_sql(ctx, "single", appends, len(events)),
     })
     note = f"first {len(events):,} events of the mix"
     # Pages per commit: counted once, untimed (deterministic for a given mix).
@@ -285,6 +324,7 @@ def single_appends(ctx: Context) -> list[Comparison]:
                    got["ctxledger"], RAW, got[RAW], AtLeastTimesPeer(0.5), note),
         Comparison("single", "single appends vs eventsourcing (save per event)",
                    got["ctxledger"], EVENTSOURCING, got[EVENTSOURCING], FasterThanPeer(), note),
+        *floor_rows("single", "single appends", got, note),
         # An absolute bar: the raw peer's frames are context, not a ratio to meet.
         Comparison("single", "WAL frames per single append", frames, None, None,
                    AtMost(6, "frames"),
@@ -297,10 +337,17 @@ def single_appends(ctx: Context) -> list[Comparison]:
 def batch_appends(ctx: Context) -> list[Comparison]:
     """ctxledger vs raw sqlite3 executemany vs eventsourcing batch save."""
     batches = batch_layout(ctx)
+    inputs = [(stream, batch_inputs(batch)) for stream, batch in batches]
+
+    def appends(ledger: Ledger) -> None:
+        for stream, items in inputs:
+            ledger.append(stream, items)
+
     got = interleaved(ctx, {
         "ctxledger": lambda: ctxledger_batches(ctx, batches),
         RAW: lambda: raw_batches(ctx, batches),
         EVENTSOURCING: lambda: eventsourcing_batches(ctx, batches),
+        OWN_SQL: own_sql(ctx, "batch", appends, sum(len(items) for _, items in inputs)),
     })
     note = f"{len(ctx.mix):,} events in {len(batches)} batches"
     size = ctx.settings.batch_size
@@ -309,4 +356,5 @@ def batch_appends(ctx: Context) -> list[Comparison]:
                    got["ctxledger"], RAW, got[RAW], AtLeastTimesPeer(0.5), note),
         Comparison("batch", f"{size}-event batches vs eventsourcing batch save",
                    got["ctxledger"], EVENTSOURCING, got[EVENTSOURCING], FasterThanPeer(), note),
+        *floor_rows("batch", f"{size}-event batches", got, note),
     ]

@@ -51,9 +51,13 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
     assert labels == [
         "single appends vs raw sqlite3 (commit per row)",
         "single appends vs eventsourcing (save per event)",
+        "single appends: ctxledger's SQL alone (replayed) vs eventsourcing",
+        "single appends: ctxledger vs its own SQL alone",
         "WAL frames per single append",
         "1000-event batches vs raw sqlite3 executemany",
         "1000-event batches vs eventsourcing batch save",
+        "1000-event batches: ctxledger's SQL alone (replayed) vs eventsourcing",
+        "1000-event batches: ctxledger vs its own SQL alone",
         "rebuild of every projection",
         # --quick sizes: 300, 600 and 1,000 events.
         "card assembly at 600 vs 300 events",

@@ -782,7 +782,9 @@ def export(
 
     bound: int | datetime | None = None
     if until is not None:
-        bound = int(until) if until.isdigit() else _parse_now(until, "'--until'")
+        # ASCII digits only: int() would also read other scripts' digits as a position.
+        bound = (int(until) if until.isascii() and until.isdigit()
+                 else _parse_now(until, "'--until'"))
     with open_existing(_db(ctx)) as ledger:
         for record in export_records(ledger, stream, until=bound):
             typer.echo(render.dumps(record))

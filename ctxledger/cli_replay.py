@@ -40,9 +40,10 @@ FormatOption = Annotated[JsonOrText, typer.Option("--format", help="json (defaul
 
 def parse_until(value: str | None) -> int | datetime | None:
     """``--until``: a position (digits) or an aware ISO-8601 time (else exit 1)."""
-    if value is None or not value.strip().isdigit():
+    digits = None if value is None else value.strip()
+    if digits is None or not (digits.isascii() and digits.isdigit()):  # not "１" either
         return _parse_time(value, "--until", "neither a log position nor an ISO-8601 time")
-    return int(value.strip())
+    return int(digits)
 
 
 def _parse_time(value: str | None, option: str,

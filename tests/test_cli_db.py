@@ -3,6 +3,7 @@ refused up front (``--db ''``, read-only SQLite, PostgreSQL without its extra)."
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import os
@@ -165,11 +166,29 @@ def test_ledger_open_without_create(tmp_path: Path) -> None:
 def test_read_only_sqlite_is_refused_in_one_line(runner: CliRunner, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     _append(runner, url, "s1", {"type": "session.started", "data": {}})
+    gc.collect()  # a connection the append left to the collector checkpoints on close
     before = (tmp_path / "x.db").read_bytes()
     for command in (["state", "s1"], ["events"], ["init"]):
         result = runner.invoke(app, [*command, "--db", url + "?mode=ro"])
         _one_error_line(result, "read-only SQLite URLs are not supported")
     assert (tmp_path / "x.db").read_bytes() == before
+
+
+@pytest.mark.parametrize("query", ["immutable=1", "mode=rw", "foo=bar", "uri=true",
+                                   "mode=ro&uri=true", "timeout=5"])
+def test_sqlite_query_arguments_are_refused_in_one_line(runner: CliRunner, tmp_path: Path,
+                                                        query: str) -> None:
+    # SQLAlchemy ignores most of them with a two-line warning; uri=true opens another file.
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    _append(runner, url, "s1", {"type": "session.started", "data": {}})
+    gc.collect()  # a connection the append left to the collector checkpoints on close
+    before = (tmp_path / "x.db").read_bytes()
+    for command in (["state", "s1"], ["init"]):
+        result = runner.invoke(app, [*command, "--db", f"{url}?{query}"])
+        _one_error_line(result, "SQLite URL" if "ro" not in query and "immutable" not in query
+                        else "read-only SQLite URLs are not supported")
+    assert (tmp_path / "x.db").read_bytes() == before
+    assert all(p.name.startswith("x.db") for p in tmp_path.iterdir())  # and its WAL files
 
 
 def test_postgres_without_its_extra_names_the_extra(

@@ -25,6 +25,7 @@ READ_COMMANDS = [
     ["events"], ["state", "s1"], ["assemble", "s1", "--profile", "card"], ["verify"],
     ["usage", "--scope", "alice"], ["brief-stats", "--scope", "alice"], ["export"],
     ["replay", "s1"], ["why", "s1", "mes_example"], ["audit"],
+    ["fork", "s1", "s2", "--at", "1"],  # writes, but only a copy of a session that exists
 ]
 
 

@@ -123,7 +123,13 @@ class CtxledgerGroup(TyperGroup):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """Hoist a trailing ``--db`` before parsing (see ``hoist_db``)."""
-        return super().parse_args(ctx, hoist_db(list(args), self))
+        hoisted = hoist_db(list(args), self)
+        if hoisted and hoisted[-1] == DB_OPTION and "--" not in hoisted[:-1]:
+            # Left after the command without a value, click would call it an unknown option
+            # of that command; say what is wrong instead.
+            raise typer.BadParameter("needs a value: --db URL", ctx=ctx,
+                                     param_hint=f"'{DB_OPTION}'")
+        return super().parse_args(ctx, hoisted)
 
 
 app = typer.Typer(

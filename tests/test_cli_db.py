@@ -81,7 +81,7 @@ def test_db_after_the_command_beats_the_environment(runner: CliRunner, tmp_path:
     (["--db", "A", "state", "--db=U", "s1"], ["--db", "A", "--db=U", "state", "s1"]),
     (["--version"], ["--version"]),
     (["state", "--", "--db", "U"], ["state", "--", "--db", "U"]),  # after --: an argument
-    (["state", "s1", "--db"], ["state", "s1", "--db"]),  # no value: click reports it
+    (["state", "s1", "--db"], ["state", "s1", "--db"]),  # no value: parse_args says so
     (["demo", "--db", "U"], ["demo", "--db", "U"]),  # demo has an option of its own
     (["nope", "--db", "U"], ["nope", "--db", "U"]),
 ])
@@ -90,6 +90,17 @@ def test_hoist_db(args: list[str], expected: list[str]) -> None:
 
     group = get_command(app)
     assert hoist_db(args, group) == expected  # type: ignore[arg-type]
+
+
+def test_db_without_a_value_says_so(runner: CliRunner, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for args in (["state", "s1", "--db"], ["events", "--after", "1", "--db"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, args
+        assert "'--db': needs a value: --db URL" in result.stderr, result.stderr
+        assert "No such option" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_empty_db_is_a_usage_error(runner: CliRunner, tmp_path: Path) -> None:

@@ -172,6 +172,18 @@ def test_ledger_open_without_create(tmp_path: Path) -> None:
         assert ledger.head() == 0
 
 
+def test_a_stream_never_written_is_an_error(runner: CliRunner, db_url: str) -> None:
+    _append(runner, db_url, "s1", {"type": "session.started", "data": {}})
+    for command in (["events", "s2"], ["events", "s2", "--format", "text"], ["export", "s2"]):
+        result = runner.invoke(app, [*command, "--db", db_url])
+        assert result.stdout == ""
+        _one_error_line(result, "unknown stream 's2': it has no events")
+    # A stream that exists, cut before its first event, is just empty.
+    for command in (["events", "s1", "--after", "1"], ["export", "s1", "--until", "0"]):
+        result = runner.invoke(app, [*command, "--db", db_url])
+        assert result.exit_code == 0 and result.stdout == "", result.stderr
+
+
 # -- URLs refused up front --------------------------------------------------------------------
 
 

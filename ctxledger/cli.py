@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress, TaskID
 
+    from ctxledger.ledger import Ledger
     from ctxledger.store.clock import Clock
 
 
@@ -123,7 +124,13 @@ class CtxledgerGroup(TyperGroup):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """Hoist a trailing ``--db`` before parsing (see ``hoist_db``)."""
-        return super().parse_args(ctx, hoist_db(list(args), self))
+        hoisted = hoist_db(list(args), self)
+        if hoisted and hoisted[-1] == DB_OPTION and "--" not in hoisted[:-1]:
+            # Left after the command without a value, click would call it an unknown option
+            # of that command; say what is wrong instead.
+            raise typer.BadParameter("needs a value: --db URL", ctx=ctx,
+                                     param_hint=f"'{DB_OPTION}'")
+        return super().parse_args(ctx, hoisted)
 
 
 app = typer.Typer(
@@ -356,10 +363,25 @@ def events(
     with open_existing(_db(ctx)) as ledger:
         found = iter_events(ledger, stream, after=after, limit=limit)
         if format is JsonlOrText.jsonl:
+            printed = 0
             for event in found:
                 typer.echo(render.dumps(render.event_record(event)))
+                printed += 1
+            if not printed:
+                _check_stream(ledger, stream)
             return
-        _stdout().print(render.events_table(list(found)))
+        listed = list(found)
+        if not listed:
+            _check_stream(ledger, stream)
+        _stdout().print(render.events_table(listed))
+
+
+def _check_stream(ledger: Ledger, stream: str | None) -> None:
+    """Fail when ``stream`` was never written: a typo must not read as an empty stream.
+
+    Called only when nothing was found, so a listing pays nothing for it."""
+    if stream is not None and ledger.log.stream_version(stream) == 0:
+        raise fail(f"unknown stream {stream!r}: it has no events")
 
 
 # -- state ------------------------------------------------------------------------------------
@@ -782,10 +804,16 @@ def export(
 
     bound: int | datetime | None = None
     if until is not None:
-        bound = int(until) if until.isdigit() else _parse_now(until, "'--until'")
+        # ASCII digits only: int() would also read other scripts' digits as a position.
+        bound = (int(until) if until.isascii() and until.isdigit()
+                 else _parse_now(until, "'--until'"))
     with open_existing(_db(ctx)) as ledger:
+        exported = 0
         for record in export_records(ledger, stream, until=bound):
             typer.echo(render.dumps(record))
+            exported += 1
+        if not exported:
+            _check_stream(ledger, stream)
 
 
 # -- demo -------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ctxledger.cli import JsonOrText, _db, _progress, _stdout, app
-from ctxledger.cli_errors import fail, open_existing, open_ledger, reports_errors
+from ctxledger.cli_errors import fail, open_existing, reports_errors
 
 if TYPE_CHECKING:
     from ctxledger.audit import WhatIfReport
@@ -40,9 +40,10 @@ FormatOption = Annotated[JsonOrText, typer.Option("--format", help="json (defaul
 
 def parse_until(value: str | None) -> int | datetime | None:
     """``--until``: a position (digits) or an aware ISO-8601 time (else exit 1)."""
-    if value is None or not value.strip().isdigit():
+    digits = None if value is None else value.strip()
+    if digits is None or not (digits.isascii() and digits.isdigit()):  # not "１" either
         return _parse_time(value, "--until", "neither a log position nor an ISO-8601 time")
-    return int(value.strip())
+    return int(digits)
 
 
 def _parse_time(value: str | None, option: str,
@@ -214,7 +215,8 @@ def fork(
     """Copy a session's events up to a position into a new session (new ids)."""
     from ctxledger import render
 
-    with open_ledger(_db(ctx)) as ledger:
+    # A fork copies an existing session, so a missing database is an error, not created.
+    with open_existing(_db(ctx)) as ledger:
         result = ledger.fork(session, new_session, at)
     typer.echo(render.dumps({**render.append_record(result), "forked_from": session,
                              "at": at}))

@@ -26,7 +26,7 @@ from ctxledger.store.errors import DatabaseMissing, InvalidArgument, LedgerError
 from ctxledger.store.log import EventInput, EventLog
 from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
 from ctxledger.store.seal import Seal, SealSettings
-from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES, check_time
+from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES, INT64_MAX, check_time
 from ctxledger.store.verify import VerifyReport
 
 if TYPE_CHECKING:
@@ -157,7 +157,15 @@ class Ledger:
         for name, value in (("after", after), ("limit", limit)):
             if value is not None and (isinstance(value, bool) or value < 0):
                 raise InvalidArgument(f"{name} must be an integer >= 0, got {value!r}")
+        # Positions are 64-bit, so a larger bound means "none"; the drivers would overflow
+        # on it (SQLite in Python, PostgreSQL in SQL), each differently.
+        if after > INT64_MAX:
+            return []
+        if limit is not None and limit > INT64_MAX:
+            limit = None
         until_position = until if isinstance(until, int) else None
+        if until_position is not None and until_position > INT64_MAX:
+            until_position = None
         until_time = check_time(until, "until") if isinstance(until, datetime) else None
         if stream_id is not None:
             if until_time is not None:

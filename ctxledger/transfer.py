@@ -26,10 +26,10 @@ from ctxledger.cli_input import InputLine, decoded_lines, validate_lines
 from ctxledger.demo import ExampleError, LogLine, ScriptedClock, parse_log_line
 from ctxledger.ledger import Ledger
 from ctxledger.store.clock import format_utc
-from ctxledger.store.errors import BatchEventError, LedgerError
+from ctxledger.store.errors import BatchEventError, EventValidationError, LedgerError
 from ctxledger.store.read import stored_event_ids
 from ctxledger.store.records import RecordedEvent
-from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES
+from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES, check_time
 
 EXPORT_PAGE = 1000
 """Events read per query when exporting or listing the whole log (flat memory)."""
@@ -106,8 +106,13 @@ def read_import(text_lines: Sequence[bytes], source: str, *, trust_timestamps: b
             line = parse_log_line(source, number, text, where=where)
         except ExampleError as exc:
             raise TransferError(str(exc)) from None
-        if trust_timestamps and line.at is None:
-            raise TransferError(f"{where}: 'at' is required with --trust-timestamps")
+        if trust_timestamps:
+            if line.at is None:
+                raise TransferError(f"{where}: 'at' is required with --trust-timestamps")
+            try:  # the clock's range, checked here so a bad time creates no database
+                check_time(line.at, "'at'")
+            except EventValidationError as exc:
+                raise TransferError(f"{where}: {exc}") from None
         # The store's own validation, so the verdict is the one append would give.
         validate_lines(line.stream, [InputLine(number, line.event)], max_event_bytes)
         lines.append(line)

@@ -55,11 +55,8 @@ def create_engine(url: str | URL, **kwargs: Any) -> Engine:
         parsed = parsed.set(drivername="postgresql+psycopg")
     if backend == "postgresql":
         require_postgres_driver()
-    if backend == "sqlite" and "mode" in parsed.query:
-        # The ledger writes on open (schema upgrade, projection catch-up), so a read-only
-        # connection would fail midway with a driver warning; say so up front instead.
-        raise LedgerError(f"read-only SQLite URLs are not supported ({safe_url(parsed)}):"
-                          " ctxledger writes on open; copy the file to read it elsewhere")
+    if backend == "sqlite" and parsed.query:
+        _refuse_sqlite_query(parsed)
     kwargs.setdefault("json_serializer", canonical_json)
     if backend == "sqlite":
         if is_memory_sqlite(parsed):
@@ -70,6 +67,22 @@ def create_engine(url: str | URL, **kwargs: Any) -> Engine:
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return sa.create_engine(parsed, **kwargs)
+
+
+def _refuse_sqlite_query(url: URL) -> None:
+    """Refuse a SQLite URL's query arguments in one line.
+
+    SQLAlchemy warns in two lines and ignores most of them, and the rest would undo what
+    the ledger relies on (``uri=true`` changes which file is opened, ``mode=ro`` fails at
+    the first write), while the connection is set up here anyway (WAL, busy timeout).
+    """
+    if url.query.get("mode") == "ro" or "immutable" in url.query:
+        # The ledger writes on open (schema upgrade, projection catch-up), so a read-only
+        # connection would fail midway; say so up front instead.
+        raise LedgerError(f"read-only SQLite URLs are not supported ({safe_url(url)}):"
+                          " ctxledger writes on open; copy the file to read it elsewhere")
+    raise LedgerError(f"SQLite URLs take no query arguments ({safe_url(url)}): ctxledger"
+                      " sets the connection up itself; give the file as sqlite:///PATH")
 
 
 POSTGRES_EXTRA_HINT = "pip install 'ctxledger[postgres]'"

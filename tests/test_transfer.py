@@ -184,6 +184,18 @@ def test_a_rule_broken_late_rolls_back_the_whole_import(runner: CliRunner,
     assert _events(db_url) == []
 
 
+def test_a_trusted_time_out_of_range_creates_no_database(runner: CliRunner,
+                                                         tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    body = json.dumps({"stream": "s", "type": "session.started", "data": {},
+                       "at": "1800-01-01T00:00:00Z"}) + "\n"
+    result = runner.invoke(app, ["import", "-", "--trust-timestamps", "--db", url], input=body)
+    assert result.exit_code == 1
+    assert result.stderr == ("error: line 1: 'at' 1800-01-01T00:00:00+00:00 is outside"
+                             " 1900-01-01 .. 9999-01-01\n")
+    assert not (tmp_path / "x.db").exists()
+
+
 def test_an_empty_input_writes_nothing(runner: CliRunner, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     result = runner.invoke(app, ["import", "-", "--db", url], input="\n  \n")

@@ -317,6 +317,12 @@ def append(
     lines = parse_jsonl(_read_input(file).splitlines())
     if not lines:
         raise fail("no events in the input (every line is blank)")
+    # Every line is checked before the database is opened, so bad input never creates
+    # one; only the rules of the stream's history need it (below).
+    from ctxledger.projections.setting_values import check_event
+    from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES
+
+    validate_lines(stream, lines, DEFAULT_MAX_EVENT_BYTES, check_event)
     with open_ledger(_db(ctx)) as ledger:
         try:
             result = ledger.append(stream, [line.event for line in lines],
@@ -569,12 +575,14 @@ def rebuild(
 ) -> None:
     """Rebuild projections from the log, with a progress bar on stderr."""
     from ctxledger import render
+    from ctxledger.projections.registry import builtin_names
 
+    known = builtin_names()
+    if projection is not None and projection not in known:
+        raise fail(f"unknown projection {projection!r}; known: {', '.join(known)}")
+    # A rebuild reads the log: with no database there is nothing to rebuild from.
     with _progress("catching up") as catching_up, \
-            open_ledger(_db(ctx), progress=catching_up) as ledger:
-        known = [s.name for s in ledger.projection_status()]
-        if projection is not None and projection not in known:
-            raise fail(f"unknown projection {projection!r}; known: {', '.join(known)}")
+            open_existing(_db(ctx), progress=catching_up) as ledger:
         started = time.perf_counter()
         with _progress(f"rebuilding {projection or 'all'}") as rebuilding:
             rebuilt = ledger.rebuild(projection, progress=rebuilding)

@@ -26,6 +26,7 @@ READ_COMMANDS = [
     ["usage", "--scope", "alice"], ["brief-stats", "--scope", "alice"], ["export"],
     ["replay", "s1"], ["why", "s1", "mes_example"], ["audit"],
     ["fork", "s1", "s2", "--at", "1"],  # writes, but only a copy of a session that exists
+    ["rebuild"],  # writes, but only what it reads from a log that exists
 ]
 
 
@@ -153,6 +154,36 @@ def test_write_commands_still_create_the_database(runner: CliRunner, db_url: str
     assert runner.invoke(app, ["init", "--db", db_url]).exit_code == 0
     listed = runner.invoke(app, ["events", "--db", db_url])
     assert listed.exit_code == 0 and listed.stdout == ""
+
+
+def _nothing_created(url: str) -> None:
+    if url.startswith("sqlite"):
+        assert not Path(url.removeprefix("sqlite:///")).exists()
+        return
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert sa.inspect(conn).get_table_names() == []
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize(("command", "body", "needle"), [
+    (["append", "s1"], '{"type": "nope", "data": {}}\n', "line 1: unknown event type 'nope'"),
+    (["append", "s1"], '{"type": "session.started", "data": {"scope": "a"}}\n'
+                       '{"type": "message.appended", "data": {"role": "bot", "content": "x"}}\n',
+     "line 2: message.appended: role"),
+    (["append", "s1"], '{"type": "setting.changed", "data": {"key": "agent_manifests",'
+                       ' "value": {"planner": {"fields": ["x"], "exclude": ["x"]}}}}\n',
+     "line 1: "),
+    (["rebuild", "--projection", "nosuch"], "", "unknown projection 'nosuch'; known: "),
+], ids=["unknown-type", "bad-field", "bad-manifest", "unknown-projection"])
+def test_bad_input_to_a_write_command_creates_no_database(
+        runner: CliRunner, db_url: str, command: list[str], body: str, needle: str) -> None:
+    """The input is checked before the database is opened: a refused append or rebuild
+    leaves no empty database behind, on either backend."""
+    _one_error_line(runner.invoke(app, [*command, "--db", db_url], input=body), needle)
+    _nothing_created(db_url)
 
 
 def test_in_memory_sqlite_is_never_missing(runner: CliRunner) -> None:

@@ -13,6 +13,8 @@ from ctxledger.assembler.api import policy_for
 from ctxledger.ledger import Ledger
 from ctxledger.projections.read_view import load_settings
 from ctxledger.projections.session_stats import sessions
+from ctxledger.store.errors import LedgerError
+from ctxledger.usage import scope_exists
 
 
 def nearest_rank(values: Sequence[int], percentile: float) -> int | None:
@@ -50,8 +52,14 @@ class BriefStats:
 
 
 def brief_stats(ledger: Ledger, scope: str, profile: str = "brief") -> BriefStats:
-    """The P95 (nearest rank) of ``profile`` tokens recorded in the scope's sessions."""
+    """The P95 (nearest rank) of ``profile`` tokens recorded in the scope's sessions.
+
+    Raises ``LedgerError`` for a scope no session or scope stream names (as ``usage``
+    does), so a typo is not answered with "nothing assembled".
+    """
     with ledger.log.connection() as conn:
+        if not scope_exists(conn, scope):
+            raise LedgerError(f"unknown scope {scope!r}: no session or scope stream names it")
         streams = sorted(conn.execute(sa.select(sessions.c.stream_id)
                                       .where(sessions.c.scope == scope)).scalars())
         settings, _ = load_settings(conn, "", scope)

@@ -7,9 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
-from ctxledger import Ledger
+from ctxledger import Ledger, LedgerError
 from ctxledger.brief_stats import brief_stats, nearest_rank
 from ctxledger.cli import app
 
@@ -92,3 +93,15 @@ def test_p95_of_a_generated_campaign_is_within_the_budget(ledger: Ledger, db_url
     result = CliRunner().invoke(app, ["--db", db_url, "brief-stats", "--scope", SCOPE])
     assert result.exit_code == 0, result.stderr
     assert f'"p95_tokens":{stats.p95_tokens}' in result.stdout.replace(" ", "")
+
+
+def test_an_unknown_scope_is_an_error_as_in_usage(ledger: Ledger, db_url: str) -> None:
+    ledger.append("s1", {"type": "session.started", "data": {"scope": "alice"}})
+    with pytest.raises(LedgerError, match="unknown scope 'nosuch'"):
+        brief_stats(ledger, "nosuch")
+    assert brief_stats(ledger, "alice").assemblies == 0  # known, nothing assembled yet
+    for command in ("brief-stats", "usage"):
+        result = CliRunner().invoke(app, ["--db", db_url, command, "--scope", "nosuch"])
+        assert result.exit_code == 1
+        assert result.stderr.splitlines() == [
+            "error: unknown scope 'nosuch': no session or scope stream names it"]

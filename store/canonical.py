@@ -47,9 +47,21 @@ def canonical_json(value: Any) -> str:
         out = orjson.dumps(value, default=refuse_non_json, option=_OPTIONS)
     except TypeError:  # non-string keys, big ints, lone surrogates, other types
         return _LEGACY.encode(value)
-    if _MAYBE_DIFFERENT.search(out) is not None:
+    if not _flat_without_floats(value) and _MAYBE_DIFFERENT.search(out) is not None:
         return _LEGACY.encode(value)
     return out.decode()
+
+
+def _flat_without_floats(value: Any) -> bool:
+    # A flat object of strings, integers and booleans (most payloads) has no float and no
+    # null, so orjson's bytes are the reference's: no need to scan them (~1.8 us a message).
+    if type(value) is not dict:
+        return False
+    for item in value.values():
+        kind = type(item)
+        if kind is not str and kind is not int and kind is not bool:
+            return False
+    return True
 
 
 def sha256_hex(text: str) -> str:

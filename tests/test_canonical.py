@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxledger.store.canonical import canonical_json
@@ -30,6 +30,25 @@ values = st.recursive(
 @settings(max_examples=3000, deadline=None)
 @given(values)
 def test_canonical_json_equals_the_reference_form(value: Any) -> None:
+    assert canonical_json(value) == reference(value)
+
+
+any_text = st.text(alphabet=st.characters(exclude_categories=()))  # lone surrogates too
+flat_plain = st.dictionaries(
+    st.text() | any_text,
+    st.text() | any_text | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x7F)),
+    max_size=8)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(flat_plain)
+@example({"a": "\ud800"})
+@example({"\udfff": 1, "b": "x\x00y\u2028"})
+@example({"n": 2**64, "t": True, "s": "null e-7 .00001"})
+def test_a_flat_object_of_plain_scalars_equals_the_reference_form(value: Any) -> None:
+    """The path that skips the output scan (no float, no null): any text, control
+    characters, astral and lone-surrogate code points, integers past 64 bits."""
     assert canonical_json(value) == reference(value)
 
 

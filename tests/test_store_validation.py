@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from helpers.assertions import ledger_state, one_line
 from helpers.databases import module_database
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxledger import EventValidationError, Ledger, LedgerError
 from ctxledger.store.canonical import canonical_json
@@ -151,3 +153,14 @@ def test_every_rejection_is_a_ledger_error(ledger: Ledger) -> None:
     with pytest.raises(LedgerError):
         ledger.append("any", {"type": "nope.nope", "data": {}})
     assert ledger_state(ledger) == before
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet=st.characters(exclude_categories=())) | st.text(alphabet="ab\x00\ud800é"))
+def test_clean_text_agrees_with_the_forbidden_pattern(text: str) -> None:
+    """The ASCII fast path gives the pattern's verdict: NUL and lone surrogates refused."""
+    from ctxledger.store.strict import _FORBIDDEN, clean_text, json_value_ok
+
+    assert clean_text(text) is (_FORBIDDEN.search(text) is None)
+    assert json_value_ok({"k": text}) is (_FORBIDDEN.search(text) is None)
+    assert json_value_ok({text: 1}) is (_FORBIDDEN.search(text) is None)

@@ -104,23 +104,36 @@ _ROLE_COUNTS = {role: f"messages_{role}" for role in ROLES}
 _COUNTS = dict.fromkeys((*_ROLE_COUNTS.values(), "messages_total", "messages_retracted"), 0)
 
 
+_MESSAGE_COLUMNS = ("stream_id", "seq", "message_id", "role", "retracted", "position")
+# Message rows a rebuild fold holds aside before writing them out (memory bound).
+_ASIDE_ROWS = 200_000
+
+
 class _StatsRebuildFold:
     """``session_stats`` through a rebuild without a record per event (issue 13).
 
     The two commonest cases are folded here, into the session row in place: a message
-    without an app-chosen id (counted, its row put) and an event that only moves the
-    session's last activity. ``last_activity`` is the last such event's time, parsed once
-    per session when the rows are flushed. Everything else (chosen ids, retractions,
+    without an app-chosen id (counted, its row held aside) and an event that only moves
+    the session's last activity. ``last_activity`` is the last such event's time, parsed
+    once per session when the rows are flushed. Everything else (chosen ids, retractions,
     summaries, starts, ends, chapters) goes through ``apply``, which sees the same rows.
+
+    A message row held aside is a tuple, not a ``RowStore`` row: its key (the session
+    and the event's stream version) is new, and only ``apply`` of that session's own
+    events may read it back, so a session's rows are handed to the ``RowStore`` before
+    such an event, and the rest are written as plain inserts, a session at a time, when
+    the fold finishes (or holds too many).
     """
 
-    __slots__ = ("_live", "_rows", "_time_of", "_times")
+    __slots__ = ("_aside", "_held", "_live", "_rows", "_time_of", "_times")
 
     def __init__(self, rows: RowStore, time_of: TimeOf) -> None:
         self._rows = rows
         self._time_of = time_of
         self._live: dict[str, Row] = {}  # session -> its row, changed in place
         self._times: dict[str, Any] = {}  # session -> raw time of its last event folded here
+        self._aside: dict[str, list[tuple[Any, ...]]] = {}  # session -> its new messages
+        self._held = 0
 
     def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
         stream: str = raw[1]
@@ -135,9 +148,13 @@ class _StatsRebuildFold:
                 return True  # not a session: apply ignores it too
             row[counter] += 1
             row["messages_total"] += 1
-            self._rows.put(messages, {
-                "stream_id": stream, "seq": raw[2], "message_id": raw[3], "role": role,
-                "retracted": False, "position": raw[0]})
+            aside = self._aside.get(stream)
+            if aside is None:
+                aside = self._aside[stream] = []
+            aside.append((stream, raw[2], raw[3], role, False, raw[0]))
+            self._held += 1
+            if self._held >= _ASIDE_ROWS:
+                self._write_aside()
         elif kind in _ACTIVITY_ONLY:
             row = self._live.get(stream) or self._edit(stream)
             if row is None:
@@ -159,12 +176,27 @@ class _StatsRebuildFold:
         return row
 
     def _by_apply(self, stream: str) -> bool:
-        # apply rewrites the row (and its last activity) through the RowStore.
+        # apply rewrites the row (and its last activity) through the RowStore, and may
+        # read the session's messages there.
         self._live.pop(stream, None)
         self._times.pop(stream, None)
+        aside = self._aside.pop(stream, None)
+        if aside is not None:
+            self._held -= len(aside)
+            put = self._rows.put
+            for values in aside:
+                put(messages, dict(zip(_MESSAGE_COLUMNS, values, strict=True)))
         return False
 
+    def _write_aside(self) -> None:
+        if self._aside:
+            held = [values for aside in self._aside.values() for values in aside]
+            self._rows.insert_new(messages, _MESSAGE_COLUMNS, held)
+        self._aside.clear()
+        self._held = 0
+
     def finish(self) -> None:
+        self._write_aside()
         time_of = self._time_of
         for stream, raw_time in self._times.items():
             self._live[stream]["last_activity"] = time_of(raw_time)

@@ -31,7 +31,7 @@ from test_property_rebuild import (
 
 from ctxledger import Ledger
 from ctxledger.projections import runner as runner_module
-from ctxledger.projections import session_stats
+from ctxledger.projections import session_stats, tool_usage
 from ctxledger.projections.registry import BUILTIN_PROJECTION_TYPES
 from ctxledger.store.errors import StreamRuleError
 
@@ -64,8 +64,9 @@ def three_ways(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     assert dump(ledger) == inline, "folds flushed mid-log differ from the inline state"
     with monkeypatch.context() as patch:
         patch.setattr(session_stats, "_ASIDE_ROWS", 2)
+        patch.setattr(tool_usage, "_ASIDE_ROWS", 2)
         ledger.rebuild()
-    assert dump(ledger) == inline, "messages written aside mid-log differ from the inline state"
+    assert dump(ledger) == inline, "rows written aside mid-log differ from the inline state"
 
 
 def test_folds_equal_apply_sqlite(sqlite_template: Path,  # noqa: F811 (the fixture)

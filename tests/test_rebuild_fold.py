@@ -32,6 +32,7 @@ from test_property_rebuild import (
 from ctxledger import Ledger
 from ctxledger.projections import runner as runner_module
 from ctxledger.projections import session_stats, tool_usage
+from ctxledger.projections import settings as settings_projection
 from ctxledger.projections.registry import BUILTIN_PROJECTION_TYPES
 from ctxledger.store.errors import StreamRuleError
 
@@ -65,6 +66,7 @@ def three_ways(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     with monkeypatch.context() as patch:
         patch.setattr(session_stats, "_ASIDE_ROWS", 2)
         patch.setattr(tool_usage, "_ASIDE_ROWS", 2)
+        patch.setattr(settings_projection, "_ASIDE_ROWS", 2)
         ledger.rebuild()
     assert dump(ledger) == inline, "rows written aside mid-log differ from the inline state"
 

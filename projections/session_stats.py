@@ -125,14 +125,14 @@ class _StatsRebuildFold:
     the fold finishes (or holds too many).
     """
 
-    __slots__ = ("_aside", "_held", "_live", "_rows", "_time_of", "_times")
+    __slots__ = ("_held", "_live", "_rows", "_time_of")
 
     def __init__(self, rows: RowStore, time_of: TimeOf) -> None:
         self._rows = rows
         self._time_of = time_of
-        self._live: dict[str, Row] = {}  # session -> its row, changed in place
-        self._times: dict[str, Any] = {}  # session -> raw time of its last event folded here
-        self._aside: dict[str, list[tuple[Any, ...]]] = {}  # session -> its new messages
+        # session -> [its row, changed in place; its new message rows held aside; the raw
+        # time of its last event folded here]
+        self._live: dict[str, list[Any]] = {}
         self._held = 0
 
     def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
@@ -143,64 +143,61 @@ class _StatsRebuildFold:
             counter = _ROLE_COUNTS.get(role)
             if counter is None or data.get("message_id"):
                 return self._by_apply(stream)
-            row = self._live.get(stream) or self._edit(stream)
-            if row is None:
+            live = self._live.get(stream) or self._edit(stream)
+            if live is None:
                 return True  # not a session: apply ignores it too
+            row = live[0]
             row[counter] += 1
             row["messages_total"] += 1
-            aside = self._aside.get(stream)
-            if aside is None:
-                aside = self._aside[stream] = []
-            aside.append((stream, raw[2], raw[3], role, False, raw[0]))
+            live[1].append((stream, raw[2], raw[3], role, False, raw[0]))
             self._held += 1
             if self._held >= _ASIDE_ROWS:
                 self._write_aside()
         elif kind in _ACTIVITY_ONLY:
-            row = self._live.get(stream) or self._edit(stream)
-            if row is None:
+            live = self._live.get(stream) or self._edit(stream)
+            if live is None:
                 return True
+            row = live[0]
         else:
             return self._by_apply(stream)
         row["last_position"] = raw[0]
-        self._times[stream] = raw[8]
+        live[2] = raw[8]
         return True
 
-    def _edit(self, stream: str) -> Row | None:
+    def _edit(self, stream: str) -> list[Any] | None:
         if stream_kind(stream) != "session":
             return None
         row = self._rows.editable(sessions, {"stream_id": stream}, _SESSION_DEFAULTS)
         for column, zero in _COUNTS.items():
             if row.get(column) is None:
                 row[column] = zero
-        self._live[stream] = row
-        return row
+        live = self._live[stream] = [row, [], None]
+        return live
 
     def _by_apply(self, stream: str) -> bool:
         # apply rewrites the row (and its last activity) through the RowStore, and may
         # read the session's messages there.
-        self._live.pop(stream, None)
-        self._times.pop(stream, None)
-        aside = self._aside.pop(stream, None)
-        if aside is not None:
-            self._held -= len(aside)
+        live = self._live.pop(stream, None)
+        if live is not None and live[1]:
+            self._held -= len(live[1])
             put = self._rows.put
-            for values in aside:
+            for values in live[1]:
                 put(messages, dict(zip(_MESSAGE_COLUMNS, values, strict=True)))
         return False
 
     def _write_aside(self) -> None:
-        if self._aside:
-            held = [values for aside in self._aside.values() for values in aside]
+        held = [values for live in self._live.values() for values in live[1]]
+        if held:
             self._rows.insert_new(messages, _MESSAGE_COLUMNS, held)
-        self._aside.clear()
+        for live in self._live.values():
+            live[1] = []
         self._held = 0
 
     def finish(self) -> None:
         self._write_aside()
         time_of = self._time_of
-        for stream, raw_time in self._times.items():
-            self._live[stream]["last_activity"] = time_of(raw_time)
-        self._times.clear()
+        for live in self._live.values():
+            live[0]["last_activity"] = time_of(live[2])
         self._live.clear()
 
 

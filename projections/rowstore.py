@@ -252,6 +252,36 @@ class RowStore:
         state.dirty[k] = None
         return new
 
+    def insert_new(self, table: sa.Table, columns: tuple[str, ...],
+                   values: list[tuple[Any, ...]], *, replace: bool = False) -> None:
+        """Write rows with new keys (no live row in the table or in this store: a rebuild
+        fold's rows held aside) as plain INSERTs, now, in the given order, each a tuple
+        of ``columns``; with ``replace``, rows whose keys may be in the table already
+        (but not pending in this store) as upserts that replace them. They are not
+        cached, and the table is no longer taken as empty: a later ``get`` reads them
+        back. In memory mode they are put."""
+        if self.conn is None:
+            for value in values:
+                self.put(table, dict(zip(columns, value, strict=True)))
+            return
+        state = self._state(table)
+        if state.cache or state.absent:
+            # Keys looked up before (and found absent) are known now: forget them.
+            picks = [columns.index(c) for c in state.key_cols]
+            for value in values:
+                key = tuple(value[i] for i in picks)
+                if (state.cache.pop(key, None) is not None and not replace) \
+                        or key in state.dirty:
+                    raise ValueError(f"insert_new: {table.name} already has a row {key!r}")
+                state.absent.discard(key)
+        state.empty = False
+        if replace:
+            non_key = tuple(c for c in columns if c not in state.key_cols)
+            statement = self._upsert(state, columns, (), non_key)
+        else:
+            statement = self._insert(state, columns)
+        statement.executemany_values(self.conn, columns, values)
+
     def event_version(self, event_id: str) -> tuple[str, int] | None:
         """The (stream, version) of the logged event ``event_id``, through the log's own
         ``event_id`` index; None if it is not logged (always None in memory mode).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -169,7 +170,9 @@ class ProjectionRunner:
         rebuild = [s.name for s in statuses if s.needs_rebuild or s.name in forced
                    or s.stored_version is None]
         if rebuild:
-            self._rebuild(conn, rebuild, progress)
+            # Resumed once the rebuild's rows are freed, so no pass walks them.
+            with _cyclic_gc_paused():
+                self._rebuild(conn, rebuild, progress)
         lagging = [s for s in statuses if s.name not in rebuild and s.behind]
         if lagging:
             self._catch_up(conn, lagging, progress)
@@ -258,6 +261,27 @@ def _flush(rows: RowStore, folds: Sequence[RebuildFold]) -> None:
     for fold in folds:
         fold.finish()
     rows.flush()
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while a rebuild folds and flushes (then
+    restored as it was).
+
+    A rebuild keeps every row it builds (hundreds of thousands of dicts and tuples) until
+    its flush, so the collector's passes, triggered by those very allocations, walk an
+    ever larger heap and find nothing: the fold makes no reference cycles. Measured on
+    the benchmark's log, about a tenth of the rebuild. Objects are still freed by
+    reference counting; only cycles wait for the next pass after the rebuild.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @contextmanager

@@ -58,26 +58,60 @@ class SettingsProjection(Projection):
         return _SettingsRebuildFold(rows)
 
 
-def _put_setting(rows: RowStore, stream_id: str, position: int, data: dict[str, Any]) -> None:
-    value = canonical_json(data["value"])
+# Rows a rebuild fold holds aside per table before writing them out (memory bound).
+_ASIDE_ROWS = 200_000
+
+_COLUMNS = {scope_settings: ("scope", "key", "value", "position"),
+            session_settings: ("stream_id", "key", "value", "position")}
+
+
+def _setting_row(stream_id: str, position: int, data: dict[str, Any]
+                 ) -> tuple[sa.Table, tuple[str, str, str, int]] | None:
+    """The table and row (in ``_COLUMNS`` order) a ``setting.changed`` sets, if any."""
     kind = stream_kind(stream_id)
     if kind == "scope":
-        rows.put(scope_settings, {"scope": stream_id[len(SCOPE_PREFIX):], "key": data["key"],
-                                  "value": value, "position": position})
+        table, owner = scope_settings, stream_id[len(SCOPE_PREFIX):]
     elif kind == "session":
-        rows.put(session_settings, {"stream_id": stream_id, "key": data["key"],
-                                    "value": value, "position": position})
+        table, owner = session_settings, stream_id
+    else:
+        return None
+    return table, (owner, data["key"], canonical_json(data["value"]), position)
+
+
+def _put_setting(rows: RowStore, stream_id: str, position: int, data: dict[str, Any]) -> None:
+    found = _setting_row(stream_id, position, data)
+    if found is not None:
+        table, (owner, key, value, _) = found
+        rows.put(table, {_COLUMNS[table][0]: owner, "key": key, "value": value,
+                         "position": position})
 
 
 class _SettingsRebuildFold:
-    __slots__ = ("_rows",)
+    """``settings`` through a rebuild: the last value of each key held aside as a tuple
+    (no reducer reads these tables), written as upserts when the fold finishes, in the
+    order each key was first set (as the ``RowStore`` would)."""
+
+    __slots__ = ("_held", "_rows")
 
     def __init__(self, rows: RowStore) -> None:
         self._rows = rows
+        self._held: dict[sa.Table, dict[tuple[str, str], tuple[str, str, str, int]]] = {
+            scope_settings: {}, session_settings: {}}
 
     def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
-        _put_setting(self._rows, raw[1], raw[0], data)
+        found = _setting_row(raw[1], raw[0], data)
+        if found is not None:
+            table, values = found
+            held = self._held[table]
+            held[values[0], values[1]] = values
+            if len(held) >= _ASIDE_ROWS:
+                self.finish()
         return True
 
     def finish(self) -> None:
-        """Nothing is held aside."""
+        """Write the values held aside."""
+        for table, held in self._held.items():
+            if held:
+                self._rows.insert_new(table, _COLUMNS[table], list(held.values()),
+                                      replace=True)
+                held.clear()

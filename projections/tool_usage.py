@@ -97,16 +97,26 @@ class ToolUsageProjection(Projection):
         if event.type == "session.started":
             record_session_scope(tool_usage_scopes, event, rows)
             return
-        _count_use(rows, event.stream_id, event.data, event.recorded_at)
+        scope, name, count, used_at = _count_use(rows, event.stream_id, event.data,
+                                                 event.recorded_at)
+        rows.put(tool_uses, {"scope": scope, "tool_name": name, "seq": count,
+                             "used_at": used_at})
 
     def rebuild_fold(self, rows: RowStore, time_of: TimeOf) -> _UsageRebuildFold:
         """Uses counted from the raw event, without a record; the rest through ``apply``."""
         return _UsageRebuildFold(rows, time_of)
 
 
+_USE_COLUMNS = ("scope", "tool_name", "seq", "used_at")
+# Use rows a rebuild fold holds aside before writing them out (memory bound).
+_ASIDE_ROWS = 200_000
+
+
 def _count_use(rows: RowStore, stream_id: str, data: dict[str, Any],
-               recorded_at: datetime) -> None:
-    """Count one use of a session's tool (two primary-key reads, two rows put)."""
+               recorded_at: datetime) -> tuple[str, str, int, datetime]:
+    """Count one use of a session's tool (two primary-key reads, the tool's row put);
+    returns the use's ``tool_uses`` row, in ``_USE_COLUMNS`` order, for the caller to
+    write."""
     scope = session_scope(tool_usage_scopes, stream_id, rows)
     name = data["tool_name"]
     # The previous count is needed for seq, the previous time for clamping.
@@ -120,26 +130,42 @@ def _count_use(rows: RowStore, stream_id: str, data: dict[str, Any],
         server = prior["server_name"]
     rows.put(tool_usage, {"scope": scope, "tool_name": name, "server_name": server,
                           "lifetime_count": count, "last_used": used_at})
-    rows.put(tool_uses, {"scope": scope, "tool_name": name, "seq": count,
-                         "used_at": used_at})
+    return scope, name, count, used_at
 
 
 class _UsageRebuildFold:
-    __slots__ = ("_rows", "_time_of")
+    """``tool_usage`` through a rebuild: uses counted from the raw event, without a record.
+
+    Each use's ``tool_uses`` row (a new key: its seq is the tool's new count) is held
+    aside as a tuple, not put in the ``RowStore``: nothing reads those rows back during a
+    rebuild but a prune, so they are written as plain inserts before a
+    ``rollup.completed`` goes through ``apply``, and when the fold finishes (or holds
+    too many).
+    """
+
+    __slots__ = ("_aside", "_rows", "_time_of")
 
     def __init__(self, rows: RowStore, time_of: TimeOf) -> None:
         self._rows = rows
         self._time_of = time_of
+        self._aside: list[tuple[str, str, int, datetime]] = []
 
     def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
         if raw[4] != "tool.used":
+            if raw[4] == "rollup.completed":
+                self.finish()  # the prune deletes uses through SQL
             return False
         if stream_kind(raw[1]) == "session":
-            _count_use(self._rows, raw[1], data, self._time_of(raw[8]))
+            self._aside.append(_count_use(self._rows, raw[1], data, self._time_of(raw[8])))
+            if len(self._aside) >= _ASIDE_ROWS:
+                self.finish()
         return True
 
     def finish(self) -> None:
-        """Nothing is held aside."""
+        """Write the uses held aside."""
+        if self._aside:
+            self._rows.insert_new(tool_uses, _USE_COLUMNS, self._aside)
+            self._aside = []
 
 
 def prune_rolled_up_uses(event: RecordedEvent, rows: RowStore) -> None:

@@ -226,9 +226,9 @@ class DriverStatement:
     as defaults; every other parameter must be given on each call.
     """
 
-    __slots__ = ("_columnwise", "_dbapi_error", "_defaults", "_fast", "_getter", "_names",
-                 "_positional",
-                 "_processors", "_result_processors", "_result_types", "dialect", "sql")
+    __slots__ = ("_column_processors", "_columnwise", "_dbapi_error", "_defaults", "_fast",
+                 "_getter", "_names", "_positional", "_processors", "_result_processors",
+                 "_result_types", "dialect", "sql")
 
     def __init__(self, statement: ClauseElement, dialect: Dialect,
                  column_keys: Sequence[str] | None = None) -> None:
@@ -245,12 +245,17 @@ class DriverStatement:
         self._defaults = {k: v for k, v in defaults.items() if v is not None}
         self._getter = operator.itemgetter(*names) if names else None
         processors: list[tuple[int, _Processor]] = []
+        column_processors: list[_ColumnProcessor] = []
         for index, name in enumerate(names):
             bind = compiled.binds.get(name)
             proc = None if bind is None else bind_processor(dialect, bind.type)
             if proc is not None:
+                assert bind is not None
                 processors.append((index, proc))
+                column_processors.append((index, *_column_processor(dialect, bind.type, proc),
+                                          operator.itemgetter(index)))
         self._processors = tuple(processors)
+        self._column_processors = tuple(column_processors)
         self._fast = (self._positional and len(names) > 1 and not processors
                       and not self._defaults)
         # Every value comes from the row (an INSERT's columns are only marked required).
@@ -298,13 +303,39 @@ class DriverStatement:
             rows = rows if isinstance(rows, list) else list(rows)
             with contextlib.suppress(KeyError):  # a value missing: params() says which
                 params = list(map(self._getter, rows))  # type: ignore[arg-type]
-            if self._processors and params:
-                columns: list[Iterable[Any]] = list(zip(*params, strict=True))
-                for index, proc in self._processors:
-                    columns[index] = map(proc, columns[index])
-                params = list(zip(*columns, strict=True))
+            if params:
+                params = self._process_columns(params)
         if params is None:
             params = [self.params(row) for row in rows]
+        self._run_many(conn, params)
+
+    def executemany_values(self, conn: sa.Connection, names: tuple[str, ...],
+                           values: list[tuple[Any, ...]]) -> None:
+        """``executemany`` of rows given as tuples of the parameters ``names``: when those
+        are the statement's positional parameters in order (an INSERT of ``column_keys``
+        on SQLite), no mapping is built per row only to be picked."""
+        if self._columnwise and names == self._names:
+            self._run_many(conn, self._process_columns(values))
+        else:
+            self.executemany(conn, [dict(zip(names, v, strict=True)) for v in values])
+
+    def _process_columns(self, params: list[Any]) -> list[Any]:
+        """Positional rows with each bind processor run down its column."""
+        if not self._column_processors or not params:
+            return params
+        # A column whose values the driver binds as the processor would make them
+        # (Python bools: the driver's own integer or boolean) skips its processor;
+        # checked in C, one pass of ``type``.
+        todo = [(index, proc) for index, proc, plain, pick in self._column_processors
+                if not plain or not plain.issuperset(map(type, map(pick, params)))]
+        if not todo:
+            return params
+        columns: list[Iterable[Any]] = list(zip(*params, strict=True))
+        for index, proc in todo:
+            columns[index] = map(proc, columns[index])
+        return list(zip(*columns, strict=True))
+
+    def _run_many(self, conn: sa.Connection, params: list[Any]) -> None:
         if not params:
             return
         cursor = driver_cursor(conn)
@@ -365,6 +396,24 @@ def bind_processor(dialect: Dialect, type_: sa.types.TypeEngine[Any]) -> _Proces
     if key not in shared:
         shared[key] = _remember_last(proc)
     return shared[key]
+
+
+_ColumnProcessor = tuple[int, _Processor, frozenset[type], Callable[[Any], Any]]
+"""Index, processor, value types that skip it, and the picker of the column's values."""
+
+
+def _column_processor(dialect: Dialect, type_: sa.types.TypeEngine[Any], proc: _Processor
+                      ) -> tuple[_Processor, frozenset[type]]:
+    """How ``executemany`` processes a whole column of ``type_``: the processor to map
+    over it, and the value types it may skip it for (the driver binds them the same).
+
+    ``Boolean``'s processor turns a bool into the same bool (native booleans) or into
+    the int the driver would bind for it anyway (the sqlite3 module binds a bool as
+    that int).
+    """
+    if type(type_) is sa.Boolean:
+        return proc, frozenset({bool})
+    return proc, frozenset()
 
 
 def result_processor(dialect: Dialect, type_: sa.types.TypeEngine[Any],

@@ -31,6 +31,8 @@ from test_property_rebuild import (
 
 from ctxledger import Ledger
 from ctxledger.projections import runner as runner_module
+from ctxledger.projections import session_stats, tool_usage
+from ctxledger.projections import settings as settings_projection
 from ctxledger.projections.registry import BUILTIN_PROJECTION_TYPES
 from ctxledger.store.errors import StreamRuleError
 
@@ -61,6 +63,12 @@ def three_ways(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
         patch.setattr(runner_module, "REBUILD_CACHE_ROWS", 4)
         ledger.rebuild()
     assert dump(ledger) == inline, "folds flushed mid-log differ from the inline state"
+    with monkeypatch.context() as patch:
+        patch.setattr(session_stats, "_ASIDE_ROWS", 2)
+        patch.setattr(tool_usage, "_ASIDE_ROWS", 2)
+        patch.setattr(settings_projection, "_ASIDE_ROWS", 2)
+        ledger.rebuild()
+    assert dump(ledger) == inline, "rows written aside mid-log differ from the inline state"
 
 
 def test_folds_equal_apply_sqlite(sqlite_template: Path,  # noqa: F811 (the fixture)
@@ -121,6 +129,25 @@ def test_chosen_id_equal_to_an_earlier_event_id(chat: Ledger,
                                                      "content": "c"}})
     chat.append("chat", {"type": "item.removed", "data": {"item_id": "i"}})
     chat.append("chat", {"type": "tool.used", "data": {"tool_name": "grep"}})
+    three_ways(chat, monkeypatch)
+
+
+def test_a_message_looked_up_before_it_is_logged(chat: Ledger,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # A rebuild finds a later event's id in the log before folding that event (inline,
+    # the id is not logged yet): the chosen id replaces nothing either way, and the later
+    # message, held aside and written mid-log, carries the same id.
+    later = "0192f000-0000-7000-8000-0000000000aa"
+    chat.append("chat", {"type": "message.appended",
+                         "data": {"role": "user", "content": "hi", "message_id": later}})
+    chat.append("chat", {"type": "message.appended", "event_id": later,
+                         "data": {"role": "user", "content": "hi"}})
+    for _ in range(3):
+        chat.append("chat", {"type": "message.appended",
+                             "data": {"role": "assistant", "content": "more"}})
+    chat.append("chat", {"type": "message.retracted", "data": {"message_id": later}})
+    chat.append("chat", {"type": "message.appended",
+                         "data": {"role": "user", "content": "again", "message_id": later}})
     three_ways(chat, monkeypatch)
 
 

@@ -271,13 +271,14 @@ class Ranked:
         the other side of the cut. They rank between the cut's old boundary key and
         its new one (every other kept item ranks before both, every other dropped one
         after both), so only that span is read."""
-        new = self.keys[self.cut] if self.cut < len(self.keys) else None
-        old = self.boundary
-        ends = sorted((bisect_left(self.keys, key) if key is not None else len(self.keys))
-                      for key in (old, new))
+        # The new boundary is the key at the cut (keys are unique), so only the old one
+        # needs finding.
         cut = self.cut
-        return ([prep for prep in self.preps[ends[0]:cut] if not prep.kept]
-                + [prep for prep in self.preps[max(cut, ends[0]):ends[1]] if prep.kept])
+        old = (bisect_left(self.keys, self.boundary) if self.boundary is not None
+               else len(self.keys))
+        if old <= cut:
+            return [prep for prep in self.preps[old:cut] if not prep.kept]
+        return [prep for prep in self.preps[cut:old] if prep.kept]
 
     def rows_and_json(self) -> tuple[list[NovelItemRow], str]:
         """The rows its items show, in rank order, and their JSON joined by commas:
@@ -290,7 +291,7 @@ class Ranked:
     def refit(self, limit: int, separator: int, first_free: int, base_items: int = 0,
               base_tokens: int = 0) -> None:
         """``fit`` from nothing (after ``bulk``), in C: the prefix sizes grow with the
-        prefix, so the longest that fits is a bisection of their running sums."""
+        prefix, so the longest that fits ends before the first running sum over the room."""
         room = limit - base_tokens - separator * base_items + first_free
         # The running sums never decrease: the prefix that fits is read up to the first
         # sum over, not summed to the end (none kept when even the first is over).

@@ -252,6 +252,10 @@ class RowStore:
         state.dirty[k] = None
         return new
 
+    ASIDE_ROWS = 200_000
+    """How many rows a rebuild fold holds aside (as tuples) before it hands them to
+    ``insert_new``: a bound on its memory, not a batch size the speed depends on."""
+
     def insert_new(self, table: sa.Table, columns: tuple[str, ...],
                    values: list[tuple[Any, ...]], *, replace: bool = False) -> None:
         """Write rows with new keys (no live row in the table or in this store: a rebuild

@@ -58,8 +58,6 @@ class SettingsProjection(Projection):
         return _SettingsRebuildFold(rows)
 
 
-# Rows a rebuild fold holds aside per table before writing them out (memory bound).
-_ASIDE_ROWS = 200_000
 
 _COLUMNS = {scope_settings: ("scope", "key", "value", "position"),
             session_settings: ("stream_id", "key", "value", "position")}
@@ -81,9 +79,8 @@ def _setting_row(stream_id: str, position: int, data: dict[str, Any]
 def _put_setting(rows: RowStore, stream_id: str, position: int, data: dict[str, Any]) -> None:
     found = _setting_row(stream_id, position, data)
     if found is not None:
-        table, (owner, key, value, _) = found
-        rows.put(table, {_COLUMNS[table][0]: owner, "key": key, "value": value,
-                         "position": position})
+        table, values = found
+        rows.put(table, dict(zip(_COLUMNS[table], values, strict=True)))
 
 
 class _SettingsRebuildFold:
@@ -104,7 +101,7 @@ class _SettingsRebuildFold:
             table, values = found
             held = self._held[table]
             held[values[0], values[1]] = values
-            if len(held) >= _ASIDE_ROWS:
+            if len(held) >= RowStore.ASIDE_ROWS:
                 self.finish()
         return True
 

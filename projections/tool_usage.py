@@ -108,8 +108,6 @@ class ToolUsageProjection(Projection):
 
 
 _USE_COLUMNS = ("scope", "tool_name", "seq", "used_at")
-# Use rows a rebuild fold holds aside before writing them out (memory bound).
-_ASIDE_ROWS = 200_000
 
 
 def _count_use(rows: RowStore, stream_id: str, data: dict[str, Any],
@@ -157,7 +155,7 @@ class _UsageRebuildFold:
             return False
         if stream_kind(raw[1]) == "session":
             self._aside.append(_count_use(self._rows, raw[1], data, self._time_of(raw[8])))
-            if len(self._aside) >= _ASIDE_ROWS:
+            if len(self._aside) >= RowStore.ASIDE_ROWS:
                 self.finish()
         return True
 

@@ -31,9 +31,8 @@ from test_property_rebuild import (
 
 from ctxledger import Ledger
 from ctxledger.projections import runner as runner_module
-from ctxledger.projections import session_stats, tool_usage
-from ctxledger.projections import settings as settings_projection
 from ctxledger.projections.registry import BUILTIN_PROJECTION_TYPES
+from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.errors import StreamRuleError
 
 Sequence_ = list[tuple[int, tuple[str, dict[str, Any]]]]
@@ -64,9 +63,7 @@ def three_ways(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
         ledger.rebuild()
     assert dump(ledger) == inline, "folds flushed mid-log differ from the inline state"
     with monkeypatch.context() as patch:
-        patch.setattr(session_stats, "_ASIDE_ROWS", 2)
-        patch.setattr(tool_usage, "_ASIDE_ROWS", 2)
-        patch.setattr(settings_projection, "_ASIDE_ROWS", 2)
+        patch.setattr(RowStore, "ASIDE_ROWS", 2)  # every fold that holds rows aside
         ledger.rebuild()
     assert dump(ledger) == inline, "rows written aside mid-log differ from the inline state"
 

@@ -382,6 +382,12 @@ def events(
         _stdout().print(render.events_table(listed))
 
 
+def as_position(text: str) -> int | None:
+    """``text`` as a log position when it is ASCII digits, else None (a time, or bad).
+    ASCII only: ``int`` would also read other scripts' digits ("１") as a position."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def _check_stream(ledger: Ledger, stream: str | None) -> None:
     """Fail when ``stream`` was never written: a typo must not read as an empty stream.
 
@@ -812,9 +818,8 @@ def export(
 
     bound: int | datetime | None = None
     if until is not None:
-        # ASCII digits only: int() would also read other scripts' digits as a position.
-        bound = (int(until) if until.isascii() and until.isdigit()
-                 else _parse_now(until, "'--until'"))
+        position = as_position(until)
+        bound = position if position is not None else _parse_now(until, "'--until'")
     with open_existing(_db(ctx)) as ledger:
         exported = 0
         for record in export_records(ledger, stream, until=bound):

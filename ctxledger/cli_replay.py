@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctxledger.cli import JsonOrText, _db, _progress, _stdout, app
+from ctxledger.cli import JsonOrText, _db, _progress, _stdout, app, as_position
 from ctxledger.cli_errors import fail, open_existing, reports_errors
 
 if TYPE_CHECKING:
@@ -40,10 +40,10 @@ FormatOption = Annotated[JsonOrText, typer.Option("--format", help="json (defaul
 
 def parse_until(value: str | None) -> int | datetime | None:
     """``--until``: a position (digits) or an aware ISO-8601 time (else exit 1)."""
-    digits = None if value is None else value.strip()
-    if digits is None or not (digits.isascii() and digits.isdigit()):  # not "１" either
+    position = None if value is None else as_position(value.strip())
+    if position is None:
         return _parse_time(value, "--until", "neither a log position nor an ISO-8601 time")
-    return int(digits)
+    return position
 
 
 def _parse_time(value: str | None, option: str,

@@ -1,8 +1,9 @@
 """JSONL input for ``ctxledger append``: decode it, and name the line of a bad event.
 
 The whole input is one atomic batch. Decoding errors (not UTF-8, not JSON, not an object)
-are found here before the database is touched; event errors are found by the append
-itself, which writes nothing, and ``validate_lines`` then names the offending line.
+are found here, and event errors by ``validate_lines``, which names the offending line,
+both before the database is opened. Only a rule of the stream's history is found by the
+append itself, which then writes nothing.
 """
 
 from __future__ import annotations

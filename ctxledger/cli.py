@@ -310,7 +310,7 @@ def append(
     """
     from ctxledger import render
     from ctxledger.cli_input import InputError, parse_jsonl, validate_lines
-    from ctxledger.store.errors import BatchEventError, EventValidationError
+    from ctxledger.store.errors import BatchEventError
 
     if not stream.strip():
         raise typer.BadParameter("must not be empty", param_hint="STREAM")
@@ -327,13 +327,11 @@ def append(
         try:
             result = ledger.append(stream, [line.event for line in lines],
                                    expected_version=expected_version)
-        except EventValidationError as exc:
-            # The append is atomic, so nothing was written. The store names the event by
-            # its index in the batch; check line by line to name the input line instead.
-            validate_lines(stream, lines, ledger.log.max_event_bytes, ledger.log.check)
-            if isinstance(exc, BatchEventError):  # a rule of the stream's history
-                raise InputError(f"line {lines[exc.index].number}: {exc.reason}") from None
-            raise
+        except BatchEventError as exc:
+            # A rule of the stream's history (every line passed validation above). The
+            # append is atomic, so nothing was written; the store names the event by its
+            # index in the batch, the input line is named instead.
+            raise InputError(f"line {lines[exc.index].number}: {exc.reason}") from None
     typer.echo(render.dumps(render.append_record(result)))
 
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ctxledger import Ledger
+from ctxledger.store.engine import sqlite_pragmas
 
 Statement = tuple[str, Any, bool]
 """(SQL, parameters, executemany?) as the driver received them."""
@@ -85,11 +86,6 @@ class Recording:
     rows: dict[str, int] = field(default_factory=dict)
     """Rows per table after the recorded appends: a replay must end with the same."""
 
-    @property
-    def commits(self) -> int:
-        """How many transactions were committed."""
-        return sum(1 for sql, _, _ in self.statements if sql == "COMMIT")
-
 
 def record(directory: Path, appends: Callable[[Ledger], None]) -> Recording:
     """Run ``appends`` on a new ledger in ``directory`` and keep what it sent SQLite."""
@@ -133,22 +129,19 @@ def _copy(source: Path, target: Path) -> None:
 def open_like_the_engine(path: Path) -> sqlite3.Connection:
     """A plain connection with the pragmas ``store.engine`` sets on a SQLite file."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
+    for pragma in sqlite_pragmas(memory=False):
+        conn.execute(pragma)
     return conn
 
 
 def replay(recording: Recording, directory: Path) -> float:
     """Seconds to run the recorded statements on a fresh copy of the database."""
     path = directory / "replayed.db"
-    path.unlink(missing_ok=True)
     _copy(recording.before, path)
     conn = open_like_the_engine(path)
-    statements: Sequence[Statement] = recording.statements
     try:
         started = time.perf_counter()
-        for sql, parameters, many in statements:
+        for sql, parameters, many in recording.statements:
             if many:
                 conn.executemany(sql, parameters)
             else:

@@ -138,17 +138,22 @@ def database_exists(engine: Engine) -> bool:
         return sa.inspect(conn).has_table("events")
 
 
+def sqlite_pragmas(*, memory: bool) -> tuple[str, ...]:
+    """The pragmas every SQLite connection of a ledger runs when it opens (WAL on a file)."""
+    return (*(() if memory else ("PRAGMA journal_mode=WAL",)), "PRAGMA synchronous=NORMAL",
+            f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}", "PRAGMA foreign_keys=ON")
+
+
 def _configure_sqlite(engine: Engine, *, memory: bool) -> None:
+    pragmas = sqlite_pragmas(memory=memory)
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         # Autocommit at the driver level; SQLAlchemy's begin event issues BEGIN itself.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        if not memory:
-            cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cur.execute("PRAGMA foreign_keys=ON")
+        for pragma in pragmas:
+            cur.execute(pragma)
         cur.close()
 
     @event.listens_for(engine, "begin")

@@ -92,37 +92,37 @@ def _check(who: str, written: int, expected: int) -> None:
 
 # -- the contenders -----------------------------------------------------------------------
 
-def ctxledger_single(ctx: Context, events: Sequence[MixEvent]) -> float:
-    """Events per second of ``Ledger.append``, one event per call (one transaction each)."""
-    inputs = [(e.stream_id, e.as_input()) for e in events]
-    with ctx.fresh_dir("ctxledger-single") as directory, \
-            Ledger.open(ledger_url(directory)) as ledger:
+def single_inputs(events: Sequence[MixEvent]) -> list[tuple[str, Any]]:
+    """(stream, event) per event: one ``Ledger.append`` each."""
+    return [(e.stream_id, e.as_input()) for e in events]
+
+
+def batched_inputs(batches: Sequence[tuple[str, Sequence[MixEvent]]]
+                   ) -> list[tuple[str, Any]]:
+    """(stream, events) per batch: one ``Ledger.append`` each."""
+    return [(stream, batch_inputs(batch)) for stream, batch in batches]
+
+
+def appending(inputs: Sequence[tuple[str, Any]]) -> Callable[[Ledger], None]:
+    """What a ctxledger write contender runs: ``Ledger.append(stream, item)`` for each
+    input, in order (timed by the contender, recorded for the SQL-alone replay)."""
+
+    def run(ledger: Ledger) -> None:
         append = ledger.append
+        for stream, item in inputs:
+            append(stream, item)
 
-        def run() -> None:
-            for stream, item in inputs:
-                append(stream, item)
-
-        seconds = timed(run)
-        _check("ctxledger", ledger.head(), len(inputs))
-    return len(inputs) / seconds
+    return run
 
 
-def ctxledger_batches(ctx: Context, batches: Sequence[tuple[str, Sequence[MixEvent]]]) -> float:
-    """Events per second of ``Ledger.append`` with a whole batch per call."""
-    inputs = [(stream, batch_inputs(batch)) for stream, batch in batches]
-    total = sum(len(b) for _, b in inputs)
-    with ctx.fresh_dir("ctxledger-batch") as directory, \
-            Ledger.open(ledger_url(directory)) as ledger:
-        append = ledger.append
-
-        def run() -> None:
-            for stream, items in inputs:
-                append(stream, items)
-
-        seconds = timed(run)
-        _check("ctxledger", ledger.head(), total)
-    return total / seconds
+def ctxledger_appends(ctx: Context, label: str, inputs: Sequence[tuple[str, Any]],
+                      events: int) -> float:
+    """Events per second of ``Ledger.append`` over ``inputs`` (one transaction a call)."""
+    write = appending(inputs)
+    with ctx.fresh_dir(label) as directory, Ledger.open(ledger_url(directory)) as ledger:
+        seconds = timed(lambda: write(ledger))
+        _check("ctxledger", ledger.head(), events)
+    return events / seconds
 
 
 def own_sql(ctx: Context, label: str, appends: Callable[[Ledger], None],
@@ -228,7 +228,7 @@ def ctxledger_wal_frames(ctx: Context, events: Sequence[MixEvent]) -> float:
 
     Automatic checkpoints are off and the WAL is truncated every ``WAL_CHUNK`` appends, so
     its size counts exactly the frames the commits wrote (not timed)."""
-    inputs = [(e.stream_id, e.as_input()) for e in events]
+    inputs = single_inputs(events)
     warm = len(inputs) // 4
     with ctx.fresh_dir("ctxledger-wal") as directory, \
             Ledger.open(ledger_url(directory), load_vocabulary=False) as ledger:
@@ -303,17 +303,12 @@ def floor_rows(name: str, what: str, got: dict[str, Measure], note: str) -> list
 def single_appends(ctx: Context) -> list[Comparison]:
     """ctxledger vs raw sqlite3 (commit per row) vs eventsourcing (save per event)."""
     events = ctx.mix[:ctx.settings.single_events]
-    inputs = [(e.stream_id, e.as_input()) for e in events]
-
-    def appends(ledger: Ledger) -> None:
-        for stream, item in inputs:
-            ledger.append(stream, item)
-
+    inputs = single_inputs(events)
     got = interleaved(ctx, {
-        "ctxledger": lambda: ctxledger_single(ctx, events),
+        "ctxledger": lambda: ctxledger_appends(ctx, "ctxledger-single", inputs, len(events)),
         RAW: lambda: raw_single(ctx, events),
         EVENTSOURCING: lambda: eventsourcing_single(ctx, events),
-        OWN_SQL: own_sql(ctx, "single", appends, len(events)),
+        OWN_SQL: own_sql(ctx, "single", appending(inputs), len(events)),
     })
     note = f"first {len(events):,} events of the mix"
     # Pages per commit: counted once, untimed (deterministic for a given mix).
@@ -337,17 +332,13 @@ def single_appends(ctx: Context) -> list[Comparison]:
 def batch_appends(ctx: Context) -> list[Comparison]:
     """ctxledger vs raw sqlite3 executemany vs eventsourcing batch save."""
     batches = batch_layout(ctx)
-    inputs = [(stream, batch_inputs(batch)) for stream, batch in batches]
-
-    def appends(ledger: Ledger) -> None:
-        for stream, items in inputs:
-            ledger.append(stream, items)
-
+    inputs = batched_inputs(batches)
+    total = sum(len(items) for _, items in inputs)
     got = interleaved(ctx, {
-        "ctxledger": lambda: ctxledger_batches(ctx, batches),
+        "ctxledger": lambda: ctxledger_appends(ctx, "ctxledger-batch", inputs, total),
         RAW: lambda: raw_batches(ctx, batches),
         EVENTSOURCING: lambda: eventsourcing_batches(ctx, batches),
-        OWN_SQL: own_sql(ctx, "batch", appends, sum(len(items) for _, items in inputs)),
+        OWN_SQL: own_sql(ctx, "batch", appending(inputs), total),
     })
     note = f"{len(ctx.mix):,} events in {len(batches)} batches"
     size = ctx.settings.batch_size

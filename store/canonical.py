@@ -52,16 +52,14 @@ def canonical_json(value: Any) -> str:
     return out.decode()
 
 
+_PLAIN_SCALARS = frozenset({str, int, bool})
+
+
 def _flat_without_floats(value: Any) -> bool:
     # A flat object of strings, integers and booleans (most payloads) has no float and no
-    # null, so orjson's bytes are the reference's: no need to scan them (~1.8 us a message).
-    if type(value) is not dict:
-        return False
-    for item in value.values():
-        kind = type(item)
-        if kind is not str and kind is not int and kind is not bool:
-            return False
-    return True
+    # null, so orjson's bytes are the reference's: no need to scan them (~1.8 us a
+    # message). Checked in C, as ``store.read`` checks a flat payload.
+    return type(value) is dict and _PLAIN_SCALARS.issuperset(map(type, value.values()))
 
 
 def sha256_hex(text: str) -> str:

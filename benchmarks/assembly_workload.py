@@ -467,24 +467,35 @@ def novel_draft(events: int, *, seed: int, batch_size: int) -> ScopeHistory:
 BOOK_SCOPE = "book-longtide"
 BOOK_SESSION = "draft-longtide"
 BOOK_CHAPTERS = 60
-"""Chapters of the book; it is assembled at the last one."""
+"""Chapters of a dense book, whatever its size; it is assembled at the last one."""
+ITEMS_PER_CHAPTER = 20
+"""A book in the seed's proportions has a chapter per 20 items: a larger book has more
+chapters, not fuller ones."""
 _BOOK_KINDS: tuple[tuple[str, float], ...] = (
     ("summary", 0.30), ("world", 0.20), ("character", 0.12), ("foreshadowing", 0.10),
     ("relationship_state", 0.10), ("plot", 0.06), ("act_summary", 0.04), ("style", 0.02),
     ("exemplar", 0.02), ("anti_exemplar", 0.02), ("emotional_directive", 0.02))
-"""The mix of a book's items (the scene plan is one item on its own)."""
+"""The mix of a dense book's items (the scene plan is one item on its own); a book in the
+seed's proportions has the same mix without ``summary``, and one summary per chapter."""
 
 
-def book_item(rng: random.Random, number: int, kind: str) -> Event:
-    """Item ``number`` of a book: a short text of its kind, with the flags it has."""
+def book_chapters(items: int, *, dense: bool) -> int:
+    """The chapters of a book of ``items`` items: the last is the current one."""
+    return BOOK_CHAPTERS if dense else -(-(items - 1) // ITEMS_PER_CHAPTER)
+
+
+def book_item(rng: random.Random, number: int, kind: str, chapters: int = BOOK_CHAPTERS,
+              chapter: int | None = None) -> Event:
+    """Item ``number`` of a book of ``chapters`` chapters: a short text of its kind, with
+    the flags it has (a summary's ``chapter``, if not given, cycles through the book)."""
     flags: dict[str, Any] = {}
     if kind == "summary":
-        flags["chapter"] = 1 + number % BOOK_CHAPTERS
+        flags["chapter"] = chapter if chapter is not None else 1 + number % chapters
     elif kind == "character":
         flags = {"in_scene": rng.random() < 0.02, "pov": number == 0}
     elif kind == "relationship_state":
         flags = {"in_scene": rng.random() < 0.02, "evolving": rng.random() < 0.2,
-                 "chapter": rng.randint(1, BOOK_CHAPTERS)}
+                 "chapter": rng.randint(1, chapters)}
     elif kind == "foreshadowing":
         flags["active"] = rng.random() < 0.3
     low, high = (80, 200) if kind in ("character", "world") else (20, 80)
@@ -492,19 +503,36 @@ def book_item(rng: random.Random, number: int, kind: str) -> Event:
                                          "content": _text(rng, low, high), **flags}}
 
 
-def novel_book(items: int, *, seed: int, batch_size: int) -> ScopeHistory:
+def novel_book(items: int, *, seed: int, batch_size: int, dense: bool = False) -> ScopeHistory:
     """A book of exactly ``items`` distinct items (one ``item.put`` each, one scene plan
-    among them), at chapter ``BOOK_CHAPTERS``: tiers well over their budgets at 5,000."""
+    among them), at its last chapter (``book_chapters``): tiers well over their budgets
+    at 5,000.
+
+    In the seed's proportions (the default), the book is written chapter by chapter: a
+    chapter's summary, then ``ITEMS_PER_CHAPTER - 1`` items of the other kinds. The seed
+    sizes a chapter summary at ~1,000 tokens and gives warm 25,000 for a 5-chapter
+    window with relationship states, plot and foreshadowing: one summary per chapter.
+    So a chapter move re-tiers about as many summaries at any size. ``dense`` is the
+    stress shape: ``BOOK_CHAPTERS`` chapters whatever the size, 30% of the items
+    summaries (25 per chapter at 5,000), so a move re-tiers a share of the whole book."""
     rng = random.Random(seed * 7_919 + items)
-    kinds = [kind for kind, _ in _BOOK_KINDS]
-    weights = [weight for _, weight in _BOOK_KINDS]
+    chapters = book_chapters(items, dense=dense)
+    mix = _BOOK_KINDS if dense else tuple(
+        (kind, weight) for kind, weight in _BOOK_KINDS if kind != "summary")
+    kinds = [kind for kind, _ in mix]
+    weights = [weight for _, weight in mix]
     out: list[tuple[str, Event]] = [
         (BOOK_SESSION, {"type": "session.started", "data": {
             "scope": BOOK_SCOPE, "title": "Longtide: the book", "agent": "writer"}}),
-        (BOOK_SESSION, {"type": "chapter.moved", "data": {"chapter": BOOK_CHAPTERS}}),
+        (BOOK_SESSION, {"type": "chapter.moved", "data": {"chapter": chapters}}),
         (BOOK_SESSION, {"type": "item.put", "data": {
             "item_id": "scene-plan", "kind": "scene_plan", "evolving": True,
             "content": _text(rng, 60, 120)}})]
-    out += [(BOOK_SESSION, book_item(rng, number, rng.choices(kinds, weights)[0]))
-            for number in range(items - 1)]
+    for number in range(items - 1):
+        if not dense and number % ITEMS_PER_CHAPTER == 0:
+            event = book_item(rng, number, "summary", chapters,
+                              chapter=1 + number // ITEMS_PER_CHAPTER)
+        else:
+            event = book_item(rng, number, rng.choices(kinds, weights)[0], chapters)
+        out.append((BOOK_SESSION, event))
     return ScopeHistory("novel", BOOK_SESSION, BOOK_SCOPE, batches_of(out, batch_size))

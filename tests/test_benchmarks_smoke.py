@@ -89,6 +89,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "novel re-assembly of 1,000 items after one item.put",
         "novel assembly after one chapter.moved, 1,000 vs 100 items",
         "novel re-assembly of 1,000 items after one chapter.moved",
+        "novel assembly after one chapter.moved, dense chapters, 1,000 vs 100 items",
         "ctxledger --version",
         "ctxledger --help",
         "ctxledger state on a small database",

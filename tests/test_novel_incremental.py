@@ -305,6 +305,51 @@ def test_kept_state_equals_a_fresh_one_after_any_changes(steps: list[tuple[Any, 
         _check_longest_prefix(warm, policy)
 
 
+def test_a_long_book_moving_chapters_back_and_forth_stays_equal_to_a_fresh_state() -> None:
+    """A book in the seed's proportions (one summary per chapter, 60 chapters, so a move
+    looks up the chapters it can change instead of reading the whole index), every tier
+    over budget: moves back, forward, by one, to the first chapter and past the last,
+    with a put and a removal between, each equal to a fresh state's assembly."""
+    rng = random.Random(7)
+    items: list[Item] = []
+    position = 0
+    for chapter in range(1, 61):
+        position += 1
+        items.append(_item(f"s{chapter:02d}", "summary", rng.choice([2, 5, 9]), position,
+                           chapter=chapter))
+        for n in range(4):
+            position += 1
+            kind = rng.choice(KINDS[2:-1])
+            items.append(_item(f"c{chapter:02d}-{n}", kind, rng.choice([2, 5, 9]),
+                               position, **random_flags(rng, kind)))
+    values = {"token_encoding": "chars4", "hot_budget": 60, "warm_budget": 80,
+              "cold_budget": 100, "warm_window": 5}
+    policy = NovelPolicy.model_validate(values)
+    memos = SessionMemos()
+    counter = counter_for(policy)
+    book = tuple(items)
+    moved_rows = 0
+    previous: dict[str, tuple[str, str, int]] = {}
+    for step, chapter in enumerate([60, 50, 60, 59, 1, 60, 75, 60, 50]):
+        if step == 4:
+            position += 1
+            book += (_item("late-summary", "summary", 5, position, chapter=58),)
+        if step == 7:
+            book = tuple(i for i in book if i.item_id != "s55")
+        position += 1
+        view = _view(book, chapter, position)
+        warm, _ = assemble_with_caches(view, "novel", NOW, policy, counter, memos)
+        assert_same(warm, assemble(view, "novel", NOW, policy))
+        _check_longest_prefix(warm, policy)
+        report = warm.report
+        assert isinstance(report, NovelReport)
+        rows = {row.item_id: (row.tier, row.status, row.priority) for row in report.items}
+        moved_rows += sum(1 for key, row in rows.items() if previous.get(key, row) != row)
+        previous = rows
+    # The moves re-tiered summaries (the test would pass vacuously otherwise).
+    assert moved_rows > 20
+
+
 def test_equal_priorities_drop_the_latest_put_first_when_warm() -> None:
     # Six world items of 10 tokens (priority 4) in a cold budget of 35: three fit (with
     # their separators). A seventh is the latest put: dropped first, the kept prefix

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from itertools import accumulate, filterfalse, repeat, takewhile
 from operator import add, attrgetter, itemgetter
@@ -93,8 +93,11 @@ KEY_PRIORITY = itemgetter(-3)
 RANK = attrgetter("rank")
 TEXT = attrgetter("candidate.text")
 TOKENS = attrgetter("candidate.tokens")
-SHOWN = attrgetter("shown")
-SHOWN_JSON = attrgetter("shown_json")
+POSITION = attrgetter("item.position")
+ROW_IN, ROW_IN_JSON = attrgetter("row_in"), attrgetter("row_in_json")
+ROW_OUT, ROW_OUT_JSON = attrgetter("row_out"), attrgetter("row_out_json")
+DECISION, DECISION_JSON = attrgetter("decision"), attrgetter("decision_json")
+LAID, LAID_JSON = attrgetter("section_item"), attrgetter("section_item_json")
 """Getters mapped in C over thousands of items."""
 
 
@@ -119,14 +122,18 @@ class Prepared:
     detail: Mapping[str, DetailValue]
     candidate: Candidate
     method: str
-    decision: tuple[Decision, str] | None = None
-    section_item: tuple[SectionItem, str] | None = None
-    rows: dict[str | None, tuple[NovelItemRow, str]] = field(default_factory=dict)
-    kept: bool = False
-    """In the context as of the state's last fit (``BookState._place``)."""
-    shown: NovelItemRow | None = None
-    """The row the report shows for it now, and that row's canonical JSON."""
-    shown_json: str = ""
+    droppable: bool
+    """Hot may drop it: an emotional directive or a promoted relationship state."""
+    decision: Decision | None = None
+    decision_json: str = ""
+    section_item: SectionItem | None = None
+    section_item_json: str = ""
+    row_in: NovelItemRow | None = None
+    """The report row when it is kept (laid out in its section), made by ``ready``."""
+    row_in_json: str = ""
+    row_out: NovelItemRow | None = None
+    """The report row when it is dropped."""
+    row_out_json: str = ""
 
     def same_as(self, other: Prepared) -> bool:
         """``other`` (the item under another context) says exactly what this says, so
@@ -144,12 +151,6 @@ class Prepared:
                 and self.rank == other.rank and self.section == other.section
                 and self.method == other.method)
 
-    @property
-    def droppable(self) -> bool:
-        """Hot may drop it: an emotional directive or a promoted relationship state."""
-        return self.tier == "hot" and (self.item.kind == "emotional_directive"
-                                       or self.promoted)
-
     def drop_key(self) -> Key:
         """Keep order among hot's droppables: promoted relationship states, then
         emotional directives, each by rank (so the directives are dropped first)."""
@@ -159,34 +160,37 @@ class Prepared:
         """Order in the suffix: by the sandwich's kind order, then by rank."""
         return (SUFFIX_ORDER.index(self.item.kind), *self.rank)
 
-    def kept_decision(self) -> tuple[Decision, str]:
-        """The ``included`` decision of the item."""
+    def kept_decision(self) -> Decision:
+        """The ``included`` decision of the item (made once, with ``decision_json``)."""
         if self.decision is None:
             made = Decision(item=self.item.item_id, section=self.section, action="included",
                             reason=self.reason, priority=self.priority,
                             detail=dict(self.detail))
-            self.decision = (made, native_json(made))
+            self.decision, self.decision_json = made, native_json(made)
         return self.decision
 
-    def laid_out(self) -> tuple[SectionItem, str]:
-        """The item as a section lists it."""
+    def laid_out(self) -> SectionItem:
+        """The item as a section lists it (made once, with ``section_item_json``)."""
         if self.section_item is None:
             made = SectionItem(id=self.item.item_id, tokens=self.candidate.tokens,
                                chars=len(self.candidate.text))
-            self.section_item = (made, native_json(made))
+            self.section_item, self.section_item_json = made, native_json(made)
         return self.section_item
 
-    def row(self, placement: str | None) -> tuple[NovelItemRow, str]:
-        """The report row when laid out in ``placement`` (None: dropped)."""
-        found = self.rows.get(placement)
-        if found is None:
-            made = NovelItemRow(
-                item_id=self.item.item_id, kind=self.item.kind, tier=self.tier,
-                priority=self.priority, tokens=self.candidate.tokens,
-                status="included" if placement is not None else "dropped",
-                placement=placement, promoted=self.promoted)
-            found = self.rows[placement] = (made, native_json(made))
-        return found
+    def ready(self) -> None:
+        """Make both report rows (kept, dropped): a tier's rows are then read out in C
+        from where its cut stands, whatever the item's status."""
+        if self.row_in is None:
+            self.row_in, self.row_in_json = self._row(self.section)
+            self.row_out, self.row_out_json = self._row(None)
+
+    def _row(self, placement: str | None) -> tuple[NovelItemRow, str]:
+        made = NovelItemRow(
+            item_id=self.item.item_id, kind=self.item.kind, tier=self.tier,
+            priority=self.priority, tokens=self.candidate.tokens,
+            status="included" if placement is not None else "dropped",
+            placement=placement, promoted=self.promoted)
+        return made, native_json(made)
 
 
 class Ranked:
@@ -194,8 +198,8 @@ class Ranked:
     are kept. Only the keys and the items are stored, so that a change costs two list
     inserts or deletes; what a read-out needs of every item is mapped in C."""
 
-    __slots__ = ("all_tokens", "boundary", "cut", "kept_tokens", "keys", "preps", "rows",
-                 "shown", "version")
+    __slots__ = ("all_tokens", "cut", "kept_tokens", "kept_version", "keys", "preps", "rows",
+                 "version")
 
     def __init__(self) -> None:
         self.keys: list[Key] = []
@@ -205,12 +209,12 @@ class Ranked:
         self.all_tokens = 0
         self.version = 0
         """Bumped on every change: a shed whose inputs are unchanged is reused."""
-        self.shown = 0
-        """Bumped when a row of it changes (``BookState._place``)."""
-        self.rows: tuple[tuple[int, int], list[NovelItemRow], str] | None = None
-        """Its report rows in rank order and their JSON joined, as of (version, shown)."""
-        self.boundary: Key | None = None
-        """The key the cut stood before when ``bulk`` re-sorted (None: after the last)."""
+        self.kept_version = 0
+        """Bumped on every change to the kept prefix: a section that lays it out is
+        made again only then."""
+        self.rows: tuple[Hashable, list[NovelItemRow], str] | None = None
+        """Its report rows in rank order and their JSON joined, and what they were read
+        from (``BookState._tier_rows``)."""
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -222,8 +226,9 @@ class Ranked:
             raise EngineError(f"{key!r} is not ranked")
         return at
 
-    def add(self, key: Key, prep: Prepared) -> None:
-        """Insert ``prep`` at its rank; inside the kept prefix it is kept."""
+    def add(self, key: Key, prep: Prepared) -> int:
+        """Insert ``prep`` at its rank (where, returned); inside the kept prefix it is
+        kept."""
         at = bisect_left(self.keys, key)
         if at < len(self.keys) and self.keys[at] == key:
             raise EngineError(f"ranking key {key!r} is not unique: add a tie-breaker")
@@ -234,15 +239,22 @@ class Ranked:
         if at < self.cut:
             self.cut += 1
             self.kept_tokens += tokens
+            self.kept_version += 1
         self.version += 1
+        return at
 
-    def swap(self, key: Key, prep: Prepared) -> None:
-        """Put ``prep`` where the item ranked at ``key`` is (same key, same tokens)."""
-        self.preps[self.index(key)] = prep
+    def swap(self, key: Key, prep: Prepared) -> int:
+        """Put ``prep`` where the item ranked at ``key`` is (same key, same tokens);
+        where, returned."""
+        at = self.index(key)
+        self.preps[at] = prep
         self.version += 1
+        if at < self.cut:
+            self.kept_version += 1
+        return at
 
-    def remove(self, key: Key) -> None:
-        """Take the item ranked at ``key`` out."""
+    def remove(self, key: Key) -> int:
+        """Take the item ranked at ``key`` out; where it was, returned."""
         at = self.index(key)
         tokens = self.preps[at].candidate.tokens
         del self.keys[at], self.preps[at]
@@ -250,13 +262,14 @@ class Ranked:
         if at < self.cut:
             self.cut -= 1
             self.kept_tokens -= tokens
+            self.kept_version += 1
         self.version += 1
+        return at
 
     def bulk(self, gone: set[Prepared], arriving: list[Prepared]) -> None:
         """Take ``gone`` out and put ``arriving`` in at once: one sort of two sorted runs
         (linear in C), the cut back to nothing (``fit`` moves it). Keys end in the item
         id, one item per id, so they are unique without a check."""
-        self.boundary = self.keys[self.cut] if self.cut < len(self.keys) else None
         kept = list(filterfalse(gone.__contains__, self.preps)) if gone else self.preps
         preps = kept + arriving
         preps.sort(key=RANK)
@@ -265,28 +278,7 @@ class Ranked:
         self.cut = self.kept_tokens = 0
         self.all_tokens += sum(map(TOKENS, arriving)) - sum(map(TOKENS, gone))
         self.version += 1
-
-    def crossed(self) -> list[Prepared]:
-        """After ``bulk`` and ``refit``: the items that kept their rank but now stand on
-        the other side of the cut. They rank between the cut's old boundary key and
-        its new one (every other kept item ranks before both, every other dropped one
-        after both), so only that span is read."""
-        # The new boundary is the key at the cut (keys are unique), so only the old one
-        # needs finding.
-        cut = self.cut
-        old = (bisect_left(self.keys, self.boundary) if self.boundary is not None
-               else len(self.keys))
-        if old <= cut:
-            return [prep for prep in self.preps[old:cut] if not prep.kept]
-        return [prep for prep in self.preps[cut:old] if prep.kept]
-
-    def rows_and_json(self) -> tuple[list[NovelItemRow], str]:
-        """The rows its items show, in rank order, and their JSON joined by commas:
-        made again only after a change (one tier changes after one put)."""
-        if self.rows is None or self.rows[0] != (self.version, self.shown):
-            self.rows = ((self.version, self.shown), list(map(SHOWN, self.preps)),
-                         ",".join(map(SHOWN_JSON, self.preps)))
-        return self.rows[1], self.rows[2]
+        self.kept_version += 1
 
     def refit(self, limit: int, separator: int, first_free: int, base_items: int = 0,
               base_tokens: int = 0) -> None:
@@ -301,6 +293,7 @@ class Ranked:
         self.cut = cut
         self.kept_tokens = shares[cut - 1] - separator * cut if cut else 0
         self.version += 1
+        self.kept_version += 1
 
     def fit(self, limit: int, separator: int, first_free: int, base_items: int = 0,
             base_tokens: int = 0) -> list[Prepared]:
@@ -324,8 +317,79 @@ class Ranked:
             cut += 1
         if cut != self.cut:
             self.version += 1
+            self.kept_version += 1
         self.cut, self.kept_tokens = cut, kept
         return moved
+
+
+class ShownRanked(Ranked):
+    """A warm or cold tier. Its items are kept exactly when they rank before the cut, so
+    the report rows they show (``row_in`` before it, ``row_out`` after) are kept in step
+    with every change, in rank order, and read out with one join."""
+
+    __slots__ = ("ids", "row_models", "row_texts")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: list[str] = []
+        """The items' ids in rank order (a dropped tail's range decision lists them)."""
+        self.row_models: list[NovelItemRow | None] = []
+        self.row_texts: list[str] = []
+
+    def add(self, key: Key, prep: Prepared) -> int:
+        """``Ranked.add``, with the row it shows."""
+        at = super().add(key, prep)
+        kept = at < self.cut
+        self.ids.insert(at, prep.item.item_id)
+        self.row_models.insert(at, prep.row_in if kept else prep.row_out)
+        self.row_texts.insert(at, prep.row_in_json if kept else prep.row_out_json)
+        return at
+
+    def swap(self, key: Key, prep: Prepared) -> int:
+        """``Ranked.swap``, with the row it shows."""
+        at = super().swap(key, prep)
+        kept = at < self.cut
+        self.row_models[at] = prep.row_in if kept else prep.row_out
+        self.row_texts[at] = prep.row_in_json if kept else prep.row_out_json
+        return at
+
+    def remove(self, key: Key) -> int:
+        """``Ranked.remove``, with its row."""
+        at = super().remove(key)
+        del self.ids[at], self.row_models[at], self.row_texts[at]
+        return at
+
+    def refit(self, limit: int, separator: int, first_free: int, base_items: int = 0,
+              base_tokens: int = 0) -> None:
+        """``Ranked.refit``; every row read again (after ``bulk``)."""
+        super().refit(limit, separator, first_free, base_items, base_tokens)
+        self.ids = list(map(ITEM_ID, self.preps))
+        self._reread(0, len(self.preps), whole=True)
+
+    def fit(self, limit: int, separator: int, first_free: int, base_items: int = 0,
+            base_tokens: int = 0) -> list[Prepared]:
+        """``Ranked.fit``; the rows of the items the cut moved over read again."""
+        old = self.cut
+        moved = super().fit(limit, separator, first_free, base_items, base_tokens)
+        if self.cut != old:
+            self._reread(min(old, self.cut), max(old, self.cut))
+        return moved
+
+    def dropped_ids(self) -> list[str]:
+        """The ids past the cut, in drop order (the lowest rank first)."""
+        return self.ids[:self.cut - 1:-1] if self.cut else self.ids[::-1]
+
+    def _reread(self, low: int, high: int, *, whole: bool = False) -> None:
+        # Positions low..high: kept before the cut, dropped from it on.
+        preps, middle = self.preps, min(max(self.cut, low), high)
+        models: list[NovelItemRow | None] = list(map(ROW_IN, preps[low:middle]))
+        models += map(ROW_OUT, preps[middle:high])
+        texts: list[str] = list(map(ROW_IN_JSON, preps[low:middle]))
+        texts += map(ROW_OUT_JSON, preps[middle:high])
+        if whole:
+            self.row_models, self.row_texts = models, texts
+        else:
+            self.row_models[low:high], self.row_texts[low:high] = models, texts
 
 
 @dataclass(slots=True)
@@ -363,7 +427,8 @@ class BookState:
         self.by_chapter: dict[tuple[str, int], dict[str, None]] = {}
         # A per-item memo across contexts (alternating chapters hit it).
         self.memo: dict[tuple[int, Hashable], Prepared] = {}
-        self.tiers = {"hot": Ranked(), "warm": Ranked(), "cold": Ranked()}
+        self.tiers: dict[str, Ranked] = {
+            "hot": Ranked(), "warm": ShownRanked(), "cold": ShownRanked()}
         self.drops = Ranked()
         """Hot's droppables in keep order; ``cut`` of them are kept."""
         self.base_items = 0
@@ -389,7 +454,8 @@ class BookState:
         """Apply what changed since the last view (everything, the first time)."""
         items = view.items
         changed: dict[str, Item | None] = {}
-        if items is not self.items:
+        if items is not self.items and not (len(items) == len(self.items)
+                                            and items == self.items):
             old = self.items
             if len(items) >= len(old) and items[:len(old)] == old:
                 for item in items[len(old):]:
@@ -402,26 +468,42 @@ class BookState:
                 for new in now.keys() - before.keys():
                     changed[now[new].item_id] = now[new]
             self.items = items
+        kinds: set[str] = set()
         for item_id, found in changed.items():
+            kinds.update(item.kind for item in (self.by_id.get(item_id), found) if item)
             self._index(item_id, found)
         engine.counter.prefetch([item.content for item in changed.values() if item])
 
         chapter = 1 if view.chapter is None else view.chapter
         plans = self.of_kind["scene_plan"]
-        # The latest put, ties by item_id (``latest_scene_plan``); the first exemplar.
-        plan = min(plans, key=lambda i: (-self.by_id[i].position, i)) if plans else None
-        arc = plan is not None and bool(self.by_id[plan].evolving)
+        # The latest put, ties by item_id (``latest_scene_plan``); the first exemplar:
+        # looked for again only when an item of that kind changed.
+        plan, arc, first = self.plan, self.arc, self.first_exemplar
+        if "scene_plan" in kinds:
+            plan = min(plans, key=lambda i: (-self.by_id[i].position, i)) if plans else None
+            arc = plan is not None and bool(self.by_id[plan].evolving)
         exemplars = self.of_kind["exemplar"]
-        first = min(exemplars, key=lambda i: (self.by_id[i].position, i)) if exemplars \
-            else None
+        if "exemplar" in kinds:
+            first = min(exemplars, key=lambda i: (self.by_id[i].position, i)) \
+                if exemplars else None
         again: set[str] = set()
         if self.chapter is not None and chapter != self.chapter:
             low, high = min(chapter, self.chapter), max(chapter, self.chapter)
-            for (kind, number), ids in self.by_chapter.items():
-                # A relationship state's priority reads only whether its chapter is the
-                # current one; a summary's values change only in that range.
-                if (number in (low, high) if kind == "relationship_state"
-                        else low - self.reach <= number <= high - 1):
+            # A relationship state's priority reads only whether its chapter is the
+            # current one; a summary's values change only from low - reach to high - 1.
+            # Those groups are looked up, or the index read through if it is shorter.
+            span = range(low - self.reach, high)
+            if len(span) + 2 <= len(self.by_chapter):
+                groups: Iterable[tuple[str, int]] = (
+                    ("relationship_state", low), ("relationship_state", high),
+                    *(("summary", number) for number in span))
+            else:
+                groups = [(kind, number) for kind, number in self.by_chapter
+                          if (number in (low, high) if kind == "relationship_state"
+                              else number in span)]
+            for group in groups:
+                ids = self.by_chapter.get(group)
+                if ids:
                     again.update(ids)
         if plan != self.plan:
             again.update(plans)
@@ -484,6 +566,7 @@ class BookState:
 
     def _apply(self, preps: Mapping[str, Prepared | None]) -> None:
         touched: list[Prepared] = []
+        swaps: list[tuple[Prepared, Prepared]] = []
         leaving: list[tuple[str, Prepared]] = []
         arriving: list[tuple[str, Prepared]] = []
         prepared = self.prepared
@@ -491,16 +574,14 @@ class BookState:
             old = prepared.get(item_id)
             if old is new:
                 continue
-            if old is not None and new is not None and new.takes_place_of(old):
-                # Only its decision changes (``_place`` rewrites it): no re-ranking.
-                self.tiers[old.tier].swap(old.rank, new)
-                prepared[item_id] = new
-                touched.append(new)
-                continue
+            if new is not None:
+                new.ready()
+                if old is not None and new.takes_place_of(old):
+                    swaps.append((old, new))
+                    continue
+                arriving.append((item_id, new))
             if old is not None:
                 leaving.append((item_id, old))
-            if new is not None:
-                arriving.append((item_id, new))
         gone: dict[str, set[Prepared]] = {tier: set() for tier in self.tiers}
         new_in: dict[str, list[Prepared]] = {tier: [] for tier in self.tiers}
         for _, old in leaving:
@@ -511,8 +592,18 @@ class BookState:
         # re-sorted once, in C, rather than changed item by item.
         bulk = [tier for tier, ranked in self.tiers.items()
                 if len(gone[tier]) + len(new_in[tier]) > max(BULK, len(ranked) // 16)]
+        for old, new in swaps:
+            # Same tier (warm or cold), rank, section and method: only its decision
+            # changes. In a tier re-sorted anyway it is just taken out and put in.
+            prepared[new.item.item_id] = new
+            if old.tier in bulk:
+                gone[old.tier].add(old)
+                new_in[old.tier].append(new)
+            else:
+                self.tiers[old.tier].swap(old.rank, new)
+            touched.append(new)
         for item_id, old in leaving:
-            del self.prepared[item_id]
+            del prepared[item_id]
             if old.droppable:
                 self.drops.remove(old.drop_key())
             elif old.tier == "hot":
@@ -529,8 +620,8 @@ class BookState:
             if replacement is None or replacement.item.position != old.item.position:
                 self._decide(old, False)  # else ``_place`` replaces its decision
         for item_id, new in arriving:
-            before = self.prepared.get(item_id)
-            self.prepared[item_id] = new
+            before = prepared.get(item_id)
+            prepared[item_id] = new
             if before is None or before.method != new.method:
                 self.methods[new.method] += 1
             if new.droppable:
@@ -565,21 +656,25 @@ class BookState:
         self.sheds = sheds
         prepared = self.prepared
         # Prepared items hash by identity: each distinct one once, in the order met.
+        # After a re-sort the kept decisions are read again from the cuts, so only hot's
+        # items are placed one by one (for the suffix).
         for prep in dict.fromkeys(touched):
-            if prepared.get(prep.item.item_id) is prep:
+            if prepared.get(prep.item.item_id) is prep and (not rescan or prep.tier == "hot"):
                 self._place(prep)
+        if rescan:
+            self._reread_decisions()
 
     def _fit_tier(self, ranked: Ranked, limit: int, first_free: int,
                   rescan: bool) -> list[Prepared]:
-        # The items whose status the fit changed: those it moved the cut over, or after
-        # a re-sort, those now on the other side of it.
+        # The items whose status the fit changed (none to list after a re-sort: the
+        # decisions are read again from the cut).
         if not rescan:
             return ranked.fit(limit, self.separator, first_free)
         ranked.refit(limit, self.separator, first_free)
-        return ranked.crossed()
+        return []
 
     def _place(self, prep: Prepared) -> None:
-        # An item whose status may have changed: the row it shows, its place in the suffix.
+        # An item whose status may have changed: its decision, its place in the suffix.
         if prep.droppable:
             kept = self.drops.index(prep.drop_key()) < self.drops.cut
         elif prep.tier == "hot":
@@ -587,11 +682,6 @@ class BookState:
         else:
             ranked = self.tiers[prep.tier]
             kept = ranked.index(prep.rank) < ranked.cut
-        prep.kept = kept
-        shown = prep.row(prep.section if kept else None)
-        if prep.shown is not shown[0]:
-            prep.shown, prep.shown_json = shown
-            self.tiers[prep.tier].shown += 1
         self._decide(prep, kept)
         if prep.tier == "hot" and prep.section == SECTION_SUFFIX:
             item_id = prep.item.item_id
@@ -602,6 +692,31 @@ class BookState:
                 del self.in_suffix[item_id]
                 self.suffix.remove(prep.suffix_key())
 
+    def _kept(self) -> list[Prepared]:
+        """Every kept item: hot's never-dropped ones and kept droppables, and each
+        tier's prefix up to its cut (in no particular order)."""
+        drops = self.drops
+        kept_drops = set(drops.preps[:drops.cut])
+        kept = [prep for prep in self.tiers["hot"].preps
+                if not prep.droppable or prep in kept_drops]
+        for tier in ("cold", "warm"):
+            ranked = self.tiers[tier]
+            kept += ranked.preps[:ranked.cut]
+        return kept
+
+    def _reread_decisions(self) -> None:
+        # The kept items' decisions in put order, read from the cuts in C (after a
+        # re-sort that moved hundreds of items, rather than placing each).
+        kept = self._kept()
+        kept.sort(key=POSITION)
+        for prep in kept:
+            if prep.decision is None:
+                prep.kept_decision()
+        self.kept_at = list(map(POSITION, kept))
+        self.kept_decisions = list(map(DECISION, kept))
+        self.kept_json = list(map(DECISION_JSON, kept))
+        self.kept_joined = None
+
     def _decide(self, prep: Prepared, kept: bool) -> None:
         # A kept item has its decision in the list, by put position; a dropped one none.
         position = prep.item.position
@@ -611,15 +726,15 @@ class BookState:
             del self.kept_at[at], self.kept_decisions[at], self.kept_json[at]
             self.kept_joined = None
         elif present:
-            decision, text = prep.kept_decision()
+            decision = prep.kept_decision()
             if self.kept_decisions[at] is not decision:
-                self.kept_decisions[at], self.kept_json[at] = decision, text
+                self.kept_decisions[at], self.kept_json[at] = decision, prep.decision_json
                 self.kept_joined = None
         elif kept:
-            decision, text = prep.kept_decision()
+            decision = prep.kept_decision()
             self.kept_at.insert(at, position)
             self.kept_decisions.insert(at, decision)
-            self.kept_json.insert(at, text)
+            self.kept_json.insert(at, prep.decision_json)
             self.kept_joined = None
 
     def _shed(self, tier: str, ranked: Ranked, limit: int, base_items: int,
@@ -640,12 +755,18 @@ class BookState:
         dropped: tuple[Decision, str] | None = None
         if cut < len(ranked):
             # Every key ends in (-priority, position, item_id): read from the keys, in C.
-            keys = ranked.keys[cut:]
-            ids = list(map(KEY_ID, keys))
-            ids.reverse()  # drop order: the lowest rank first
-            negated = list(map(KEY_PRIORITY, keys))
+            keys = ranked.keys
+            if isinstance(ranked, ShownRanked):
+                # Rank order: by priority first, the highest first.
+                ids = ranked.dropped_ids()
+                priorities = (-KEY_PRIORITY(keys[-1]), -KEY_PRIORITY(keys[cut]))
+            else:  # hot's keep order is by kind first
+                ids = list(map(KEY_ID, keys[cut:]))
+                ids.reverse()  # drop order: the lowest rank first
+                negated = list(map(KEY_PRIORITY, keys[cut:]))
+                priorities = (-max(negated), -min(negated))
             dropped = range_decision(
-                tier, ranked.preps[-1].section, ids, (-max(negated), -min(negated)),
+                tier, ranked.preps[-1].section, ids, priorities,
                 tokens_dropped=ranked.all_tokens - ranked.kept_tokens, limit=limit,
                 size_before=size(len(ranked), ranked.all_tokens), used=used,
                 misfit=ranked.preps[cut])
@@ -662,8 +783,8 @@ class BookState:
         members = {SECTION_PREFIX: prefix, "cold": cold.preps[:cold.cut],
                    "warm": warm.preps[:warm.cut], SECTION_SUFFIX: self.suffix.preps}
         made: dict[Hashable, Hashable] = {
-            SECTION_PREFIX: tuple(map(id, prefix)), "cold": (cold.version, cold.cut),
-            "warm": (warm.version, warm.cut), SECTION_SUFFIX: self.suffix.version}
+            SECTION_PREFIX: tuple(map(id, prefix)), "cold": (cold.kept_version, cold.cut),
+            "warm": (warm.kept_version, warm.cut), SECTION_SUFFIX: self.suffix.version}
         framing_each = counter.count(policy.separator) if policy.separator else 0
         sections: list[Section] = []
         section_json: list[str] = []
@@ -709,8 +830,8 @@ class BookState:
         # Rank order within each tier, tiers in report order: one list of references.
         rows: list[NovelItemRow] = []
         row_json: list[str] = []
-        for ranked in (self.tiers[tier] for tier in TIERS):
-            tier_rows, tier_json = ranked.rows_and_json()
+        for tier in TIERS:
+            tier_rows, tier_json = self._tier_rows(tier)
             rows += tier_rows
             if tier_json:
                 row_json.append(tier_json)
@@ -749,18 +870,43 @@ class BookState:
                  framing_each: int, opening: bool) -> tuple[Section, str, str]:
         # The separator before an item belongs to that item's section; the item that
         # opens the prompt has none.
-        laid = [prep.laid_out() for prep in members]
-        framing = framing_each * (len(laid) - 1 if opening else len(laid))
-        tokens = framing + sum(item.tokens for item, _ in laid)
+        for prep in members:
+            if prep.section_item is None:
+                prep.laid_out()
+        framing = framing_each * (len(members) - 1 if opening else len(members))
+        tokens = framing + sum(map(TOKENS, members))
         section = Section.model_construct(name=name, tier=tier,
-                                          items=[item for item, _ in laid],
+                                          items=list(map(LAID, members)),
                                           framing_tokens=framing, tokens=tokens)
         made = json_object({
             "framing_tokens": str(framing),
-            "items": "[" + ",".join([text for _, text in laid]) + "]",
+            "items": "[" + ",".join(map(LAID_JSON, members)) + "]",
             "name": canonical_json(name), "tier": canonical_json(tier),
             "tokens": str(tokens)})
         return section, made, separator.join(list(map(TEXT, members)))
+
+    def _tier_rows(self, tier: str) -> tuple[list[NovelItemRow], str]:
+        """The rows a tier's items show, in rank order, and their JSON joined by commas:
+        read again only after a change. In warm and cold the status is where the item
+        stands against the cut; in hot only a droppable past hot's cut is dropped."""
+        ranked, drops = self.tiers[tier], self.drops
+        source = ((ranked.version, drops.version, drops.cut) if tier == "hot"
+                  else (ranked.version, ranked.cut))
+        if ranked.rows is None or ranked.rows[0] != source:
+            rows: list[Any]
+            if tier == "hot":
+                kept_drops = set(drops.preps[:drops.cut])
+                out = [prep.droppable and prep not in kept_drops for prep in ranked.preps]
+                rows = [prep.row_out if gone else prep.row_in
+                        for prep, gone in zip(ranked.preps, out, strict=True)]
+                text = ",".join([prep.row_out_json if gone else prep.row_in_json
+                                 for prep, gone in zip(ranked.preps, out, strict=True)])
+            else:
+                assert isinstance(ranked, ShownRanked)
+                rows = ranked.row_models
+                text = ",".join(ranked.row_texts)
+            ranked.rows = (source, cast("list[NovelItemRow]", rows), text)
+        return ranked.rows[1], ranked.rows[2]
 
     def _tier_report(self, tier: str) -> TierReport:
         shed = self.sheds[tier]
@@ -830,7 +976,9 @@ def prepare(item: Item, chapter: int, plan: str | None, arc: bool,
     return Prepared(item, placed.tier, placed.reason, placed.promoted, priority, section,
                     rank_key(priority, item), detail_values(detail),
                     Candidate(item.item_id, section, item.content, measured.tokens,
-                              placed.tier, priority), measured.method)
+                              placed.tier, priority), measured.method,
+                    droppable=placed.tier == "hot" and (
+                        item.kind == "emotional_directive" or placed.promoted))
 
 
 STATES = 2

@@ -594,13 +594,9 @@ class BookState:
                 if len(gone[tier]) + len(new_in[tier]) > max(BULK, len(ranked) // 16)]
         for old, new in swaps:
             # Same tier (warm or cold), rank, section and method: only its decision
-            # changes. In a tier re-sorted anyway it is just taken out and put in.
+            # changes, and its row (no re-ranking, even in a tier re-sorted anyway).
             prepared[new.item.item_id] = new
-            if old.tier in bulk:
-                gone[old.tier].add(old)
-                new_in[old.tier].append(new)
-            else:
-                self.tiers[old.tier].swap(old.rank, new)
+            self.tiers[old.tier].swap(old.rank, new)
             touched.append(new)
         for item_id, old in leaving:
             del prepared[item_id]

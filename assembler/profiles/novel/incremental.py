@@ -22,6 +22,10 @@ Why it is exact:
   while the next item fits; wherever it starts, it ends on that longest prefix. Hot
   keeps what it may never drop and sheds its emotional directives, then its promoted
   relationship states: the same prefix rule over those, in keep order.
+- In warm and cold an item is kept exactly when it ranks before the cut, so the row it
+  shows follows from where it stands: the tier keeps its rows in rank order, edited
+  with every change and every move of the cut (``ShownRanked``). After a re-sort the
+  kept decisions are read again from the cuts rather than placed one by one.
 - The range decision ``<tier>:dropped`` is made here, by the code that moves the cut.
 
 Memos are never hashed: the digest is one SHA-256 over the canonical JSON, whose parts
@@ -195,8 +199,9 @@ class Prepared:
 
 class Ranked:
     """Prepared items sorted by a key (a total order); ``cut`` of them, from the start,
-    are kept. Only the keys and the items are stored, so that a change costs two list
-    inserts or deletes; what a read-out needs of every item is mapped in C."""
+    are kept. Only the keys and the items are stored (and, in warm and cold, their ids
+    and rows: ``ShownRanked``), so that a change costs a few list inserts or deletes;
+    what a read-out needs of every item is mapped in C."""
 
     __slots__ = ("all_tokens", "cut", "kept_tokens", "kept_version", "keys", "preps", "rows",
                  "version")
@@ -750,7 +755,8 @@ class BookState:
         used = size(cut, ranked.kept_tokens)
         dropped: tuple[Decision, str] | None = None
         if cut < len(ranked):
-            # Every key ends in (-priority, position, item_id): read from the keys, in C.
+            # Every key ends in (-priority, position, item_id): the priorities are read
+            # from the keys, the ids from a tier's id list (or hot's keys), in C.
             keys = ranked.keys
             if isinstance(ranked, ShownRanked):
                 # Rank order: by priority first, the highest first.

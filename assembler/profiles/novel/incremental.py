@@ -285,6 +285,19 @@ class Ranked:
         self.version += 1
         self.kept_version += 1
 
+    def dropped_ids(self) -> list[str]:
+        """The ids past the cut, in drop order (the lowest rank first): read from the
+        keys, which end in the item id."""
+        ids = list(map(KEY_ID, self.keys[self.cut:]))
+        ids.reverse()
+        return ids
+
+    def dropped_priorities(self) -> tuple[int, int]:
+        """The lowest and highest priority past the cut (keys hold ``-priority`` third
+        from the end; this order need not be by priority first, as hot's keep order)."""
+        negated = list(map(KEY_PRIORITY, self.keys[self.cut:]))
+        return -max(negated), -min(negated)
+
     def refit(self, limit: int, separator: int, first_free: int, base_items: int = 0,
               base_tokens: int = 0) -> None:
         """``fit`` from nothing (after ``bulk``), in C: the prefix sizes grow with the
@@ -381,8 +394,13 @@ class ShownRanked(Ranked):
         return moved
 
     def dropped_ids(self) -> list[str]:
-        """The ids past the cut, in drop order (the lowest rank first)."""
+        """``Ranked.dropped_ids``, one slice of the ids kept in rank order."""
         return self.ids[:self.cut - 1:-1] if self.cut else self.ids[::-1]
+
+    def dropped_priorities(self) -> tuple[int, int]:
+        """``Ranked.dropped_priorities`` from the first and last dropped keys: the rank
+        order is by priority first."""
+        return -KEY_PRIORITY(self.keys[-1]), -KEY_PRIORITY(self.keys[self.cut])
 
     def _reread(self, low: int, high: int, *, whole: bool = False) -> None:
         # Positions low..high: kept before the cut, dropped from it on.
@@ -693,11 +711,14 @@ class BookState:
                 del self.in_suffix[item_id]
                 self.suffix.remove(prep.suffix_key())
 
+    def _kept_drops(self) -> set[Prepared]:
+        # Hot's droppables within its cut (Prepared items hash by identity).
+        return set(self.drops.preps[:self.drops.cut])
+
     def _kept(self) -> list[Prepared]:
         """Every kept item: hot's never-dropped ones and kept droppables, and each
         tier's prefix up to its cut (in no particular order)."""
-        drops = self.drops
-        kept_drops = set(drops.preps[:drops.cut])
+        kept_drops = self._kept_drops()
         kept = [prep for prep in self.tiers["hot"].preps
                 if not prep.droppable or prep in kept_drops]
         for tier in ("cold", "warm"):
@@ -755,20 +776,9 @@ class BookState:
         used = size(cut, ranked.kept_tokens)
         dropped: tuple[Decision, str] | None = None
         if cut < len(ranked):
-            # Every key ends in (-priority, position, item_id): the priorities are read
-            # from the keys, the ids from a tier's id list (or hot's keys), in C.
-            keys = ranked.keys
-            if isinstance(ranked, ShownRanked):
-                # Rank order: by priority first, the highest first.
-                ids = ranked.dropped_ids()
-                priorities = (-KEY_PRIORITY(keys[-1]), -KEY_PRIORITY(keys[cut]))
-            else:  # hot's keep order is by kind first
-                ids = list(map(KEY_ID, keys[cut:]))
-                ids.reverse()  # drop order: the lowest rank first
-                negated = list(map(KEY_PRIORITY, keys[cut:]))
-                priorities = (-max(negated), -min(negated))
             dropped = range_decision(
-                tier, ranked.preps[-1].section, ids, priorities,
+                tier, ranked.preps[-1].section, ranked.dropped_ids(),
+                ranked.dropped_priorities(),
                 tokens_dropped=ranked.all_tokens - ranked.kept_tokens, limit=limit,
                 size_before=size(len(ranked), ranked.all_tokens), used=used,
                 misfit=ranked.preps[cut])
@@ -897,7 +907,7 @@ class BookState:
         if ranked.rows is None or ranked.rows[0] != source:
             rows: list[Any]
             if tier == "hot":
-                kept_drops = set(drops.preps[:drops.cut])
+                kept_drops = self._kept_drops()
                 out = [prep.droppable and prep not in kept_drops for prep in ranked.preps]
                 rows = [prep.row_out if gone else prep.row_in
                         for prep, gone in zip(ranked.preps, out, strict=True)]

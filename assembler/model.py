@@ -8,7 +8,6 @@ digest, is the same in every process.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
@@ -22,6 +21,7 @@ from pydantic import (
 
 from ctxledger.assembler.report import ProfileReport, validate_report
 from ctxledger.store.clock import format_utc
+from ctxledger.store.time_fields import Instant
 
 FORMAT_VERSION = 3
 """Version of what an ``Assembly`` holds and hashes. Any change to the hashed output (a new
@@ -31,7 +31,7 @@ in reports, framing counted where it stands, the history window; 3 = a novel tie
 dropped tail is one range decision (``<tier>:dropped``) and per-item novel details hold
 only the item's own values (the current chapter and window are on the report)."""
 
-UtcTime = Annotated[datetime, PlainSerializer(format_utc, return_type=str, when_used="json")]
+UtcTime = Annotated[Instant, PlainSerializer(format_utc, return_type=str, when_used="json")]
 """A datetime that serializes in the one fixed form (``store.clock.format_utc``) used
 everywhere in hashed output, whatever pydantic's own default form is."""
 

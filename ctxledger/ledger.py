@@ -111,9 +111,8 @@ class Ledger:
         """Import the assembler and its profiles and load the default vocabulary.
 
         The CLI imports them lazily to start fast. A library user gets them at ``open``:
-        then an assembly never stops midway to load a vocabulary, and the pydantic models
-        are defined before a test freezes the clock (freezegun's ``FakeDatetime`` in a
-        model's annotations breaks pydantic's schema).
+        then an assembly never stops midway to load a vocabulary. (Defining the models
+        under a frozen clock is safe: time fields use ``store.time_fields.Instant``.)
         """
         import ctxledger.assembler.api
         import ctxledger.assembler.profiles  # noqa: F401

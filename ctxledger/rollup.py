@@ -32,6 +32,7 @@ from ctxledger.projections.settings import scope_settings, session_settings
 from ctxledger.projections.state import TOP_TOOLS_WINDOW
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.streams import SYSTEM_STREAM
+from ctxledger.store.time_fields import Instant
 
 if TYPE_CHECKING:
     from ctxledger.ledger import Ledger
@@ -61,7 +62,7 @@ class RolledDay(BaseModel):
 class RollupReport(BaseModel):
     """What one run did: the days rolled up, and those another process did meanwhile."""
 
-    now: datetime
+    now: Instant
     retention_days: int
     rolled: list[RolledDay]
     skipped: list[str]

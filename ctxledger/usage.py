@@ -21,6 +21,7 @@ from ctxledger.store.clock import ensure_utc
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.schema import events
 from ctxledger.store.streams import SCOPE_PREFIX
+from ctxledger.store.time_fields import Instant
 
 if TYPE_CHECKING:
     from ctxledger.ledger import Ledger
@@ -57,7 +58,7 @@ class UsageReport(BaseModel):
     """A scope's usage over ``days`` UTC days ending with ``now``'s day."""
 
     scope: str
-    now: datetime
+    now: Instant
     days: list[DayUsage]
     tools: list[Series]
     """Most used first, then by name."""

@@ -62,10 +62,11 @@ def fill_window(engine: Engine, messages: Sequence[WindowMessage], *, base: int,
                 **detail: int | str | None) -> WindowResult:
     """Decide every loaded message (given oldest first) under ``budget``.
 
-    ``base`` is what the context already uses; each message costs its tokens plus
-    ``separator_tokens`` for the line break before it (the oldest kept message only when
-    ``first_needs_separator``, i.e. something of the history precedes it). ``reason`` is
-    the reason code of kept messages; ``detail`` is added to every decision.
+    ``base`` is what the context already uses. The kept messages are the longest newest
+    suffix whose exact cost fits: their tokens plus ``separator_tokens`` for each line
+    break between two of them, plus one more when ``first_needs_separator`` (something
+    of the history, a summary, precedes them). ``reason`` is the reason code of kept
+    messages; ``detail`` is added to every decision.
     """
     if budget is None:
         kept = [engine.include(item.candidate, reason, seq=item.message.seq, **detail)
@@ -81,10 +82,13 @@ def fill_window(engine: Engine, messages: Sequence[WindowMessage], *, base: int,
     closed = False
     result = WindowResult(kept=[], used=base)
     for index, item in enumerate(newest_first):
-        older_exists = index + 1 < len(newest_first) or unloaded > 0
-        # The line break goes before a message unless it is the very first of the history.
+        # Each line break is charged to the older of the two messages it joins: a message
+        # kept next to a newer one adds itself and the break after it, so the oldest kept
+        # message pays for no break before it (none is sent), unless the history has
+        # something before the messages (``first_needs_separator``), whose break the
+        # newest message pays. The suffix's total is then exactly what is sent.
         cost = item.candidate.tokens + (
-            separator_tokens if (older_exists or first_needs_separator) else 0)
+            separator_tokens if (index > 0 or first_needs_separator) else 0)
         numbers = {"seq": item.message.seq, "tokens": item.candidate.tokens,
                    "budget": budget, "used": used, "remaining": budget - used}
         if index == 0:

@@ -52,7 +52,12 @@ def _describe(error: ValidationError, origin: Mapping[str, str], profile: str) -
     field = loc[0] if loc else ""
     where = ".".join(loc) or "policy"
     if field in origin:
-        where = f"setting {origin[field]!r}" + (f" ({'.'.join(loc[1:])})" if loc[1:] else "")
+        # A named setting is the field; in a ``policy.<profile>`` object, name the field.
+        inner = loc if origin[field].startswith(GENERIC_SETTING_PREFIX) else loc[1:]
+        where = f"setting {origin[field]!r}" + (f" ({'.'.join(inner)})" if inner else "")
+    elif not loc and len(set(origin.values())) == 1:
+        # A rule across fields: name the setting when only one fed the policy.
+        where = f"setting {next(iter(origin.values()))!r}"
     message = " ".join(str(first["msg"]).split()).removeprefix("Value error, ")
     return f"invalid {profile} policy: {where}: {message}"
 

@@ -30,7 +30,9 @@ _TOOLS = tuple(
     + [f"mcp_{s}_{n}" for s in ("github", "jira", "search") for n in ("get", "list", "put")]
     + [f"skill_{n}" for n in ("plan", "review", "test", "deploy", "lint", "format")]
 )
-_SETTINGS = ("token_encoding", "compression", "max_tokens", "temperature", "profile",
+# An application's own keys: no profile reads them, so any value is stored (a key that a
+# profile reads takes only values its policy accepts).
+_SETTINGS = ("tokenizer_name", "compression", "max_tokens", "temperature", "palette",
              "history_mode", "tool_window_days", "observations", "language", "style",
              "persona", "debug")
 

@@ -10,6 +10,10 @@ records without one, the policy the prefix's settings give) and reports one of:
   differs from a custom one the app used, or the stored policy is not its version);
 - ``digest_mismatch``: same policy, another digest (the log or the record was altered,
   or the assembler changed without a ``format_version`` bump);
+- ``superseded``: recorded under an earlier revision of the profile (``card@1`` where
+  this release makes ``card@2``): that revision's decisions are no longer produced, so
+  the record cannot be derived again. It says nothing of tampering, but it is not a
+  match either;
 - ``copied``: a record copied into a fork; its original is audited in its own session;
 - ``error``: it cannot be derived again (e.g. its position is before the session began).
 
@@ -18,6 +22,7 @@ A *what-if* replays a timeline under another policy and lists the decisions that
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -33,7 +38,8 @@ from ctxledger.store.errors import LedgerError
 from ctxledger.store.read import read_all, read_stream_until
 from ctxledger.store.records import RecordedEvent
 
-AuditStatus = Literal["match", "digest_mismatch", "policy_mismatch", "copied", "error"]
+AuditStatus = Literal["match", "digest_mismatch", "policy_mismatch", "superseded", "copied",
+                      "error"]
 RECORD_TYPE = "context.assembled"
 
 
@@ -86,7 +92,7 @@ class AuditReport:
     def counts(self) -> dict[str, int]:
         """How many records have each status, in a fixed order."""
         order: tuple[AuditStatus, ...] = ("match", "digest_mismatch", "policy_mismatch",
-                                          "copied", "error")
+                                          "superseded", "copied", "error")
         return {status: sum(1 for e in self.entries if e.status == status) for status in order}
 
     def to_json(self) -> dict[str, Any]:
@@ -130,7 +136,12 @@ def audit_record(conn: sa.Connection, record: RecordedEvent, *,
                           derived_policy_version=None, detail=str(exc))
     status: AuditStatus = "match"
     detail = ""
-    if derived.policy_version != base["recorded_policy_version"]:
+    if _superseded(base["recorded_policy_version"], derived.policy_version):
+        status = "superseded"
+        detail = (f"recorded under {base['recorded_policy_version']}, a revision this "
+                  f"release no longer makes (it derives {derived.policy_version}); not "
+                  "derivable again, not a sign of tampering")
+    elif derived.policy_version != base["recorded_policy_version"]:
         status = "policy_mismatch"
         detail = (f"recorded policy {base['recorded_policy_version']}, derived "
                   f"{derived.policy_version}")
@@ -139,6 +150,18 @@ def audit_record(conn: sa.Connection, record: RecordedEvent, *,
         detail = f"recorded {base['recorded_digest'][:16]}, derived {derived.digest[:16]}"
     return AuditEntry(**base, status=status, derived_digest=derived.digest,
                       derived_policy_version=derived.policy_version, detail=detail)
+
+
+_VERSION = re.compile(r"(?P<profile>[^@+]+)@(?P<revision>\d+)(?P<rest>\+[0-9a-f]+)?")
+
+
+def _superseded(recorded: str, derived: str) -> bool:
+    """Whether ``recorded`` names the same profile and policy values as ``derived`` at an
+    earlier revision of the profile (``card@1+ab`` against ``card@2+ab``)."""
+    old, new = _VERSION.fullmatch(recorded), _VERSION.fullmatch(derived)
+    return (old is not None and new is not None and old["profile"] == new["profile"]
+            and old["rest"] == new["rest"]
+            and int(old["revision"]) < int(new["revision"]))
 
 
 def audit_log(conn: sa.Connection, session: str | None, *, clock_now: datetime) -> AuditReport:

@@ -319,7 +319,7 @@ def append(
         raise fail("no events in the input (every line is blank)")
     # Every line is checked before the database is opened, so bad input never creates
     # one; only the rules of the stream's history need it (below).
-    from ctxledger.projections.setting_values import check_event
+    from ctxledger.setting_checks import check_event
     from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES
 
     validate_lines(stream, lines, DEFAULT_MAX_EVENT_BYTES, check_event)

@@ -17,8 +17,8 @@ from ctxledger.projections.base import Projection
 from ctxledger.projections.read_view import load_session_view, read_snapshot
 from ctxledger.projections.registry import builtin_projections
 from ctxledger.projections.runner import ProjectionRunner, ProjectionStatus
-from ctxledger.projections.setting_values import check_event
 from ctxledger.projections.view import SessionView, ViewRequest
+from ctxledger.setting_checks import check_event
 from ctxledger.store.anchor import Anchor, read_anchor
 from ctxledger.store.clock import Clock, format_utc, system_clock
 from ctxledger.store.engine import create_engine, database_exists, safe_url
@@ -65,8 +65,8 @@ class Ledger:
         self.clock = clock
         self.runner = ProjectionRunner(
             projections if projections is not None else builtin_projections(), clock=clock)
-        # Setting values that must never be stored invalid (agent manifests) are checked
-        # by a hook every append path runs (see projections.setting_values).
+        # Setting values that could never work (agent manifests, policy settings) are
+        # refused by a hook every append path runs (see ctxledger.setting_checks).
         self.log = EventLog(engine, clock=clock, max_event_bytes=max_event_bytes,
                             in_transaction=self.runner.apply_inline, seal=seal,
                             check=check_event, shared_keys=self.runner.shared_keys)
@@ -355,10 +355,23 @@ class Ledger:
             until: int | datetime | None = None,
             policy: Policy | Mapping[str, Any] | str | None = None) -> WhyReport:
         """``item``'s decisions across the session's timeline, collapsed into runs."""
-        from ctxledger.why import explain_item
+        from ctxledger.assembler.policy import PolicyError
+        from ctxledger.why import WhyError, explain_item
 
         steps = self.timeline(session, profile=profile, until=until, policy=policy)
-        return explain_item(session, item, profile, steps, self.events(session, until=until))
+        try:
+            return explain_item(session, item, profile, steps,
+                                self.events(session, until=until))
+        except WhyError:
+            if policy is not None:
+                raise
+            # No step assembled the item. If the settings as of ``until`` (say, one an
+            # older release stored unchecked) make the assembly fail, that is the cause.
+            try:
+                self.replay(session, until, profile=profile)
+            except PolicyError as exc:
+                raise exc from None
+            raise
 
     def audit(self, session: str | None = None) -> AuditReport:
         """Derive every recorded ``context.assembled`` again (one session's, or all) and

@@ -14,7 +14,7 @@ from ctxledger.store.clock import format_utc
 from ctxledger.why import WhyReport
 
 _STATUS_STYLE = {"match": "green", "copied": "dim", "digest_mismatch": "red",
-                 "policy_mismatch": "red", "error": "red"}
+                 "policy_mismatch": "red", "superseded": "yellow", "error": "red"}
 
 
 def timeline_record(step: TimelineStep) -> dict[str, object]:

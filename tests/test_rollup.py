@@ -172,8 +172,10 @@ def test_retention_never_goes_below_the_largest_usage_window_plus_a_day(
 def test_the_floor_ignores_a_setting_that_does_not_validate(timed: Ledger,
                                                             clock: StepClock) -> None:
     clock.now = at(FIRST)
+    check, timed.log.check = timed.log.check, None  # stored unchecked, by an older release
     timed.append("scope:alpha", {"type": "setting.changed",
                                  "data": {"key": "usage_window_days", "value": "lots"}})
+    timed.log.check = check
     daily_uses(timed, clock, 12)
     report = timed.rollup(at(FIRST + timedelta(days=12)), policy=RollupPolicy(retention_days=3))
     assert report.retention_days == 8  # the default 7-day window + 1

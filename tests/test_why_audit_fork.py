@@ -183,6 +183,37 @@ def test_an_old_record_without_its_custom_policy_is_a_policy_mismatch(loaded: An
     assert custom.policy_version in entry.detail
 
 
+def test_a_record_made_under_an_earlier_card_revision_is_superseded_not_tampered(
+        loaded: Any, db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxledger.assembler.profiles.card import CardPolicy
+
+    ledger, clock = loaded
+    now = clock()
+    with monkeypatch.context() as patched:  # what the previous release made and recorded
+        patched.setattr(CardPolicy, "REVISION", CardPolicy.REVISION - 1)
+        old = ledger.assemble("chat-1", "card", now=now, policy=CUSTOM)
+        ledger.record_assembly("chat-1", old, policy=CUSTOM)
+        ledger.record_assembly("chat-1", ledger.assemble("chat-1", "card", now=now))
+    current = ledger.assemble("chat-1", "card", now=now, policy=CUSTOM)
+    ledger.record_assembly("chat-1", current, policy=CUSTOM)
+    # A version that no release made: a mismatch, not an earlier revision.
+    ledger.append("chat-1", {"type": "context.assembled", "data": {
+        "profile": "card", "policy_version": current.policy_version.replace("@", "@9"),
+        "position": current.position, "now": current.now.isoformat(),
+        "digest": current.digest}})
+    entries = ledger.audit("chat-1").entries
+    assert [e.status for e in entries] == [
+        "superseded", "superseded", "match", "policy_mismatch"]
+    assert old.policy_version.startswith(f"card@{CardPolicy.REVISION - 1}")
+    assert old.policy_version in entries[0].detail and "tampering" in entries[0].detail
+    assert entries[0].derived_policy_version == current.policy_version
+    result = _cli(db_url, "audit", "chat-1")
+    _one_error_line(result, "3 of 4 record(s) do not match")
+    assert json.loads(result.stdout)["counts"]["superseded"] == 2
+    text = _cli(db_url, "audit", "chat-1", "--format", "text")
+    assert "superseded" in text.stdout and "digest_mismatch" not in text.stdout
+
+
 def test_what_if_lists_exactly_the_decisions_that_change(loaded: Any, db_url: str,
                                                         tmp_path: Path) -> None:
     ledger, _ = loaded

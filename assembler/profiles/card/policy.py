@@ -75,6 +75,9 @@ class CardPolicy(Policy):
     response_reserve, ``token_encoding`` -> token_encoding; ``policy.card`` -> any field.
     """
 
+    REVISION: ClassVar[int] = 2
+    """2: the history window no longer charges the oldest kept message a line break that
+    is never sent, so at some limits it keeps one message more."""
     SETTINGS: ClassVar[Mapping[str, str]] = {
         "compression_level": "compression_level",
         "card_template": "template",

@@ -212,6 +212,21 @@ def test_which_profiles_read_the_scopes_other_sessions() -> None:
     assert scope_wide("session") and not scope_wide("card")
 
 
+def test_each_profile_declares_its_inputs_and_peers_only_when_it_reads_them() -> None:
+    """A timeline steps on peers' events only for a profile whose replay reads them."""
+    from ctxledger.assembler.profiles import get_profile
+    from ctxledger.replay import scope_wide
+    from ctxledger.store.catalog import CATALOG
+
+    for name in profile_names():
+        inputs = get_profile(name).inputs
+        assert bool(inputs.peers) == scope_wide(name), name
+        # Each type can be in the streams it is declared for.
+        for types, kind in ((inputs.session, "session"), (inputs.scope, "scope"),
+                            (inputs.peers, "session")):
+            assert all(kind in CATALOG[t].stream_kinds for t in types), (name, types)
+
+
 def test_every_example_assembly_replays_to_its_digest(db_url: str) -> None:
     """The example sessions (one per profile, snippets and all) replay exactly."""
     from ctxledger.demo import (

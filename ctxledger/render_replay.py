@@ -31,19 +31,20 @@ def timeline_record(step: TimelineStep) -> dict[str, object]:
 
 
 def timeline_table(steps: Sequence[TimelineStep], *, title: str | None = None) -> Table:
-    """One row per step: the event, where it is, the context's size, and its digest."""
+    """One row per step: its event (``message 3``, ``item.put``, ``tool.used in s2``),
+    where it is, the context's size, and its digest."""
     table = Table(title=title, title_justify="left")
-    for name in ("step", "event", "message", "position", "message id", "now", "tokens",
-                 "digest"):
-        table.add_column(name, justify="right" if name in (
-            "step", "message", "position", "tokens") else "left", no_wrap=True)
+    for name in ("step", "event", "position", "message id", "now", "tokens", "digest"):
+        table.add_column(name, justify="right" if name in ("step", "position", "tokens")
+                         else "left", no_wrap=True)
     for step in steps:
         session = step.assembly.session
-        event = step.event_type + ("" if step.stream_id == session
-                                   else f" in {step.stream_id}")
-        table.add_row(str(step.step), event, str(step.message), str(step.position),
-                      step.message_id or "", format_utc(step.assembly.now),
-                      str(step.assembly.tokens.total), step.assembly.digest[:16])
+        event = (f"message {step.message}" if step.is_message
+                 else step.event_type + ("" if step.stream_id == session
+                                         else f" in {step.stream_id}"))
+        table.add_row(str(step.step), event, str(step.position), step.message_id or "",
+                      format_utc(step.assembly.now), str(step.assembly.tokens.total),
+                      step.assembly.digest[:16])
     return table
 
 

@@ -8,7 +8,8 @@ digest, is the same in every process.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -16,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PrivateAttr,
     SerializeAsAny,
 )
 
@@ -73,6 +75,10 @@ class Decision(_Frozen):
         covered = self.detail.get(COVERED_ITEMS)
         return isinstance(covered, list) and item in covered
 
+
+MessageSeqs = Callable[[str], int | None]
+"""Given a ``message_id``, the sequence number of the non-retracted message of the
+assembly's session known by it at the assembly's position (None: no such message)."""
 
 COVERED_ITEMS = "items"
 """The detail of a range decision listing the items it decided, in drop order."""
@@ -140,16 +146,57 @@ class Assembly(_Frozen):
     digest: str
     """SHA-256 of the canonical JSON of everything above except ``tokens.methods``."""
 
+    _message_seqs: MessageSeqs | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: Any) -> bool:
+        # What was decided and sent; an attached message lookup is a means, not a part.
+        if not isinstance(other, Assembly):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # lists inside: never hashable
+
+    def with_message_seqs(self, lookup: MessageSeqs) -> Assembly:
+        """Attach the lookup ``decision`` uses to place a message by its sequence number
+        (the ledger, replay and timeline attach one); returns this assembly."""
+        self._message_seqs = lookup
+        return self
+
     def decision(self, item: str) -> Decision:
-        """The decision about ``item``: its own, else the range decision that covers it
-        (a novel tier's dropped tail); KeyError when it was not a candidate."""
+        """The decision about ``item``: its own, else the range decision that covers it.
+
+        Range decisions are a novel tier's dropped tail (which lists its items), and for a
+        chat message ``message:<id>`` the history older than the window
+        (``history:dropped``) or the messages a summary replaced (``summarized:<id>``),
+        which name messages by sequence number: an assembly from the ``Ledger``
+        (``assemble``, ``replay``, ``timeline``) resolves any message through its lookup,
+        while one read back from JSON knows only the oldest dropped message by id.
+
+        Raises ``KeyError`` when nothing in this assembly decided ``item``: it was not a
+        candidate (unknown, retracted, or not yet appended at ``position``).
+        """
+        from ctxledger.assembler.message_ranges import (
+            MESSAGE_PREFIX,
+            covering,
+            covering_first,
+        )
+
         for decision in self.decisions:
             if decision.item == item:
                 return decision
         for decision in self.decisions:
             if decision.covers(item):
                 return decision
-        raise KeyError(item)
+        if item.startswith(MESSAGE_PREFIX):
+            message_id = item[len(MESSAGE_PREFIX):]
+            lookup = self._message_seqs
+            seq = lookup(message_id) if lookup is not None else None
+            cover = (covering(self.decisions, seq) if seq is not None
+                     else covering_first(self.decisions, message_id))
+            if cover is not None:
+                return cover
+        raise KeyError(f"{item!r} was not a candidate of this {self.profile} assembly of "
+                       f"{self.session!r} at position {self.position}")
 
     def section(self, name: str) -> Section | None:
         """The section called ``name``, or None when it is absent."""

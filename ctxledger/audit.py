@@ -174,15 +174,17 @@ def audit_log(conn: sa.Connection, session: str | None, *, clock_now: datetime) 
 
 @dataclass(frozen=True, slots=True)
 class DecisionChange:
-    """One decision that differs between two timelines at the same message."""
+    """One decision that differs between two timelines at the same step."""
 
     item: str
     message: int
+    """The session's messages so far at the step."""
     position: int
     old_action: str
     old_reason: str
     new_action: str
     new_reason: str
+    step: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,12 +197,15 @@ class WhatIfReport:
     new_policy: str
     messages: int
     changes: list[DecisionChange]
+    steps: int = 0
+    """The timeline's steps (``messages``: the session's messages in it)."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready data."""
         return {"session": self.session, "profile": self.profile,
                 "old_policy": self.old_policy, "new_policy": self.new_policy,
-                "messages": self.messages, "changes": [asdict(c) for c in self.changes]}
+                "messages": self.messages, "steps": self.steps,
+                "changes": [asdict(c) for c in self.changes]}
 
 
 ABSENT = ("absent", "not_a_candidate")
@@ -210,17 +215,14 @@ def _by_item(decisions: Sequence[Decision]) -> dict[str, tuple[str, str]]:
     return {d.item: (d.action, d.reason) for d in decisions}
 
 
-def _covered(decisions: Sequence[Decision], other: Assembly, item: str) -> tuple[str, str]:
-    """How a message with no decision of its own was decided: through the range decision
-    covering its seq (found in the other assembly's decision), else absent."""
-    from ctxledger.why import covering
-
+def _decided(assembly: Assembly, item: str) -> tuple[str, str]:
+    """How ``assembly`` decided an item with no decision of its own: through the range
+    decision that covers it (``Assembly.decision``), else absent."""
     try:
-        seq = other.decision(item).detail.get("seq")
+        cover = assembly.decision(item)
     except KeyError:
         return ABSENT
-    cover = covering(decisions, seq) if isinstance(seq, int) else None
-    return ABSENT if cover is None else (cover.action, f"{cover.reason} via {cover.item}")
+    return cover.action, f"{cover.reason} via {cover.item}"
 
 
 def compare_timelines(session: str, profile: str, old: Sequence[TimelineStep],
@@ -233,12 +235,13 @@ def compare_timelines(session: str, profile: str, old: Sequence[TimelineStep],
         # Items in the old order, then those only the new timeline has, in its order.
         items = list(dict.fromkeys([*was, *now]))
         for item in items:
-            a = was.get(item) or _covered(before.assembly.decisions, after.assembly, item)
-            b = now.get(item) or _covered(after.assembly.decisions, before.assembly, item)
+            a = was.get(item) or _decided(before.assembly, item)
+            b = now.get(item) or _decided(after.assembly, item)
             if a != b:
                 changes.append(DecisionChange(item, before.message, before.position,
-                                              a[0], a[1], b[0], b[1]))
+                                              a[0], a[1], b[0], b[1], before.step))
     return WhatIfReport(
         session, profile,
         old[-1].assembly.policy_version if old else "",
-        new[-1].assembly.policy_version if new else "", len(old), changes)
+        new[-1].assembly.policy_version if new else "", old[-1].message if old else 0,
+        changes, len(old))

@@ -490,25 +490,22 @@ def assemble(
     if profile is not None and profile not in profile_names():
         raise typer.BadParameter(f"{profile!r} is not one of {', '.join(profile_names())}",
                                  param_hint="'--profile'")
-    if agent is not None:
-        # Agent scoping filters a state section; a profile without one has nothing to
-        # scope, and silently ignoring --agent would suggest that it did something.
-        showing = profiles_showing_state()
-        which = (f"only {', '.join(showing)} shows state" if showing
-                 else "no registered profile shows state")
-        raise typer.BadParameter(
-            f"profile {profile!r} shows no state for an agent manifest to scope ({which});"
-            f" use 'ctxledger state SESSION --agent {agent}'", param_hint="'--agent'")
     when = None if now is None else _parse_now(now)
     policy_text = read_policy(policy)
     with open_existing(_db(ctx)) as ledger:
-        view = ledger.view(session)
-        if not view.exists:
+        if not ledger.view(session).exists:
             raise fail(f"unknown session {session!r}")
-        source = "--profile"
-        if profile is None:
-            profile, source = _profile_setting(view.settings.get(PROFILE_SETTING),
-                                               profile_names()), "the session's profile setting"
+        profile, source = session_profile(ledger, session, profile)
+        if agent is not None:
+            # Agent scoping filters a state section; a profile without one has nothing to
+            # scope, and silently ignoring --agent would suggest that it did something.
+            showing = profiles_showing_state()
+            which = (f"only {', '.join(showing)} shows state" if showing
+                     else "no registered profile shows state")
+            raise typer.BadParameter(
+                f"profile {profile!r} (from {source}) shows no state for an agent manifest"
+                f" to scope ({which}); use 'ctxledger state SESSION --agent {agent}'",
+                param_hint="'--agent'")
         result = ledger.assemble(session, profile, now=when, policy=policy_text)
     if format is JsonOrText.json:
         typer.echo(result.model_dump_json(indent=2))
@@ -522,16 +519,27 @@ PROFILE_SETTING = "profile"
 """The setting ``assemble`` takes its profile from when ``--profile`` is not given."""
 
 
-def _profile_setting(value: object, known: list[str]) -> str:
-    """The session's ``profile`` setting, checked (a usage error when absent or unknown)."""
+def session_profile(ledger: Ledger, session: str, given: str | None, *,
+                    fallback: str | None = None) -> tuple[str, str]:
+    """The profile a command uses, and where it comes from: ``--profile``, else the
+    session's ``profile`` setting (at the head), else ``fallback``; with no fallback a
+    missing setting is a usage error. A setting that names no profile is an error."""
+    from ctxledger.assembler.profiles import profile_names
+
+    if given is not None:
+        return given, "--profile"
+    value = ledger.view(session).settings.get(PROFILE_SETTING)
+    if value is None and fallback is not None:
+        return fallback, "the default"
     if value is None:
         raise typer.BadParameter(
             f"is required: the session has no {PROFILE_SETTING!r} setting",
             param_hint="'--profile'")
+    known = profile_names()
     if not isinstance(value, str) or value not in known:
         raise fail(f"the session's {PROFILE_SETTING!r} setting is {value!r},"
                    f" not one of {', '.join(known)}")
-    return value
+    return value, "the session's profile setting"
 
 
 # -- schema ---------------------------------------------------------------------------------

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctxledger.cli import JsonOrText, _db, _progress, _stdout, app, as_position
+from ctxledger.cli import (
+    JsonOrText,
+    _db,
+    _progress,
+    _stdout,
+    app,
+    as_position,
+    session_profile,
+)
 from ctxledger.cli_errors import fail, open_existing, reports_errors
 
 if TYPE_CHECKING:
@@ -30,8 +38,12 @@ UntilOption = Annotated[str | None, typer.Option(
     "--until", metavar="POS|ISO",
     help="Stop at this log position, or at the last event recorded by this time"
          " (ISO-8601 with a zone). Default: the head.")]
-ProfileOption = Annotated[str, typer.Option(
-    "--profile", metavar="NAME", help="Assembler profile (card, session, novel, brief...).")]
+ProfileOption = Annotated[str | None, typer.Option(
+    "--profile", metavar="NAME",
+    help="Assembler profile (card, session, novel, brief...). Default: the session's"
+         " 'profile' setting (as assemble), else card.")]
+DEFAULT_PROFILE = "card"
+"""The profile of a session with neither --profile nor a 'profile' setting."""
 PolicyOption = Annotated[Path | None, typer.Option(
     "--policy", metavar="FILE", dir_okay=False,
     help="A whole policy as JSON, instead of the one the prefix's settings give.")]
@@ -70,10 +82,10 @@ def _print_what_if(report: WhatIfReport, format: JsonOrText) -> None:
         _stdout().print(what_if_table(report))
 
 
-def _check_profile(profile: str) -> None:
+def _check_profile(profile: str | None) -> None:
     from ctxledger.assembler.profiles import profile_names
 
-    if profile not in profile_names():
+    if profile is not None and profile not in profile_names():
         raise typer.BadParameter(f"{profile!r} is not one of {', '.join(profile_names())}",
                                  param_hint="'--profile'")
 
@@ -86,13 +98,15 @@ def replay(
     ctx: typer.Context,
     session: Session,
     until: UntilOption = None,
-    profile: ProfileOption = "card",
+    profile: ProfileOption = None,
     policy: PolicyOption = None,
     now: Annotated[str | None, typer.Option(
         "--now", metavar="ISO",
         help="The assembly time (default: the time of the prefix's last event).")] = None,
     timeline: Annotated[bool, typer.Option(
-        "--timeline", help="The assembly after each message of the session.")] = False,
+        "--timeline", help="The assembly after each event that changes the profile's"
+                           " inputs (messages, items, snippets, tool uses, settings...).")
+    ] = False,
     diff: Annotated[Path | None, typer.Option(
         "--diff", metavar="FILE", dir_okay=False,
         help="Replay the timeline under this policy too; list the decisions that"
@@ -111,6 +125,7 @@ def replay(
     policy_text = read_policy(policy)
     diff_text = read_policy(diff)
     with open_existing(_db(ctx)) as ledger:
+        profile, _ = session_profile(ledger, session, profile, fallback=DEFAULT_PROFILE)
         if diff_text is not None:
             _print_what_if(ledger.what_if(session, diff_text, profile=profile, until=cut),
                            format)
@@ -141,12 +156,15 @@ def why(
     session: Session,
     item: Annotated[str, typer.Argument(
         help="A decision's item, e.g. mes_example or message:<id>.", metavar="ITEM")],
-    profile: ProfileOption = "card",
+    profile: ProfileOption = None,
     until: UntilOption = None,
     policy: PolicyOption = None,
     format: FormatOption = JsonOrText.json,
 ) -> None:
-    """Explain an item's decisions across the session's timeline, with their numbers."""
+    """Explain an item's decisions across the session's timeline, with every step's numbers.
+
+    The timeline steps on each event that changes the profile's inputs; runs of steps
+    with the same decision are grouped, and each step shows its own numbers."""
     from ctxledger import render
     from ctxledger.cli_input import read_policy
     from ctxledger.render_replay import why_view
@@ -155,6 +173,7 @@ def why(
     cut = parse_until(until)
     policy_text = read_policy(policy)
     with open_existing(_db(ctx)) as ledger:
+        profile, _ = session_profile(ledger, session, profile, fallback=DEFAULT_PROFILE)
         report = ledger.why(session, item, profile=profile, until=cut, policy=policy_text)
     if format is JsonOrText.json:
         typer.echo(render.dumps(report.to_json(), indent=2))

@@ -243,7 +243,20 @@ class Ledger:
             counter.mark_persisted()
         if new_counts or caches:
             self._save_caches(new_counts, caches)
-        return result
+        return result.with_message_seqs(self._message_seqs(session, result.position))
+
+    def _message_seqs(self, session: str, position: int) -> Callable[[str], int | None]:
+        """The lookup ``Assembly.decision`` places a message with: the session's stream up
+        to ``position`` is read once, at the first message it asks about."""
+        from ctxledger.message_index import MessageIndex
+
+        found: list[MessageIndex] = []
+
+        def seq(message_id: str) -> int | None:
+            if not found:
+                found.append(MessageIndex(session, self.events(session, until=position)))
+            return found[0].seq_at(message_id, position)
+        return seq
 
     def tokenizer_calls(self) -> int:
         """Texts this thread's assemblies had to tokenize (found in no cache) so far.

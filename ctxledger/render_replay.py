@@ -18,37 +18,51 @@ _STATUS_STYLE = {"match": "green", "copied": "dim", "digest_mismatch": "red",
 
 
 def timeline_record(step: TimelineStep) -> dict[str, object]:
-    """One timeline step as JSON-ready data (the assembly's figures, not its text)."""
+    """One timeline step as JSON-ready data (the assembly's figures, not its text).
+
+    ``message_id`` is null for a step that is not a message; ``step``, ``event_type``
+    and ``stream_id`` say which event the step is."""
     a = step.assembly
     return {"message": step.message, "position": step.position, "seq": step.seq,
             "message_id": step.message_id, "now": format_utc(a.now),
             "policy_version": a.policy_version, "tokens": a.tokens.total,
-            "decisions": len(a.decisions), "warnings": len(a.warnings), "digest": a.digest}
+            "decisions": len(a.decisions), "warnings": len(a.warnings), "digest": a.digest,
+            "step": step.step, "event_type": step.event_type, "stream_id": step.stream_id}
 
 
 def timeline_table(steps: Sequence[TimelineStep], *, title: str | None = None) -> Table:
-    """One row per message: where it is, the context's size, and its digest."""
+    """One row per step: its event (``message 3``, ``item.put``, ``tool.used in s2``),
+    where it is, the context's size, and its digest."""
     table = Table(title=title, title_justify="left")
-    for name in ("message", "position", "message id", "now", "tokens", "digest"):
-        table.add_column(name, justify="right" if name in ("message", "position", "tokens")
+    for name in ("step", "event", "position", "message id", "now", "tokens", "digest"):
+        table.add_column(name, justify="right" if name in ("step", "position", "tokens")
                          else "left", no_wrap=True)
     for step in steps:
-        table.add_row(str(step.message), str(step.position), step.message_id,
+        session = step.assembly.session
+        event = (f"message {step.message}" if step.is_message
+                 else step.event_type + ("" if step.stream_id == session
+                                         else f" in {step.stream_id}"))
+        table.add_row(str(step.step), event, str(step.position), step.message_id or "",
                       format_utc(step.assembly.now), str(step.assembly.tokens.total),
                       step.assembly.digest[:16])
     return table
 
 
 def why_view(report: WhyReport) -> RenderableType:
-    """The runs of one item's decisions, as a table and one line."""
+    """Every step of the item's timeline (its run's action and reason on the run's first
+    row, each step's own numbers on its row), then the explanation on one line."""
     table = Table(title=f"why {report.item} ({report.session}, {report.profile}, "
-                        f"{report.messages} messages)", title_justify="left")
-    for name in ("messages", "action", "reason", "numbers"):
+                        f"{report.steps} steps, {report.messages} messages)",
+                  title_justify="left")
+    for name in ("step", "event", "action", "reason", "numbers"):
         table.add_column(name, overflow="fold")
     for run in report.runs:
-        span = str(run.first) if run.first == run.last else f"{run.first}-{run.last}"
         via = f" (via {run.covered_by})" if run.covered_by else ""
-        table.add_row(span, run.action, run.reason + via, run.numbers)
+        for index, step in enumerate(run.steps):
+            first = index == 0
+            table.add_row(str(step.step), step.label(report.session),
+                          run.action if first else "", run.reason + via if first else "",
+                          step.numbers)
     return Group(table, Text(report.line()))
 
 
@@ -71,10 +85,10 @@ def what_if_table(report: WhatIfReport) -> RenderableType:
     table = Table(title=f"what if {report.session} ({report.profile}) used "
                         f"{report.new_policy} instead of {report.old_policy}",
                   title_justify="left")
-    for name in ("message", "item", "old", "new"):
+    for name in ("step", "message", "item", "old", "new"):
         table.add_column(name, overflow="fold")
     for c in report.changes:
-        table.add_row(str(c.message), c.item, f"{c.old_action} ({c.old_reason})",
+        table.add_row(str(c.step), str(c.message), c.item, f"{c.old_action} ({c.old_reason})",
                       f"{c.new_action} ({c.new_reason})")
     return Group(table, Text(f"{len(report.changes)} decision(s) change over "
-                             f"{report.messages} message(s)"))
+                             f"{report.steps} step(s), {report.messages} message(s)"))

@@ -11,8 +11,10 @@ position: the session and ``scope:<S>``; for the ``session`` profile also every 
 that joined the scope by then (the ``scope_members`` projection). The cost is the events
 of those streams, not the length of the log.
 
-A *timeline* folds once and assembles after each of the session's messages, so ``m``
-steps cost O(n + m·A), not ``m`` replays.
+A *timeline* folds once and assembles after each event that changes the profile's inputs
+(``Profile.inputs``: messages for ``card``, items and chapter moves for ``novel``,
+knowledge and messages for ``brief``, tool uses in the scope for ``session``, setting
+changes for all), so ``m`` steps cost O(n + m·A), not ``m`` replays.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger.assembler.api import assemble_with_caches, policy_for, request_for
+from ctxledger.assembler.inputs import Inputs, Where
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles import get_profile
 from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.message_index import MessageIndex, message_id_of
 from ctxledger.projections.checkpoints import checkpoints
 from ctxledger.projections.read_view import load_session_view
 from ctxledger.projections.registry import builtin_projections
@@ -81,18 +85,36 @@ class Prefix:
     position: int
     events: tuple[RecordedEvent, ...]
     streams: tuple[str, ...]
+    scopes: tuple[str, ...] = ()
+    """Every scope whose streams were read (``scope`` last); more than one only for a
+    timeline of a session that changed scope, whose earlier steps need the older one."""
 
 
 @dataclass(frozen=True, slots=True)
 class TimelineStep:
-    """The assembly right after the session's ``message``-th message was appended."""
+    """The assembly right after an event that changed the profile's inputs."""
 
     message: int
-    """1-based: the first ``message.appended`` of the session is message 1."""
+    """The session's ``message.appended`` events so far: 1-based, the step of its first
+    message is message 1 (0 for a step before any message)."""
     position: int
+    """The log position of the event stepped on."""
     seq: int
-    message_id: str
+    """The session's stream version at this step (a message step: the message's)."""
+    message_id: str | None
+    """The id of the message stepped on; None when the step is another event."""
     assembly: Assembly
+    step: int = 0
+    """1-based: the timeline's first step is step 1."""
+    event_type: str = "message.appended"
+    """The type of the event stepped on."""
+    stream_id: str = ""
+    """The stream of the event stepped on: the session's, its scope's or a peer's."""
+
+    @property
+    def is_message(self) -> bool:
+        """True when the step is one of the session's messages."""
+        return self.message_id is not None
 
 
 def resolve_until(conn: sa.Connection, until: int | datetime | None,
@@ -121,28 +143,42 @@ def resolve_until(conn: sa.Connection, until: int | datetime | None,
 
 def scope_of(events: Sequence[RecordedEvent]) -> str:
     """The scope a session belongs to after ``events`` (its last ``session.started``)."""
-    scope = DEFAULT_SCOPE
+    return scopes_of(events)[-1]
+
+
+def scopes_of(events: Sequence[RecordedEvent]) -> list[str]:
+    """Every scope the session belonged to over ``events``, in order, the current last."""
+    scopes: list[str] = []
     for event in events:
         if event.type == "session.started":
             scope = str(event.data.get("scope") or DEFAULT_SCOPE)
-    return scope
+            if scope in scopes:
+                scopes.remove(scope)
+            scopes.append(scope)
+    return scopes or [DEFAULT_SCOPE]
 
 
-def read_prefix(conn: sa.Connection, session: str, position: int, profile: str) -> Prefix:
-    """The events ``profile`` needs to replay ``session`` at ``position``."""
+def read_prefix(conn: sa.Connection, session: str, position: int, profile: str, *,
+                every_scope: bool = False) -> Prefix:
+    """The events ``profile`` needs to replay ``session`` at ``position``; with
+    ``every_scope``, those of every scope it was in by then (a timeline's steps)."""
     own = read_stream_until(conn, session, position)
     if not own:
         raise ReplayError(f"unknown session {session!r} at position {position}")
-    scope = scope_of(own)
-    streams = [session, f"{SCOPE_PREFIX}{scope}"]
-    read = [own, read_stream_until(conn, streams[1], position)]
-    if scope_wide(profile):
-        for member in members_until(conn, scope, position):
-            if member != session:
-                streams.append(member)
-                read.append(read_stream_until(conn, member, position))
+    scopes = scopes_of(own) if every_scope else [scope_of(own)]
+    streams = [session]
+    read = [own]
+    wide = scope_wide(profile)
+    for scope in scopes:
+        streams.append(f"{SCOPE_PREFIX}{scope}")
+        read.append(read_stream_until(conn, streams[-1], position))
+        if wide:
+            for member in members_until(conn, scope, position):
+                if member not in streams:
+                    streams.append(member)
+                    read.append(read_stream_until(conn, member, position))
     merged = tuple(heapq.merge(*read, key=lambda event: event.position))
-    return Prefix(session, scope, position, merged, tuple(streams))
+    return Prefix(session, scopes[-1], position, merged, tuple(streams), tuple(scopes))
 
 
 class ScratchProjections:
@@ -238,7 +274,9 @@ def replay_prefix(live: sa.Connection, prefix: Prefix, profile: str, policy: Pol
     with scratch_projections() as scratch:
         scratch.fold(prefix.events)
         scratch.settle(prefix.position)
-        return Assembler(live, profile, policy).assemble(scratch, prefix.session, now)
+        assembly = Assembler(live, profile, policy).assemble(scratch, prefix.session, now)
+    index = MessageIndex(prefix.session, prefix.events)
+    return assembly.with_message_seqs(index.at(prefix.position))
 
 
 def default_now(live: sa.Connection, position: int) -> datetime:
@@ -261,33 +299,53 @@ def replay(live: sa.Connection, session: str, *, profile: str, until: int | date
 def timeline(live: sa.Connection, session: str, *, profile: str,
              until: int | datetime | None, policy: Policy | None, clock_now: datetime,
              progress: Progress | None = None) -> list[TimelineStep]:
-    """The assembly after each message of ``session`` up to ``until``; each step's ``now``
-    is its message's ``recorded_at``, so step k equals ``replay(until=<message k>)``."""
+    """The assembly after each event of the prefix that changes ``profile``'s inputs
+    (``Profile.inputs``), from the session's first event on; each step's ``now`` is its
+    event's ``recorded_at``, so a step equals ``replay(until=<its position>)``."""
     position = resolve_until(live, until, clock_now)
-    prefix = read_prefix(live, session, position, profile)
-    marks = [i for i, event in enumerate(prefix.events)
-             if event.stream_id == session and event.type == "message.appended"]
+    prefix = read_prefix(live, session, position, profile, every_scope=True)
+    marks = step_indexes(prefix, get_profile(profile).inputs)
+    index = MessageIndex(session, prefix.events)
     steps: list[TimelineStep] = []
     assembler = Assembler(live, profile, policy)
+    messages = seq = 0
     with scratch_projections() as scratch:
         start = 0
-        for number, index in enumerate(marks, start=1):
-            scratch.fold(prefix.events[start:index + 1])
-            start = index + 1
-            event = prefix.events[index]
+        for number, at in enumerate(marks, start=1):
+            batch = prefix.events[start:at + 1]
+            scratch.fold(batch)
+            start = at + 1
+            for event in batch:
+                if event.stream_id == session:
+                    seq = event.stream_version
+                    messages += event.type == "message.appended"
+            event = prefix.events[at]
             scratch.settle(event.position)
             assembly = assembler.assemble(scratch, session, event.recorded_at)
-            steps.append(TimelineStep(message=number, position=event.position,
-                                      seq=event.stream_version,
-                                      message_id=message_id_of(event), assembly=assembly))
+            is_message = event.stream_id == session and event.type == "message.appended"
+            steps.append(TimelineStep(
+                message=messages, position=event.position, seq=seq,
+                message_id=message_id_of(event) if is_message else None,
+                assembly=assembly.with_message_seqs(index.at(event.position)),
+                step=number, event_type=event.type, stream_id=event.stream_id))
             if progress is not None:
                 progress(number, len(marks))
     return steps
 
 
-def message_id_of(event: RecordedEvent) -> str:
-    """The id a ``message.appended`` is known by (its own, else its event id)."""
-    return str(event.data.get("message_id") or event.event_id)
+def step_indexes(prefix: Prefix, inputs: Inputs) -> list[int]:
+    """Indexes in ``prefix.events`` of the events a timeline steps on: those that change
+    ``inputs``, from the session's first event on (before it there is no session)."""
+    scope_streams = {f"{SCOPE_PREFIX}{scope}" for scope in prefix.scopes or (prefix.scope,)}
+    marks: list[int] = []
+    started = False
+    for i, event in enumerate(prefix.events):
+        where: Where = ("session" if event.stream_id == prefix.session
+                        else "scope" if event.stream_id in scope_streams else "peer")
+        started = started or where == "session"
+        if started and inputs.changed_by(event.type, where):
+            marks.append(i)
+    return marks
 
 
 def _aware(value: datetime) -> datetime:

@@ -1,30 +1,31 @@
 """Why: one item's decisions across a session's timeline, collapsed into runs (SPEC §4).
 
-For example ``mes_example: included at messages 1-4 (level chat_dialogue ≥ chat_dialogue,
-4 < 5); expired at message 5 (level chat_dialogue ≥ chat_dialogue, 5 ≥ 5)``. Each run
-shows the numbers of its first step: the ones that drove the change.
+The timeline steps on every event that changes the profile's inputs (``Profile.inputs``);
+consecutive steps with the same action, reason and range decision form a run, e.g.
+``mes_example: included at steps 1-5 (level chat_dialogue ≥ chat_dialogue, 0 < 5 …
+level chat_dialogue ≥ chat_dialogue, 4 < 5); expired at message 5 (…, 5 ≥ 5)``. A run
+whose steps are all messages is named by its message numbers. Every step keeps its own
+numbers (``WhyRun.steps``: the table and the JSON show them all); the line shows a run's
+first and last.
 
-A chat message older than the history window, or replaced by a summary, has no decision
-of its own: one range decision (``history:dropped``, ``summarized:<id>``) covers it, and
-``why`` resolves ``message:<id>`` through it by the message's sequence number. Likewise
-a novel item dropped in its tier's tail is listed (``items``) by the tier's one range
-decision (``warm:dropped``, …), which ``why`` shows for it.
+A chat message older than the history window, or replaced by a summary, and a novel item
+dropped in its tier's tail have no decision of their own: ``Assembly.decision`` finds the
+range decision that covers them (``history:dropped``, ``summarized:<id>``,
+``warm:dropped``, ...), and ``why`` names it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ctxledger.assembler.history_window import DROPPED_RANGE_ITEM
+from ctxledger.assembler.message_ranges import MESSAGE_PREFIX
 from ctxledger.assembler.model import Decision, DetailValue
-from ctxledger.replay import TimelineStep, message_id_of
+from ctxledger.message_index import message_id_of
+from ctxledger.replay import TimelineStep
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.records import RecordedEvent
-
-MESSAGE_PREFIX = "message:"
-SUMMARIZED_PREFIX = "summarized:"
 
 
 class WhyError(LedgerError):
@@ -32,10 +33,34 @@ class WhyError(LedgerError):
 
 
 @dataclass(frozen=True, slots=True)
+class WhyStep:
+    """The item's decision at one step of the timeline, with its numbers."""
+
+    step: int
+    message: int
+    """The session's messages so far."""
+    position: int
+    event_type: str
+    stream_id: str
+    is_message: bool
+    """The step is one of the session's messages."""
+    numbers: str
+    detail: dict[str, DetailValue]
+
+    def label(self, session: str) -> str:
+        """``message 3``, ``card.set`` or ``tool.used in alice-2``."""
+        if self.is_message:
+            return f"message {self.message}"
+        return self.event_type + ("" if self.stream_id == session else f" in {self.stream_id}")
+
+
+@dataclass(frozen=True, slots=True)
 class WhyRun:
-    """Consecutive messages at which the item got the same action and reason."""
+    """Consecutive steps at which the item got the same action and reason."""
 
     first: int
+    """The run's first step (1-based). When every step of the timeline is a message, the
+    step numbers are the message numbers."""
     last: int
     action: str
     reason: str
@@ -45,14 +70,28 @@ class WhyRun:
     covered_by: str | None = None
     """The range decision (``history:dropped``, ``summarized:<id>``, ``warm:dropped``)
     that decided it."""
+    first_message: int = 0
+    """The session's messages so far at ``first``; ``last_message`` at ``last``."""
+    last_message: int = 0
+    steps: list[WhyStep] = field(default_factory=list)
+    """Every step of the run, each with its own numbers."""
+
+    def span(self) -> str:
+        """``message 5`` or ``messages 1-4`` when every step is a message, else ``step 6``
+        or ``steps 1-5``."""
+        if self.steps and all(s.is_message for s in self.steps):
+            a, b, unit = self.first_message, self.last_message, "message"
+        else:
+            a, b, unit = self.first, self.last, "step"
+        return f"{unit} {a}" if a == b else f"{unit}s {a}-{b}"
 
     def describe(self) -> str:
-        """``expired at message 5 (…)`` or ``included at messages 1-4 (…)``."""
-        span = (f"message {self.first}" if self.first == self.last
-                else f"messages {self.first}-{self.last}")
+        """``expired at message 5 (…)`` or ``included at steps 1-4 (first … last)``."""
         via = f" via {self.covered_by}" if self.covered_by else ""
-        numbers = f" ({self.numbers})" if self.numbers else ""
-        return f"{self.action} at {span}{via}{numbers}"
+        last = self.steps[-1].numbers if self.steps else self.numbers
+        shown = self.numbers if last == self.numbers else f"{self.numbers} … {last}"
+        numbers = f" ({shown})" if shown else ""
+        return f"{self.action} at {self.span()}{via}{numbers}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,18 +102,20 @@ class WhyReport:
     item: str
     profile: str
     messages: int
+    """The session's messages in the timeline."""
     runs: list[WhyRun]
+    steps: int = 0
+    """The timeline's steps."""
 
     def line(self) -> str:
         """The whole explanation on one line."""
-        name = self.item
-        return f"{name}: " + "; ".join(run.describe() for run in self.runs)
+        return f"{self.item}: " + "; ".join(run.describe() for run in self.runs)
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready data (the same runs as the text)."""
+        """JSON-ready data (the same runs as the text, each with every step)."""
         return {"session": self.session, "item": self.item, "profile": self.profile,
-                "messages": self.messages, "explanation": self.line(),
-                "runs": [asdict(run) for run in self.runs]}
+                "messages": self.messages, "steps": self.steps,
+                "explanation": self.line(), "runs": [asdict(run) for run in self.runs]}
 
 
 def _compare(a: Any, b: Any) -> str:
@@ -110,66 +151,38 @@ def _message_seq(events: Sequence[RecordedEvent], message_id: str) -> int | None
     return None
 
 
-def covering(decisions: Sequence[Decision], seq: int) -> Decision | None:
-    """The range decision that covers message ``seq``, if any."""
-    for decision in decisions:
-        d = decision.detail
-        if decision.item == DROPPED_RANGE_ITEM:
-            first, before = d.get("first_seq"), d.get("before_seq")
-            if isinstance(first, int) and first <= seq and (
-                    not isinstance(before, int) or seq < before):
-                return decision
-        elif decision.item.startswith(SUMMARIZED_PREFIX):
-            through = d.get("through_seq")
-            if isinstance(through, int) and seq <= through:
-                return decision
-    return None
-
-
 def explain_item(session: str, item: str, profile: str, steps: Sequence[TimelineStep],
                  events: Sequence[RecordedEvent]) -> WhyReport:
-    """Collapse ``item``'s decision at each step into runs."""
+    """Collapse ``item``'s decision at each step (``Assembly.decision``) into runs."""
+    # A message is "not a candidate" (retracted, say) only once it has been appended.
     seq = (_message_seq(events, item[len(MESSAGE_PREFIX):])
            if item.startswith(MESSAGE_PREFIX) else None)
-    found: list[tuple[int, Decision, str | None]] = []
+    found: list[tuple[TimelineStep, Decision]] = []
     for step in steps:
-        decisions = step.assembly.decisions
-        own = next((d for d in decisions if d.item == item), None)
-        if own is not None:
-            found.append((step.message, own, None))
-            continue
-        if seq is None:
-            # A novel item dropped in its tier's tail: the tier's range decision lists it.
-            tail = next((d for d in decisions if d.covers(item)), None)
-            if tail is not None:
-                found.append((step.message, tail, tail.item))
-            continue
-        if step.seq < seq:
-            continue  # not a candidate yet (or never)
-        cover = covering(decisions, seq)
-        if cover is not None:
-            found.append((step.message, cover, cover.item))
-        else:
-            found.append((step.message, Decision(item=item, section="", action="dropped",
-                                                 reason="not_a_candidate"), None))
-    if not found or all(d.reason == "not_a_candidate" for _, d, _ in found):
+        try:
+            found.append((step, step.assembly.decision(item)))
+        except KeyError:
+            if seq is not None and step.seq >= seq:
+                found.append((step, Decision(item=item, section="", action="dropped",
+                                             reason="not_a_candidate")))
+    if not found or all(d.reason == "not_a_candidate" for _, d in found):
         known = sorted({d.item for step in steps for d in step.assembly.decisions})
         hint = ", ".join(known[:8]) + (", ..." if len(known) > 8 else "")
         raise WhyError(f"{item!r} is not a candidate in any assembly of session {session!r}"
                        f" ({profile}); items: {hint or 'none'}")
     runs: list[WhyRun] = []
-    for message, decision, via in found:
-        key = (decision.action, decision.reason, via)
+    for step, decision in found:
+        via = None if decision.item == item else decision.item
+        numbers = decision_numbers(decision)
+        shown = WhyStep(step.step, step.message, step.position, step.event_type,
+                        step.stream_id, step.is_message, numbers, dict(decision.detail))
         last = runs[-1] if runs else None
-        if last is not None and (last.action, last.reason, last.covered_by) == key \
-                and last.last + 1 == message:
-            runs[-1] = WhyRun(last.first, message, last.action, last.reason, last.numbers,
-                              last.detail, last.covered_by)
+        if last is not None and (last.action, last.reason, last.covered_by) == (
+                decision.action, decision.reason, via) and last.last + 1 == step.step:
+            last.steps.append(shown)
+            runs[-1] = replace(last, last=step.step, last_message=step.message)
             continue
-        runs.append(WhyRun(message, message, decision.action, decision.reason,
-                           decision_numbers(decision), _plain(decision.detail), via))
-    return WhyReport(session, item, profile, len(steps), runs)
-
-
-def _plain(detail: Mapping[str, DetailValue]) -> dict[str, DetailValue]:
-    return dict(detail)
+        runs.append(WhyRun(step.step, step.step, decision.action, decision.reason, numbers,
+                           dict(decision.detail), via, step.message, step.message, [shown]))
+    return WhyReport(session, item, profile, steps[-1].message if steps else 0, runs,
+                     len(steps))

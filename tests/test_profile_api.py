@@ -24,6 +24,7 @@ from rich.console import Console
 from ctxledger import Ledger
 from ctxledger.assembler.encodings import default_loader
 from ctxledger.assembler.engine import Engine, Frame, SectionLayout, joined
+from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles import _PROFILES, Profile
@@ -57,6 +58,7 @@ class EchoProfile(Profile):
     name: ClassVar[str] = "echo"
     policy_type: ClassVar[type[Policy]] = EchoPolicy
     report_type: ClassVar[type[ProfileReport]] = EchoReport
+    inputs: ClassVar[Inputs] = Inputs(session=frozenset({"message.appended"}))
 
     def request(self, policy: Policy, now: datetime, counter: TokenCounter) -> ViewRequest:
         return ViewRequest(history="full", now=now)
@@ -114,6 +116,9 @@ def test_a_new_profile_plugs_in_with_one_registration(ledger: Ledger,
     assert ledger.assemble("s1", "echo", now=NOW).report.echoed == 4  # type: ignore[attr-defined]
     assert ledger.assemble("s1", "echo", now=NOW,
                            policy={"profile": "echo", "last": 1}).text == "# Echo\ns1 4"
+    # Its timeline steps on what it declares: each message, and the setting.
+    steps = ledger.timeline("s1", profile="echo")
+    assert [s.event_type for s in steps] == ["message.appended"] * 5 + ["setting.changed"]
     # The CLI's text view falls back to the profile's default rendering.
     console = Console(record=True, width=100)
     console.print(assembly_view(assembly))

@@ -115,17 +115,74 @@ def test_replay_reads_only_the_streams_the_profile_needs(
         assert positions == sorted(positions) and len(set(positions)) == len(positions)
 
 
-def test_timeline_step_k_equals_a_replay_at_message_k(
+# The events that change each profile's inputs, restated from SPEC for the scenario.
+_STEPS_ON = {
+    "card": {"chat-1": {"message.appended", "message.retracted", "history.summarized",
+                        "card.set", "setting.changed"},
+             "scope:alice": {"setting.changed"}},
+    "session": {"chat-1": {"session.started", "tool.used", "observation.recorded",
+                           "setting.changed"},
+                "scope:alice": {"setting.changed", "tool.registered", "tool.removed"},
+                "peer": {"tool.used", "observation.recorded", "session.ended"}},
+    "novel": {"chat-1": {"item.put", "item.removed", "chapter.moved", "setting.changed"},
+              "scope:alice": {"setting.changed"}},
+}
+
+
+def test_timeline_steps_on_each_event_that_changes_the_profiles_inputs(
         scenario: tuple[Ledger, StepClock, list[int]]) -> None:
+    """Steps: the session's events of the profile's input types, its scope's, and (for
+    ``session``) its peers' in the scope, from its start; each equals a replay there."""
     ledger, _, _ = scenario
+    start = ledger.events("chat-1")[0].position
+    peers = {"alice-1", "alice-2", "mover"}
     messages = [e for e in ledger.events("chat-1") if e.type == "message.appended"]
-    for profile in ("card", "session"):
+    for profile, wanted in _STEPS_ON.items():
+        with ledger.engine.connect() as conn:
+            prefix = read_prefix(conn, "chat-1", ledger.head(), profile)
+        expected = [e for e in prefix.events if e.position >= start and e.type in wanted.get(
+            "peer" if e.stream_id in peers else e.stream_id, set())]
         steps = ledger.timeline("chat-1", profile=profile)
-        assert [s.position for s in steps] == [e.position for e in messages]
-        assert [s.message for s in steps] == list(range(1, len(messages) + 1))
+        assert [(s.position, s.event_type) for s in steps] == [
+            (e.position, e.type) for e in expected], profile
+        assert [s.step for s in steps] == list(range(1, len(steps) + 1))
         for step in steps:
             again = ledger.replay("chat-1", until=step.position, profile=profile)
             assert again.digest == step.assembly.digest
+            assert step.message == sum(1 for e in messages if e.position <= step.position)
+            assert step.is_message == (step.event_type == "message.appended"
+                                       and step.stream_id == "chat-1")
+    # A tool use in another session of the scope is a step of the session profile.
+    session_steps = ledger.timeline("chat-1", profile="session")
+    assert ("alice-2", "tool.used") in {(s.stream_id, s.event_type) for s in session_steps}
+
+
+@pytest.mark.parametrize("profile", profile_names())
+def test_nothing_changes_between_two_steps_of_a_timeline(
+        recorded: tuple[Ledger, Recorded], profile: str) -> None:
+    """Every position between two steps assembles (at the earlier step's ``now``) the same
+    decisions and text as that step: the timeline misses no event that changes them."""
+    ledger, found = recorded
+    checked = 0
+    for session in SESSIONS:
+        positions = sorted(p for (name, s, p) in found.digests if (name, s) == (profile,
+                                                                              session))
+        if not positions:
+            continue
+        steps = ledger.timeline(session, profile=profile)
+        for position in positions:
+            earlier = [s for s in steps if s.position <= position]
+            if not earlier:
+                continue
+            step = earlier[-1]
+            again = ledger.replay(session, until=position, profile=profile,
+                                  now=step.assembly.now)
+            assert (position, again.text, again.decisions) == (
+                position, step.assembly.text, step.assembly.decisions), (session, step.step)
+            checked += 1
+    if checked == 0:
+        pytest.skip(f"the scenario cannot serve profile {profile!r}: "
+                    f"{found.unservable.get(profile)}")
 
 
 def test_bad_replays_are_one_line_domain_errors(
@@ -153,6 +210,21 @@ def test_which_profiles_read_the_scopes_other_sessions() -> None:
     from ctxledger.replay import scope_wide
 
     assert scope_wide("session") and not scope_wide("card")
+
+
+def test_each_profile_declares_its_inputs_and_peers_only_when_it_reads_them() -> None:
+    """A timeline steps on peers' events only for a profile whose replay reads them."""
+    from ctxledger.assembler.profiles import get_profile
+    from ctxledger.replay import scope_wide
+    from ctxledger.store.catalog import CATALOG
+
+    for name in profile_names():
+        inputs = get_profile(name).inputs
+        assert bool(inputs.peers) == scope_wide(name), name
+        # Each type can be in the streams it is declared for.
+        for types, kind in ((inputs.session, "session"), (inputs.scope, "scope"),
+                            (inputs.peers, "session")):
+            assert all(kind in CATALOG[t].stream_kinds for t in types), (name, types)
 
 
 def test_every_example_assembly_replays_to_its_digest(db_url: str) -> None:

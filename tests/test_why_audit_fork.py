@@ -15,6 +15,7 @@ from ctxledger import Ledger, LedgerError
 from ctxledger.cli import app
 from ctxledger.cli_errors import DEBUG_ENV_VAR
 from ctxledger.config import ENV_VAR
+from ctxledger.why import decision_numbers
 from tests.helpers.scenario import StepClock, load_scenario
 
 CUSTOM = {"profile": "card", "compression_level": "none"}
@@ -70,21 +71,37 @@ def test_why_collapses_each_steps_decision_into_runs(loaded: Any) -> None:
     expired = next(run for run in report.runs if run.action == "expired")
     assert steps[expired.first - 1].position == first_five
     assert "5 ≥ 5" in expired.numbers and "chat_dialogue ≥ chat_dialogue" in expired.numbers
-    assert report.line().startswith("mes_example: included at messages 1-")
-    assert json.loads(json.dumps(report.to_json()))["runs"][0]["action"] == "included"
+    # Step 1 is the card (card.set), before any message: a run that holds it counts steps.
+    assert (steps[0].event_type, steps[0].message) == ("card.set", 0)
+    assert report.line().startswith("mes_example: included at steps 1-")
+    # Every step of a run keeps its own numbers: the message count moves within a run.
+    for run in report.runs:
+        assert [s.step for s in run.steps] == list(range(run.first, run.last + 1))
+        for shown in run.steps:
+            assert shown.numbers == decision_numbers(
+                steps[shown.step - 1].assembly.decision("mes_example"))
+    counts = [s.detail["message_count"] for s in report.runs[0].steps]
+    assert len(set(counts)) > 1 and "0 < 5 … " in report.line()
+    data = json.loads(json.dumps(report.to_json()))
+    assert data["runs"][0]["action"] == "included" and data["steps"] == len(steps)
+    assert [len(r["steps"]) for r in data["runs"]] == [r.last - r.first + 1
+                                                       for r in report.runs]
+    assert data["runs"][0]["steps"][1]["numbers"] == report.runs[0].steps[1].numbers
 
 
 def test_why_resolves_a_message_covered_by_a_range_decision(loaded: Any) -> None:
     ledger, _ = loaded
     report = ledger.why("chat-1", "message:m1")
-    assert report.runs[0].first == 1 and report.runs[0].covered_by is None
+    steps = ledger.timeline("chat-1")
+    assert steps[report.runs[0].first - 1].message_id == "m1"
+    assert report.runs[0].first_message == 1 and report.runs[0].covered_by is None
     covered = [run for run in report.runs if run.covered_by is not None]
     assert covered, report.line()
     last = ledger.timeline("chat-1")[-1].assembly
     names = {d.item for d in last.decisions}
     assert "message:m1" not in names
     assert covered[-1].covered_by in names
-    assert covered[-1].last == report.messages
+    assert covered[-1].last == report.steps == len(steps)
 
 
 def test_why_resolves_a_novel_item_dropped_in_its_tiers_tail(db_url: str) -> None:
@@ -108,10 +125,13 @@ def test_why_resolves_a_novel_item_dropped_in_its_tiers_tail(db_url: str) -> Non
         assert "w4" not in {d.item for d in last.decisions}
         tail = last.decision("cold:dropped")
         assert tail.covers("w4") and tail.detail["items"][0] == "w4"  # type: ignore[index]
+        # Steps: the setting, then each item.put (messages are no input of novel's).
+        steps = ledger.timeline("book", profile="novel")
+        assert [s.event_type for s in steps] == ["setting.changed"] + ["item.put"] * 5
         assert [(r.first, r.last, r.action, r.reason, r.covered_by) for r in report.runs] \
-            == [(2, 3, "dropped", "cold_over_budget", "cold:dropped")]
+            == [(6, 6, "dropped", "cold_over_budget", "cold:dropped")]
         assert "limit 20" in report.runs[0].numbers
-        assert report.line().startswith("w4: dropped at messages 2-3 via cold:dropped")
+        assert report.line().startswith("w4: dropped at step 6 via cold:dropped")
         # A kept item still has its own decisions.
         kept = ledger.why("book", "w0", profile="novel")
         assert [(r.action, r.covered_by) for r in kept.runs] == [("included", None)]
@@ -128,7 +148,7 @@ def test_why_an_unknown_item_is_a_one_line_error(loaded: Any, db_url: str) -> No
     _one_error_line(_cli(db_url, "why", "ghost", "mes_example"), "unknown session 'ghost'")
     shown = _cli(db_url, "why", "chat-1", "mes_example", "--format", "text")
     assert shown.exit_code == 0, shown.stderr
-    assert "mes_example: included at messages" in shown.stdout
+    assert "mes_example: included at steps" in shown.stdout
 
 
 # -- audit -------------------------------------------------------------------------------------

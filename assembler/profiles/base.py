@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.report import ProfileReport
@@ -34,6 +35,9 @@ class Profile(ABC):
     name: ClassVar[str]
     policy_type: ClassVar[type[Policy]]
     report_type: ClassVar[type[ProfileReport]]
+    inputs: ClassVar[Inputs]
+    """The events that change what it assembles from (``assembler.inputs``): a timeline
+    steps on each of them and on no other."""
     shows_state: ClassVar[bool] = False
     """True for a profile with a state section, which an agent's manifest scopes
     (``assemble --agent``); no profile filters anything else by agent."""

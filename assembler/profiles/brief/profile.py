@@ -42,6 +42,7 @@ from ctxledger.assembler.engine import (
     round_score,
 )
 from ctxledger.assembler.errors import AssemblyError
+from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles.base import Profile, report_of
@@ -108,6 +109,12 @@ class BriefProfile(Profile):
     name: ClassVar[str] = "brief"
     policy_type: ClassVar[type[Policy]] = BriefPolicy
     report_type: ClassVar[type[ProfileReport]] = BriefReport
+    # Messages form its query; knowledge is the scope's; earlier summaries are peers'.
+    inputs: ClassVar[Inputs] = Inputs(
+        session=frozenset({"message.appended", "message.retracted", "history.summarized",
+                           "persona.set"}),
+        scope=frozenset({"snippet.added", "entity.put", "source.registered"}),
+        peers=frozenset({"session.ended"}))
 
     def request(self, policy: Policy, now: datetime, counter: TokenCounter) -> ViewRequest:
         """Knowledge (snippets incrementally, through the index memo), the last N messages

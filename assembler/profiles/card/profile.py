@@ -41,6 +41,8 @@ from ctxledger.assembler.engine import (
 )
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.history_window import WindowMessage, fill_window, message_item
+from ctxledger.assembler.inputs import Inputs
+from ctxledger.assembler.message_ranges import SUMMARIZED_PREFIX
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles.base import Profile, report_of
@@ -92,6 +94,8 @@ class CardProfile(Profile):
     name: ClassVar[str] = "card"
     policy_type: ClassVar[type[Policy]] = CardPolicy
     report_type: ClassVar[type[ProfileReport]] = CardReport
+    inputs: ClassVar[Inputs] = Inputs(session=frozenset({
+        "message.appended", "message.retracted", "history.summarized", "card.set"}))
 
     def request(self, policy: Policy, now: datetime, counter: TokenCounter) -> ViewRequest:
         """``tail`` (+ the token memo) when summaries apply, else ``full``; windowed to the
@@ -334,7 +338,8 @@ def _summary(engine: Engine, history: History, policy: CardPolicy, summarizing: 
     if any(message.seq <= summary.through_seq for message in history.messages):
         raise AssemblyError(f"the read view's tail overlaps the summary (through seq "
                             f"{summary.through_seq})")
-    block = engine.candidate(f"summarized:{summary.through_message_id}", SECTION_HISTORY, "")
+    block = engine.candidate(f"{SUMMARIZED_PREFIX}{summary.through_message_id}",
+                             SECTION_HISTORY, "")
     engine.exclude(block, "dropped", "summarized", through_seq=summary.through_seq,
                    messages=history.summarized_count, tokens=replaced)
     return engine.include(candidate, "summary_replaces_messages",

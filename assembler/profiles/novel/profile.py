@@ -45,6 +45,7 @@ from ctxledger.assembler.engine import (
     SectionLayout,
     ranked,
 )
+from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles.base import Profile, report_of
@@ -206,6 +207,8 @@ class NovelProfile(Profile):
     name: ClassVar[str] = "novel"
     policy_type: ClassVar[type[Policy]] = NovelPolicy
     report_type: ClassVar[type[ProfileReport]] = NovelReport
+    inputs: ClassVar[Inputs] = Inputs(session=frozenset({
+        "item.put", "item.removed", "chapter.moved"}))
 
     def request(self, policy: Policy, now: datetime, counter: TokenCounter) -> ViewRequest:
         """The session's context items (the chapter is always in the view)."""

@@ -35,6 +35,7 @@ from ctxledger.assembler.engine import (
     joined,
 )
 from ctxledger.assembler.errors import AssemblyError
+from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles.base import Profile, report_of
@@ -93,6 +94,12 @@ class SessionProfile(Profile):
     name: ClassVar[str] = "session"
     policy_type: ClassVar[type[Policy]] = SessionPolicy
     report_type: ClassVar[type[ProfileReport]] = SessionReport
+    # Its own start is an input (the context it exists for); usage, observations and the
+    # previous session come from every session of the scope, tools from the scope.
+    inputs: ClassVar[Inputs] = Inputs(
+        session=frozenset({"session.started", "tool.used", "observation.recorded"}),
+        scope=frozenset({"tool.registered", "tool.removed"}),
+        peers=frozenset({"tool.used", "observation.recorded", "session.ended"}))
 
     def request(self, policy: Policy, now: datetime, counter: TokenCounter) -> ViewRequest:
         """Previous session, recent observations, tools and their usage in the window."""

@@ -230,12 +230,17 @@ def fork(
         help="The new session stream (must not exist).", metavar="NEW_SESSION")],
     at: Annotated[int, typer.Option("--at", metavar="POS", min=0,
                                     help="Copy the events up to this log position.")],
+    count: Annotated[bool, typer.Option(
+        "--count", help="Count the copies toward the scope as new activity (tool usage, "
+        "observations, ended sessions, rollups). By default they count only in the new "
+        "session, so the fork changes nothing the original or its scope shows.")] = False,
 ) -> None:
-    """Copy a session's events up to a position into a new session (new ids)."""
+    """Copy a session's events up to a position into a new session (new ids, the
+    original times)."""
     from ctxledger import render
 
     # A fork copies an existing session, so a missing database is an error, not created.
     with open_existing(_db(ctx)) as ledger:
-        result = ledger.fork(session, new_session, at)
+        result = ledger.fork(session, new_session, at, count=count)
     typer.echo(render.dumps({**render.append_record(result), "forked_from": session,
-                             "at": at}))
+                             "at": at, "counted": count}))

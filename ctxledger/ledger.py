@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from itertools import groupby
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -408,16 +409,32 @@ class Ledger:
                                  self.timeline(session, profile=name, until=until,
                                                policy=chosen))
 
-    def fork(self, session: str, new_session: str, at: int) -> AppendResult:
+    def fork(self, session: str, new_session: str, at: int, *,
+             count: bool = False) -> AppendResult:
         """Copy ``session``'s events up to position ``at`` into the new stream
-        ``new_session`` (new ids; ``causation_id`` and ``forked_from`` in the metadata)."""
+        ``new_session``, in one transaction: new ids, the original ``recorded_at``;
+        ``causation_id``, ``forked_from`` and the fork's time in the metadata.
+
+        The copies count toward the scope's usage (tool usage, observations, ended
+        sessions, rollups) only with ``count=True``; events appended to the fork later
+        always do (``ctxledger.fork``)."""
         from ctxledger.fork import ForkError, fork_events
 
         if self.log.stream_version(new_session) > 0:
             raise ForkError(f"stream {new_session!r} already exists: fork onto a new one")
         copies = fork_events(self.events(session), session, new_session, at,
-                             head=self.head())
-        return self.append(new_session, copies, expected_version=0)
+                             head=self.head(), fork_time=self.clock(), count=count)
+        positions: list[int] = []
+        version = 0
+        with self.log.transaction() as conn:
+            # A batch has one recorded_at: one append per run of copies of one time.
+            for when, run in groupby(copies, key=lambda copy: copy.recorded_at):
+                done = self.log.append_in(conn, new_session, [c.event for c in run],
+                                          expected_version=version, recorded_at=when)
+                positions.extend(done.positions)
+                version = done.stream_version
+        return AppendResult(positions=tuple(positions), stream_version=version,
+                            duplicate=False)
 
     # -- maintenance --------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import ClassVar
 import sqlalchemy as sa
 
 from ctxledger.projections.base import Projection, metadata
+from ctxledger.projections.fork_copies import counts_in_scope
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.projections.session_scopes import (
     record_session_scope,
@@ -40,7 +41,8 @@ class ObservationsProjection(Projection):
     """Observations by scope, in log order."""
 
     name: ClassVar[str] = "observations"
-    version: ClassVar[int] = 1
+    # v2: a fork's copies that do not count toward the scope add no observation.
+    version: ClassVar[int] = 2
     tables: ClassVar[tuple[sa.Table, ...]] = (observation_scopes, observations)
     handles: ClassVar[frozenset[str]] = frozenset({"session.started", "observation.recorded"})
 
@@ -51,6 +53,8 @@ class ObservationsProjection(Projection):
         if event.type == "session.started":
             record_session_scope(observation_scopes, event, rows)
             return
+        if not counts_in_scope(event.metadata):
+            return  # the scope has it already, from the session the fork copied
         data = event.data
         rows.put(observations, {
             "scope": session_scope(observation_scopes, event.stream_id, rows),

@@ -34,7 +34,7 @@ from ctxledger.projections.session_stats import ROLES, messages, sessions
 from ctxledger.projections.settings import scope_settings, session_settings
 from ctxledger.projections.token_cache import load_history_memo
 from ctxledger.projections.tool_registry import scope_tools
-from ctxledger.projections.tool_usage import tool_usage, tool_uses
+from ctxledger.projections.tool_usage import tool_usage, tool_uses, tool_uses_late
 from ctxledger.projections.view import (
     Document,
     Entity,
@@ -397,25 +397,41 @@ def load_tools(conn: sa.Connection, scope: str) -> tuple[Tool, ...]:
                         key=lambda tool: tool.name))
 
 
+def _of_tool(table: sa.Table) -> sa.ColumnElement[bool]:
+    """``table``'s uses of the outer ``tool_usage`` row's tool (a correlated key prefix)."""
+    return sa.and_(table.c.scope == tool_usage.c.scope,
+                   table.c.tool_name == tool_usage.c.tool_name,
+                   table.c.server_name == tool_usage.c.server_name)
+
+
 def _use_seek(column: sa.ColumnElement[Any], bound: sa.ColumnElement[bool],
               newest: bool) -> sa.ScalarSelect[Any]:
-    """``column`` of the tool's newest use satisfying ``bound`` (oldest if not ``newest``):
-    one seek on the ``tool_uses`` key, correlated with the outer ``tool_usage`` row."""
+    """``column`` of the tool's newest in-order use satisfying ``bound`` (oldest if not
+    ``newest``): one seek on the ``tool_uses`` key."""
     order = ((tool_uses.c.used_at.desc(), tool_uses.c.seq.desc()) if newest
              else (tool_uses.c.used_at.asc(), tool_uses.c.seq.asc()))
-    return (sa.select(column)
-            .where(tool_uses.c.scope == tool_usage.c.scope,
-                   tool_uses.c.tool_name == tool_usage.c.tool_name, bound)
+    return (sa.select(column).where(_of_tool(tool_uses), bound)
             .order_by(*order).limit(1).scalar_subquery())
+
+
+def _late_in(window: tuple[datetime, datetime],
+             figure: sa.ColumnElement[Any]) -> sa.ScalarSelect[Any]:
+    """``figure`` over the tool's late uses inside ``window``: a range of the
+    ``tool_uses_late`` key, which holds only uses that came out of time order."""
+    lo, hi = window
+    late = tool_uses_late.c
+    return (sa.select(figure).where(_of_tool(tool_uses_late), late.used_at >= lo,
+                                    late.used_at <= hi).scalar_subquery())
 
 
 def load_tool_usage(conn: sa.Connection, scope: str,
                     window: tuple[datetime, datetime] | None) -> tuple[ToolUsage, ...]:
-    """Usage of every tool used in the scope, by name; window counts when a window is given.
+    """Usage of every tool used in the scope, by name then server; window counts when a
+    window is given.
 
-    Uses of a tool are numbered 1, 2, 3... in time order, so the count in ``[lo, hi]`` is
-    the number of the last use at or before ``hi`` minus that of the first use at or after
-    ``lo``, plus one.
+    In-order uses of a tool are numbered 1, 2, 3... in time order, so their count in
+    ``[lo, hi]`` is the number of the last one at or before ``hi`` minus that of the
+    first one at or after ``lo``, plus one; the late uses inside the window are added.
     """
     columns: list[Any] = [tool_usage.c.tool_name, tool_usage.c.server_name,
                           tool_usage.c.lifetime_count, tool_usage.c.last_used]
@@ -426,23 +442,41 @@ def load_tool_usage(conn: sa.Connection, scope: str,
             _use_seek(tool_uses.c.seq, tool_uses.c.used_at <= hi, newest=True).label("last"),
             _use_seek(tool_uses.c.used_at, tool_uses.c.used_at <= hi,
                       newest=True).label("last_at"),
+            _late_in(window, sa.func.count()).label("late"),
+            _late_in(window, sa.func.max(tool_uses_late.c.used_at)).label("late_at"),
         ]
-    rows = conn.execute(sa.select(*columns).where(tool_usage.c.scope == scope)
-                        .order_by(tool_usage.c.tool_name)).mappings()
+    rows = conn.execute(sa.select(*columns).where(tool_usage.c.scope == scope)).mappings()
     out = []
     for r in rows:
         count, last_at = 0, None
-        if window is not None and r["first"] is not None and r["last"] is not None:
-            count = max(0, int(r["last"]) - int(r["first"]) + 1)
-            last_at = r["last_at"] if count else None
-        out.append(ToolUsage(tool_name=r["tool_name"], server_name=r["server_name"],
+        if window is not None:
+            if r["first"] is not None and r["last"] is not None:
+                count = max(0, int(r["last"]) - int(r["first"]) + 1)
+                last_at = r["last_at"] if count else None
+            late = int(r["late"] or 0)
+            if late:
+                count += late
+                last_at = r["late_at"] if last_at is None else max(last_at, r["late_at"])
+        out.append(ToolUsage(tool_name=r["tool_name"], server_name=r["server_name"] or None,
                              window_count=count, window_last_used=last_at,
                              lifetime_count=int(r["lifetime_count"]),
                              lifetime_last_used=r["last_used"]))
-    return tuple(sorted(out, key=lambda usage: usage.tool_name))
+    return tuple(sorted(out, key=lambda usage: (usage.tool_name, usage.server_name or "")))
 
 
 # -- scope-wide sections ------------------------------------------------------------------
+
+def session_lineage(conn: sa.Connection, stream_id: str) -> list[str]:
+    """``stream_id`` and the sessions it was forked from, nearest first (a primary-key
+    read per fork). A fork's copied history is theirs, so none of them is another
+    session of the scope for it."""
+    chain = [stream_id]
+    while True:
+        parent = conn.execute(sa.select(sessions.c.forked_from)
+                              .where(sessions.c.stream_id == chain[-1])).scalar()
+        if parent is None or parent in chain:
+            return chain
+        chain.append(str(parent))
 
 def load_observations(conn: sa.Connection, scope: str, limit: int) -> tuple[Observation, ...]:
     """The scope's ``limit`` most recent observations, oldest first."""
@@ -458,12 +492,13 @@ def load_observations(conn: sa.Connection, scope: str, limit: int) -> tuple[Obse
 
 def load_previous_session(conn: sa.Connection, scope: str,
                           stream_id: str) -> PreviousSession | None:
-    """The scope's most recently ended session other than ``stream_id``."""
+    """The scope's most recently ended session other than ``stream_id`` and the sessions
+    it was forked from."""
     row = conn.execute(
         sa.select(sessions.c.stream_id, sessions.c.end_summary, sessions.c.ended_at,
                   sessions.c.ended_position)
         .where(sessions.c.scope == scope, sessions.c.ended_position.is_not(None),
-               sessions.c.stream_id != stream_id)
+               sessions.c.stream_id.not_in(session_lineage(conn, stream_id)))
         .order_by(sessions.c.ended_position.desc()).limit(1)).mappings().first()
     if row is None:
         return None
@@ -586,15 +621,16 @@ def load_snippet_set(conn: sa.Connection, scope: str, probe: SnippetProbe | None
 
 def load_ended_sessions(conn: sa.Connection, scope: str, stream_id: str,
                         limit: int) -> tuple[PreviousSession, ...]:
-    """The scope's ``limit`` latest ended sessions (not ``stream_id``) with a summary,
-    newest first: a seek on (scope, ended_position)."""
+    """The scope's ``limit`` latest ended sessions (not ``stream_id`` nor the sessions it
+    was forked from) with a summary, newest first: a seek on (scope, ended_position)."""
     if limit <= 0:
         return ()
     rows = conn.execute(
         sa.select(sessions.c.stream_id, sessions.c.end_summary, sessions.c.ended_at,
                   sessions.c.ended_position)
         .where(sessions.c.scope == scope, sessions.c.ended_position.is_not(None),
-               sessions.c.stream_id != stream_id, sessions.c.end_summary.is_not(None))
+               sessions.c.stream_id.not_in(session_lineage(conn, stream_id)),
+               sessions.c.end_summary.is_not(None))
         .order_by(sessions.c.ended_position.desc()).limit(limit)).mappings()
     return tuple(PreviousSession(stream_id=r["stream_id"], summary=r["end_summary"],
                                  ended_at=r["ended_at"], position=int(r["ended_position"]))

@@ -2,12 +2,13 @@
 ``usage_daily_*`` tables (SPEC §5).
 
 - tool uses per (scope, tool, day) from the tool-usage projection's per-use rows, and per
-  MCP server (the caller says which server a tool name belongs to);
+  MCP server (the ``server_name`` a use gave, else the server the caller finds in the
+  tool's name);
 - messages appended and retracted per (scope, day), from the day's events;
 - ``context.assembled`` figures per (scope, profile, day), from the day's events.
 
 A day is ``[00:00, 24:00)`` UTC of ``recorded_at`` (``used_at`` for tool uses). Reads go
-through ``ix_events_recorded_at`` (tool uses: one ``tool_uses`` key seek per known tool),
+through ``ix_events_recorded_at`` (tool uses: one key seek per known tool in each use table),
 so a day costs what it holds, never the history.
 This module only computes and writes rows; ``ctxledger.rollup`` runs the job around it
 (lock, one transaction per day, the ``rollup.completed`` event).
@@ -24,8 +25,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger.projections.session_scopes import DEFAULT_SCOPE
-from ctxledger.projections.session_stats import sessions
-from ctxledger.projections.tool_usage import known_tool_uses, tool_uses
+from ctxledger.projections.session_stats import counted_in_scope, sessions
+from ctxledger.projections.tool_usage import USE_TABLES, known_uses
 from ctxledger.projections.usage_rollups import (
     JOB_TABLES,
     rollup_days,
@@ -144,8 +145,8 @@ def compute_day(conn: sa.Connection, day: date, *, server_of: ServerOf,
     start = day_start(day)
     span = _Span(start, start + DAY, until if until is not None and until < start + DAY
                  else None)
-    tools = _tool_rows(conn, span, scope)
-    return DayFigures(day, tools, _server_rows(tools, server_of),
+    uses = _use_rows(conn, span, scope)
+    return DayFigures(day, _tool_rows(uses), _server_rows(uses, server_of),
                       _message_rows(conn, span, scope), _token_rows(conn, span, scope))
 
 
@@ -162,21 +163,50 @@ class _Span:
         return sa.and_(column >= self.start, last)
 
 
-def _tool_rows(conn: sa.Connection, span: _Span, scope: str | None) -> list[Row]:
-    t = tool_uses.c
-    query = (sa.select(t.scope, t.tool_name, sa.func.count().label("uses"),
-                       sa.func.max(t.used_at).label("last_used"))
-             .where(known_tool_uses(), span.holds(t.used_at))
-             .group_by(t.scope, t.tool_name).order_by(t.scope, t.tool_name))
-    if scope is not None:
-        query = query.where(t.scope == scope)
-    return [dict(r._mapping) for r in conn.execute(query)]
+def _use_rows(conn: sa.Connection, span: _Span, scope: str | None) -> list[Row]:
+    """``scope, tool_name, server_name, uses, last_used`` per tool (name and server) with
+    uses in the span, in-order and late ones alike, in key order."""
+    totals: dict[tuple[str, str, str], Row] = {}
+    for table in USE_TABLES:
+        t = table.c
+        query = (sa.select(t.scope, t.tool_name, t.server_name, sa.func.count().label("uses"),
+                           sa.func.max(t.used_at).label("last_used"))
+                 .where(known_uses(table), span.holds(t.used_at))
+                 .group_by(t.scope, t.tool_name, t.server_name))
+        if scope is not None:
+            query = query.where(t.scope == scope)
+        for found in conn.execute(query):
+            row = dict(found._mapping)
+            key = (row["scope"], row["tool_name"], row["server_name"])
+            before = totals.get(key)
+            if before is not None:
+                row["uses"] += before["uses"]
+                row["last_used"] = max(row["last_used"], before["last_used"])
+            totals[key] = row
+    return [totals[key] for key in sorted(totals)]
 
 
-def _server_rows(tools: Iterable[Row], server_of: ServerOf) -> list[Row]:
+def _tool_rows(uses: Iterable[Row]) -> list[Row]:
+    """``scope, tool_name, uses, last_used`` per tool name (its servers together)."""
     totals: dict[tuple[str, str], Row] = {}
-    for row in tools:
-        server = server_of(row["tool_name"])
+    for row in uses:
+        key = (row["scope"], row["tool_name"])
+        before = totals.get(key)
+        if before is None:
+            totals[key] = {"scope": key[0], "tool_name": key[1], "uses": row["uses"],
+                           "last_used": row["last_used"]}
+        else:
+            before["uses"] += row["uses"]
+            before["last_used"] = max(before["last_used"], row["last_used"])
+    return [totals[key] for key in sorted(totals)]
+
+
+def _server_rows(uses: Iterable[Row], server_of: ServerOf) -> list[Row]:
+    """Per MCP server: the ``server_name`` the uses gave, else ``server_of`` their name
+    (the session profile's rule)."""
+    totals: dict[tuple[str, str], Row] = {}
+    for row in uses:
+        server = row["server_name"] or server_of(row["tool_name"])
         if server is None:
             continue
         key = (row["scope"], server)
@@ -192,11 +222,13 @@ def _server_rows(tools: Iterable[Row], server_of: ServerOf) -> list[Row]:
 
 def _day_events(types: tuple[str, ...], span: _Span, scope: str | None,
                 *columns: sa.ColumnElement[Any]) -> sa.Select[Any]:
-    """The day's events of ``types`` with their session's scope (``default`` if unknown)."""
+    """The day's events of ``types`` with their session's scope (``default`` if unknown),
+    but a fork's copies that do not count toward the scope."""
     scope_col = sa.func.coalesce(sessions.c.scope, DEFAULT_SCOPE)
     query = (sa.select(scope_col.label("scope"), *columns)
              .select_from(events.outerjoin(sessions, sessions.c.stream_id == events.c.stream_id))
-             .where(span.holds(events.c.recorded_at), events.c.type.in_(types)))
+             .where(span.holds(events.c.recorded_at), events.c.type.in_(types),
+                    counted_in_scope(events.c.stream_version)))
     return query if scope is None else query.where(scope_col == scope)
 
 

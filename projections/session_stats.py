@@ -8,6 +8,12 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 
 from ctxledger.projections.base import Projection, RawEvent, TimeOf, metadata
+from ctxledger.projections.fork_copies import (
+    FORKED_FROM,
+    counts_in_scope,
+    is_copy,
+    raw_counts_in_scope,
+)
 from ctxledger.projections.rowstore import Row, RowStore
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType, UTCDateTime
@@ -38,10 +44,16 @@ sessions = sa.Table(
     sa.Column("summary_through_message_id", sa.String(200)),
     sa.Column("summary_through_seq", sa.Integer),
     sa.Column("summary_position", PositionType),
+    # A fork's copies that do not count toward the scope are its first versions: the
+    # daily rollups skip events of the session up to this version.
+    sa.Column("copied_versions", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("forked_from", sa.String(200)),
     sa.Index("ix_sessions_scope_ended", "scope", "ended_position"),
     sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
-"""One row per session stream."""
+"""One row per session stream. ``forked_from`` is the session a fork copied (from its
+copied ``session.started``); ``ended_position`` is left unset by a copied ``session.ended``
+that does not count, so a fork is not one of the scope's ended sessions for its copy."""
 
 messages = sa.Table(
     "messages",
@@ -86,7 +98,7 @@ def find_message(rows: RowStore, stream_id: str, message_id: str) -> Row | None:
     return row if row is not None and row["message_id"] == message_id else None
 
 
-_SESSION_DEFAULTS = {"scope": "default"}
+_SESSION_DEFAULTS = {"scope": "default", "copied_versions": 0}
 
 _SESSION_TYPES = frozenset({
     "session.started", "session.ended", "message.appended", "message.retracted",
@@ -140,6 +152,8 @@ class _StatsRebuildFold:
     def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
         stream: str = raw[1]
         kind = raw[4]
+        if not raw_counts_in_scope(raw[7]):
+            return self._by_apply(stream)  # marks the session's copied versions
         if kind == "message.appended":
             role = data["role"]
             counter = _ROLE_COUNTS.get(role)
@@ -213,8 +227,9 @@ class SessionStatsProjection(Projection):
 
     name: ClassVar[str] = "session_stats"
     # v2: appending an explicit message_id again replaces that message instead of
-    # counting it twice. v3: a replaced message counts as retracted.
-    version: ClassVar[int] = 3
+    # counting it twice. v3: a replaced message counts as retracted. v4: a fork's
+    # copies are marked (``copied_versions``, ``forked_from``).
+    version: ClassVar[int] = 4
     tables: ClassVar[tuple[sa.Table, ...]] = (sessions, messages, message_ids)
     handles: ClassVar[frozenset[str]] = _SESSION_TYPES
 
@@ -232,6 +247,9 @@ class SessionStatsProjection(Projection):
         assign: dict[str, Any] = {"last_activity": event.recorded_at,
                                   "last_position": event.position}
         kind = event.type
+        counts = counts_in_scope(event.metadata)
+        if not counts:
+            assign["copied_versions"] = event.stream_version
         if kind == "message.appended":
             role = data["role"]
             add = {f"messages_{role}": 1, "messages_total": 1}
@@ -272,9 +290,19 @@ class SessionStatsProjection(Projection):
         elif kind == "session.started":
             assign.update(scope=data.get("scope", "default"), title=data.get("title"),
                           agent=data.get("agent"), started_at=event.recorded_at)
+            if is_copy(event.metadata):
+                assign["forked_from"] = event.metadata[FORKED_FROM]
         elif kind == "session.ended":
-            assign.update(ended_at=event.recorded_at, ended_position=event.position,
-                          end_summary=data.get("summary"))
+            assign.update(ended_at=event.recorded_at, end_summary=data.get("summary"))
+            if counts:
+                assign["ended_position"] = event.position
         elif kind == "chapter.moved":
             assign.update(chapter=data["chapter"], scene=data.get("scene"))
         rows.bump(sessions, key, add=add, set=assign, defaults=_SESSION_DEFAULTS)
+
+
+def counted_in_scope(event_version: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
+    """SQL for ``fork_copies.counts_in_scope`` of a session event joined to its
+    ``sessions`` row (outer join: a stream without one counts): its stream version is
+    past the session's uncounted copies."""
+    return event_version > sa.func.coalesce(sessions.c.copied_versions, 0)

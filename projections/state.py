@@ -87,7 +87,7 @@ def top_tools(usage: tuple[ToolUsage, ...],
               limit: int = TOP_TOOLS_LIMIT) -> list[dict[str, Any]]:
     """The ``limit`` tools used most in the window (then by name); unused ones are left out."""
     used = sorted((u for u in usage if u.window_count > 0),
-                  key=lambda u: (-u.window_count, u.tool_name))
+                  key=lambda u: (-u.window_count, u.tool_name, u.server_name or ""))
     return [{"name": u.tool_name, "server_name": u.server_name, "uses": u.window_count,
              "last_used": _iso(u.window_last_used), "lifetime_uses": u.lifetime_count}
             for u in used[:limit]]

@@ -1,13 +1,19 @@
 """Tool usage per scope: lifetime count and last use per tool, plus every use's exact time.
 
-Each use gets ``seq`` = the tool's lifetime count after that use, so the number of uses
-in a window ``[lo, hi]`` is ``seq(last use <= hi) - seq(first use >= lo) + 1``: two index
-seeks on ``(scope, tool_name, used_at, seq)``, whatever the history length. The formula
-only needs the rows inside the window, so the nightly job may prune older raw rows.
+A tool is a ``(tool_name, server_name)`` pair: the same bare name reported by two MCP
+servers (``create_issue`` of ``github`` and of ``linear``) is two tools, each credited to
+its own server. ``server_name`` is ``''`` for a use that names no server.
 
-``used_at`` is the event's ``recorded_at`` clamped to be non-decreasing per tool: if the
-clock steps back, a use is stamped with the tool's previous ``last_used``. That keeps
-``seq`` and ``used_at`` in the same order, which the window arithmetic relies on.
+Uses arriving in time order (each at or after the tool's newest use so far) get ``seq`` =
+the tool's count of such uses, so the number of them in a window ``[lo, hi]`` is
+``seq(last use <= hi) - seq(first use >= lo) + 1``: two index seeks on ``tool_uses``,
+whatever the history length. A use older than the tool's newest (a clock stepping back,
+an import with trusted timestamps of a log grouped by session) is kept at its own time in
+``tool_uses_late`` and counted there by a range read of the window, which holds only such
+uses. The formulas only need the rows inside the window, so the nightly job may prune
+older raw rows.
+
+A fork's copies that do not count toward the scope (``fork_copies``) are not uses.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 
 from ctxledger.projections.base import Projection, RawEvent, TimeOf, metadata
+from ctxledger.projections.fork_copies import counts_in_scope, raw_counts_in_scope
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.projections.session_scopes import (
     record_session_scope,
@@ -29,6 +36,9 @@ from ctxledger.store.records import NewEvent, RecordedEvent
 from ctxledger.store.schema import UTCDateTime
 from ctxledger.store.streams import stream_kind
 
+NO_SERVER = ""
+"""``server_name`` of a use that names no server."""
+
 tool_usage_scopes = session_scope_table("tool_usage_session_scopes")
 """The scope each session's uses are attributed to."""
 
@@ -37,36 +47,51 @@ tool_usage = sa.Table(
     metadata,
     sa.Column("scope", sa.Text, primary_key=True),
     sa.Column("tool_name", sa.Text, primary_key=True),
-    sa.Column("server_name", sa.Text),
+    sa.Column("server_name", sa.Text, primary_key=True),
     sa.Column("lifetime_count", sa.Integer, nullable=False),
     sa.Column("last_used", UTCDateTime, nullable=False),
+    sa.Column("in_order", sa.Integer, nullable=False),
     sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
-"""Lifetime figures per (scope, tool); ``server_name`` is the last one reported."""
-
-tool_uses = sa.Table(
-    "tool_uses",
-    metadata,
-    sa.Column("scope", sa.Text, nullable=False),
-    sa.Column("tool_name", sa.Text, nullable=False),
-    sa.Column("seq", sa.Integer, nullable=False),
-    sa.Column("used_at", UTCDateTime, nullable=False),
-    # The window seeks (``read_view._use_seek``) read this key in order; ``seq`` rises with
-    # ``used_at`` per tool, so (scope, tool_name, seq) is unique too.
-    sa.PrimaryKeyConstraint("scope", "tool_name", "used_at", "seq", name="tool_uses_pkey"),
-    # No index on used_at (issue 13, migration 0012): the nightly job's day reads and
-    # pruning seek this key per known tool (``known_tool_uses``).
-    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
-)
-"""One row per use; ``seq`` is the lifetime count after the use (1, 2, 3...)."""
+"""Lifetime figures per (scope, tool, server); ``last_used`` is the newest use's time,
+``in_order`` the number of uses that came in time order (the last ``tool_uses.seq``)."""
 
 
-def known_tool_uses() -> sa.ColumnElement[bool]:
-    """Uses of a ``(scope, tool_name)`` that ``tool_usage`` has, which is every use: added
-    to a ``used_at`` range, it makes the range one ``tool_uses`` key seek per tool (both
-    backends plan the row-value ``IN`` that way) instead of a scan of every use."""
-    pairs = sa.select(tool_usage.c.scope, tool_usage.c.tool_name)
-    return sa.tuple_(tool_uses.c.scope, tool_uses.c.tool_name).in_(pairs)
+def _uses_table(name: str) -> sa.Table:
+    return sa.Table(
+        name,
+        metadata,
+        sa.Column("scope", sa.Text, nullable=False),
+        sa.Column("tool_name", sa.Text, nullable=False),
+        sa.Column("server_name", sa.Text, nullable=False),
+        sa.Column("seq", sa.Integer, nullable=False),
+        sa.Column("used_at", UTCDateTime, nullable=False),
+        # The window seeks (``read_view``) read this key in order; the nightly job's day
+        # reads and pruning seek it per known tool (``known_uses``).
+        sa.PrimaryKeyConstraint("scope", "tool_name", "server_name", "used_at", "seq",
+                                name=f"{name}_pkey"),
+        sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
+    )
+
+
+tool_uses = _uses_table("tool_uses")
+"""One row per use that came in time order; ``seq`` numbers them 1, 2, 3... per tool, in
+the order of ``used_at``."""
+
+tool_uses_late = _uses_table("tool_uses_late")
+"""One row per use older than its tool's newest use when it came; ``seq`` is the tool's
+lifetime count after it (unique per tool)."""
+
+USE_TABLES = (tool_uses, tool_uses_late)
+"""Every use is in exactly one of these."""
+
+
+def known_uses(table: sa.Table) -> sa.ColumnElement[bool]:
+    """Uses in ``table`` (one of ``USE_TABLES``) of a tool ``tool_usage`` has, which is
+    every use: added to a ``used_at`` range, it makes the range one key seek per tool
+    (both backends plan the row-value ``IN`` that way) instead of a scan of every use."""
+    pairs = sa.select(tool_usage.c.scope, tool_usage.c.tool_name, tool_usage.c.server_name)
+    return sa.tuple_(table.c.scope, table.c.tool_name, table.c.server_name).in_(pairs)
 
 
 class ToolUsageProjection(Projection):
@@ -74,8 +99,11 @@ class ToolUsageProjection(Projection):
 
     name: ClassVar[str] = "tool_usage"
     # v2: ``rollup.completed`` with ``prune_before`` drops older per-use rows.
-    version: ClassVar[int] = 2
-    tables: ClassVar[tuple[sa.Table, ...]] = (tool_usage_scopes, tool_usage, tool_uses)
+    # v3: a tool is (name, server); late uses kept at their own time; a fork's copies
+    # that do not count are not uses.
+    version: ClassVar[int] = 3
+    tables: ClassVar[tuple[sa.Table, ...]] = (tool_usage_scopes, tool_usage, tool_uses,
+                                              tool_uses_late)
     handles: ClassVar[frozenset[str]] = frozenset(
         {"session.started", "tool.used", "rollup.completed"})
 
@@ -97,73 +125,79 @@ class ToolUsageProjection(Projection):
         if event.type == "session.started":
             record_session_scope(tool_usage_scopes, event, rows)
             return
-        scope, name, count, used_at = _count_use(rows, event.stream_id, event.data,
-                                                 event.recorded_at)
-        rows.put(tool_uses, {"scope": scope, "tool_name": name, "seq": count,
-                             "used_at": used_at})
+        if not counts_in_scope(event.metadata):
+            return
+        table, use = _count_use(rows, event.stream_id, event.data, event.recorded_at)
+        rows.put(table, dict(zip(_USE_COLUMNS, use, strict=True)))
 
     def rebuild_fold(self, rows: RowStore, time_of: TimeOf) -> _UsageRebuildFold:
         """Uses counted from the raw event, without a record; the rest through ``apply``."""
         return _UsageRebuildFold(rows, time_of)
 
 
-_USE_COLUMNS = ("scope", "tool_name", "seq", "used_at")
+_USE_COLUMNS = ("scope", "tool_name", "server_name", "seq", "used_at")
+_Use = tuple[str, str, str, int, datetime]
 
 
 def _count_use(rows: RowStore, stream_id: str, data: dict[str, Any],
-               recorded_at: datetime) -> tuple[str, str, int, datetime]:
+               recorded_at: datetime) -> tuple[sa.Table, _Use]:
     """Count one use of a session's tool (two primary-key reads, the tool's row put);
-    returns the use's ``tool_uses`` row, in ``_USE_COLUMNS`` order, for the caller to
-    write."""
+    returns the table and the row (in ``_USE_COLUMNS`` order) for the caller to write."""
     scope = session_scope(tool_usage_scopes, stream_id, rows)
     name = data["tool_name"]
-    # The previous count is needed for seq, the previous time for clamping.
-    prior = rows.get(tool_usage, (scope, name))
+    server = data.get("server_name") or NO_SERVER
+    prior = rows.get(tool_usage, (scope, name, server))
     count = 1 if prior is None else int(prior["lifetime_count"]) + 1
-    used_at = recorded_at
-    if prior is not None and prior["last_used"] > used_at:
-        used_at = prior["last_used"]
-    server = data.get("server_name")
-    if server is None and prior is not None:
-        server = prior["server_name"]
-    rows.put(tool_usage, {"scope": scope, "tool_name": name, "server_name": server,
-                          "lifetime_count": count, "last_used": used_at})
-    return scope, name, count, used_at
+    in_order = 0 if prior is None else int(prior["in_order"])
+    late = prior is not None and recorded_at < prior["last_used"]
+    if not late:
+        in_order += 1
+    rows.put(tool_usage, {
+        "scope": scope, "tool_name": name, "server_name": server, "lifetime_count": count,
+        "last_used": prior["last_used"] if late and prior is not None else recorded_at,
+        "in_order": in_order})
+    if late:
+        return tool_uses_late, (scope, name, server, count, recorded_at)
+    return tool_uses, (scope, name, server, in_order, recorded_at)
 
 
 class _UsageRebuildFold:
     """``tool_usage`` through a rebuild: uses counted from the raw event, without a record.
 
-    Each use's ``tool_uses`` row (a new key: its seq is the tool's new count) is held
-    aside as a tuple, not put in the ``RowStore``: nothing reads those rows back during a
-    rebuild but a prune, so they are written as plain inserts before a
-    ``rollup.completed`` goes through ``apply``, and when the fold finishes (or holds
-    too many).
+    Each use's row (a new key: its seq is a new count of its tool) is held aside as a
+    tuple, not put in the ``RowStore``: nothing reads those rows back during a rebuild
+    but a prune, so they are written as plain inserts before a ``rollup.completed`` goes
+    through ``apply``, and when the fold finishes (or holds too many).
     """
 
-    __slots__ = ("_aside", "_rows", "_time_of")
+    __slots__ = ("_aside", "_held", "_rows", "_time_of")
 
     def __init__(self, rows: RowStore, time_of: TimeOf) -> None:
         self._rows = rows
         self._time_of = time_of
-        self._aside: list[tuple[str, str, int, datetime]] = []
+        self._aside: dict[sa.Table, list[_Use]] = {table: [] for table in USE_TABLES}
+        self._held = 0
 
     def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
         if raw[4] != "tool.used":
             if raw[4] == "rollup.completed":
                 self.finish()  # the prune deletes uses through SQL
             return False
-        if stream_kind(raw[1]) == "session":
-            self._aside.append(_count_use(self._rows, raw[1], data, self._time_of(raw[8])))
-            if len(self._aside) >= RowStore.ASIDE_ROWS:
+        if stream_kind(raw[1]) == "session" and raw_counts_in_scope(raw[7]):
+            table, use = _count_use(self._rows, raw[1], data, self._time_of(raw[8]))
+            self._aside[table].append(use)
+            self._held += 1
+            if self._held >= RowStore.ASIDE_ROWS:
                 self.finish()
         return True
 
     def finish(self) -> None:
         """Write the uses held aside."""
-        if self._aside:
-            self._rows.insert_new(tool_uses, _USE_COLUMNS, self._aside)
-            self._aside = []
+        for table, held in self._aside.items():
+            if held:
+                self._rows.insert_new(table, _USE_COLUMNS, held)
+                self._aside[table] = []
+        self._held = 0
 
 
 def prune_rolled_up_uses(event: RecordedEvent, rows: RowStore) -> None:
@@ -179,5 +213,6 @@ def prune_rolled_up_uses(event: RecordedEvent, rows: RowStore) -> None:
     cutoff = datetime.combine(date.fromisoformat(before), time(), UTC)
     # Pending ``tool_usage`` rows first: the DELETE finds uses through that table.
     rows.flush(tool_usage)
-    rows.delete_where(tool_uses, sa.and_(known_tool_uses(), tool_uses.c.used_at < cutoff),
-                      lambda row: bool(row["used_at"] < cutoff))
+    for table in USE_TABLES:
+        rows.delete_where(table, sa.and_(known_uses(table), table.c.used_at < cutoff),
+                          lambda row: bool(row["used_at"] < cutoff))

@@ -145,7 +145,8 @@ class Tool:
 
 @dataclass(frozen=True, slots=True)
 class ToolUsage:
-    """Usage of one tool name in the scope: in the window and over its lifetime."""
+    """Usage of one tool in the scope: in the window and over its lifetime. A tool is its
+    name and the MCP server its uses named (None when they named none)."""
 
     tool_name: str
     server_name: str | None

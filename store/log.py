@@ -247,16 +247,18 @@ class EventLog:
         return outcome.result
 
     def append_in(self, conn: sa.Connection, stream_id: str, batch: Sequence[EventInput],
-                  expected_version: int | None = None) -> AppendResult:
+                  expected_version: int | None = None, *,
+                  recorded_at: datetime | None = None) -> AppendResult:
         """Append ``batch`` inside the caller's write transaction on ``conn`` (from
         ``transaction()``), with the same validation and inline hook as ``append``.
 
         For jobs that write their own rows and an event atomically. The head cache is
         neither read nor fed: the caller's transaction may still roll back.
+        ``recorded_at`` (default: the clock) is for copies that keep their original time.
         """
         prepared = self.prepare(stream_id, batch)
         outcome = append_in_transaction(conn, stream_id, prepared, expected_version,
-                                        self.clock(),
+                                        self.clock() if recorded_at is None else recorded_at,
                                         shared_keys=self._shared_keys(stream_id, prepared))
         if outcome.recorded and self.in_transaction is not None:
             self.in_transaction(conn, outcome.recorded)

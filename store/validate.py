@@ -25,7 +25,8 @@ from ctxledger.store.strict import (
 from ctxledger.store.upcasting import upcast
 
 _INPUT_KEYS = frozenset({"type", "data", "id", "event_id", "metadata", "schema_version"})
-_METADATA_KEYS = ("actor", "causation_id", "correlation_id", "forked_from", "forked_at")
+_METADATA_KEYS = ("actor", "causation_id", "correlation_id", "forked_from", "forked_at",
+                  "fork_time", "fork_counts")
 """Metadata keys with a meaning; each holds a string."""
 METADATA_EXTRA = "extra"
 """The one namespace for the app's own metadata: any JSON object. Every other key is

@@ -41,7 +41,7 @@ def test_session_defaults_are_the_spec_values() -> None:
     assert policy.observation_max_chars == 120
     assert policy.mcp_server_pattern == r"^mcp__([^_]+(?:_[^_]+)*)__"
     assert policy.trim_order[:4] == ("tools", "reference", "finding", "change")
-    assert policy.version == "session@1"
+    assert policy.version == "session@2"
 
 
 def test_named_settings_override_and_change_the_version() -> None:

@@ -32,7 +32,7 @@ ANY_DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d")
 GOLDEN = {
     "brief.jsonl": "40b9da08c6f16492ccdf5df3ff345ea33f50d20fa64d28957265bdb7520cbe6c",
     "card.jsonl": "1771810a49cecb95af4987013804d5d65b82a9c90630eb6d279c47024d59b5d5",
-    "session.jsonl": "6e0ba1ffee06e00afeacbaa2365db80932ab85e3b1bc9ac41898c314bb00745b",
+    "session.jsonl": "6127e75f82ecb6ad42afa32ba198d14d940396f210a78f850a37777b205d2e89",
     "novel.jsonl": "42447339fa323a674f7bc6755dabfa3a06ad8eae4d99c6bfa125742f9d9916c2",
 }
 """Digests of the example assemblies (``ctxledger demo``), pinned. When one changes on

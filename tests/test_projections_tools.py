@@ -26,7 +26,9 @@ def usage(ledger: Ledger, session: str, now: datetime,
           window: timedelta = WEEK) -> dict[str, ToolUsage]:
     view = ledger.view(session, ViewRequest(now=now, usage_window=window))
     assert view.usage_window == (now - window, now)
-    return {u.tool_name: u for u in view.tool_usage}
+    found = {u.tool_name: u for u in view.tool_usage}
+    assert len(found) == len(view.tool_usage), "a name used with two servers"
+    return found
 
 
 def test_registry_register_replace_remove_per_scope(ledger: Ledger) -> None:
@@ -58,10 +60,11 @@ def test_lifetime_count_last_used_and_scope_attribution(ledger: Ledger) -> None:
         ledger.append("s3", ev("tool.used", tool_name="grep"))
         ledger.append("loose", ev("tool.used", tool_name="grep"))  # no session.started
         now = T0 + 2 * DAY
-    proj = usage(ledger, "s1", now)
-    assert proj["grep"].lifetime_count == 2
-    assert proj["grep"].lifetime_last_used == T0 + DAY
-    assert proj["grep"].server_name == "fs"  # kept when a later use names no server
+    view = ledger.view("s1", ViewRequest(now=now, usage_window=WEEK))
+    # A tool is its name and the server its uses named: a use that names none is not
+    # guessed to be the earlier server's (two servers may share a bare name).
+    assert [(u.tool_name, u.server_name, u.lifetime_count, u.lifetime_last_used)
+            for u in view.tool_usage] == [("grep", None, 1, T0 + DAY), ("grep", "fs", 1, T0)]
     assert usage(ledger, "s3", now)["grep"].lifetime_count == 1
     assert usage(ledger, "loose", now)["grep"].lifetime_count == 1
     assert ledger.view("loose").scope == "default"
@@ -125,18 +128,34 @@ def test_counts_survive_pruning_raw_rows_before_the_window(ledger: Ledger) -> No
     assert before.window_count == 4
 
 
-def test_a_clock_step_back_is_clamped_so_counts_stay_consistent(ledger: Ledger) -> None:
+def test_a_use_older_than_the_newest_is_counted_at_its_own_time(ledger: Ledger) -> None:
+    """A clock stepping back (or an import of a log grouped by session) brings uses older
+    than the tool's newest: each counts in the windows that hold its own time."""
     with freeze_time(T0) as frozen:
         ledger.append("s", ev("session.started", scope="p"))
         ledger.append("s", ev("tool.used", tool_name="t"))
-        frozen.move_to(T0 - timedelta(hours=1))
+        frozen.move_to(T0 - 12 * DAY)
+        ledger.append("s", ev("tool.used", tool_name="t"))
+        frozen.move_to(T0 - 2 * DAY)
+        ledger.append("s", ev("tool.used", tool_name="t"))
+        frozen.move_to(T0 + DAY)
         ledger.append("s", ev("tool.used", tool_name="t"))
     with ledger.engine.connect() as conn:
         stamps = conn.execute(sa.select(tool_uses.c.seq, tool_uses.c.used_at)
                               .order_by(tool_uses.c.seq)).all()
-    assert [(s, t) for s, t in stamps] == [(1, T0), (2, T0)]
+    assert [(s, t) for s, t in stamps] == [(1, T0), (2, T0 + DAY)]
     got = usage(ledger, "s", T0)["t"]
-    assert (got.window_count, got.lifetime_count, got.lifetime_last_used) == (2, 2, T0)
+    # The 12-day-old use is outside the 7-day window; the 2-day-old one inside.
+    assert (got.window_count, got.window_last_used) == (2, T0)
+    assert (got.lifetime_count, got.lifetime_last_used) == (4, T0 + DAY)
+    assert (usage(ledger, "s", T0 - DAY)["t"].window_count,
+            usage(ledger, "s", T0 - DAY)["t"].window_last_used) == (1, T0 - 2 * DAY)
+    assert usage(ledger, "s", T0 - 10 * DAY)["t"].window_count == 1
+    assert usage(ledger, "s", T0 + 2 * DAY)["t"].window_count == 3
+    assert usage(ledger, "s", T0 + 20 * DAY)["t"].window_count == 0
+    before = ledger.view("s", ViewRequest(now=T0, usage_window=WEEK)).tool_usage
+    ledger.rebuild("tool_usage")
+    assert ledger.view("s", ViewRequest(now=T0, usage_window=WEEK)).tool_usage == before
 
 
 def test_usage_without_a_window_has_lifetime_figures_only(ledger: Ledger) -> None:

@@ -30,7 +30,7 @@ from ctxledger import Ledger
 from ctxledger.projections.checkpoints import checkpoints
 from ctxledger.projections.registry import builtin_projections
 from ctxledger.projections.session_stats import ROLES, messages, sessions
-from ctxledger.projections.tool_usage import tool_usage, tool_uses
+from ctxledger.projections.tool_usage import tool_usage, tool_uses, tool_uses_late
 from ctxledger.store.errors import StreamRuleError
 
 SESSIONS = ("s1", "s2")
@@ -141,6 +141,19 @@ WEIGHTED = [
                               prune_before=optional(st.sampled_from(
                                   ("2026-01-01", "2026-01-02", "2026-01-05", "2026-01-20")))))),
 ]
+# A fork's copies (counting or not) of the events whose scope-wide effect a copy changes.
+_fork_marks = st.sampled_from(({"forked_from": "elsewhere"},
+                               {"forked_from": "elsewhere", "fork_counts": "true"}))
+_copyable = st.one_of(
+    event("tool.used", tool_name=st.sampled_from(("grep", "mcp__gh__issues")),
+          server_name=optional(st.just("gh"))),
+    event("observation.recorded", kind=st.just("change"), content=words),
+    event("message.appended", role=st.just("user"), content=words),
+    event("session.started", scope=optional(st.sampled_from(SCOPES))),
+    event("session.ended", summary=optional(words)))
+WEIGHTED.append((3, at(SESSIONS, st.tuples(_copyable, _fork_marks).map(
+    lambda pair: {**pair[0], "metadata": pair[1]}))))
+
 # sampled_from over a weighted list of indices draws branches close to their weights
 # (one_of leans towards its first branches).
 _BRANCHES = [strategy for _, strategy in WEIGHTED]
@@ -202,16 +215,24 @@ def check_counts(state: dict[str, list[tuple[Any, ...]]]) -> None:
         by_role = {role: live.get((s["stream_id"], role), 0) for role in ROLES}
         assert {role: s[f"messages_{role}"] for role in ROLES} == by_role
         assert s["messages_total"] == sum(by_role.values())
-    uses: dict[tuple[str, str], list[tuple[int, datetime]]] = {}
-    for scope, name, seq, used_at in state["tool_uses"]:
-        uses.setdefault((scope, name), []).append((seq, used_at))
-    for scope, name, _server, count, last_used in state["tool_usage"]:
+    uses: dict[tuple[str, str, str], list[tuple[int, datetime]]] = {}
+    for scope, name, server, seq, used_at in state["tool_uses"]:
+        uses.setdefault((scope, name, server), []).append((seq, used_at))
+    late: dict[tuple[str, str, str], list[tuple[int, datetime]]] = {}
+    for scope, name, server, seq, used_at in state["tool_uses_late"]:
+        late.setdefault((scope, name, server), []).append((seq, used_at))
+    for scope, name, server, count, last_used, in_order in state["tool_usage"]:
+        key = (scope, name, server)
         # Pruning (rollup.completed prune_before) drops the oldest uses: a suffix is left.
-        numbered = sorted(uses.get((scope, name), []))
-        assert [seq for seq, _ in numbered] == list(range(count - len(numbered) + 1, count + 1))
-        assert [t for _, t in numbered] == sorted(t for _, t in numbered)  # clamped
+        numbered = sorted(uses.get(key, []))
+        assert [seq for seq, _ in numbered] == list(
+            range(in_order - len(numbered) + 1, in_order + 1))
+        assert [t for _, t in numbered] == sorted(t for _, t in numbered)  # in time order
         if numbered:
             assert numbered[-1][1] == last_used
+        # A late use is older than the newest use and numbered by the lifetime count.
+        assert all(seq <= count and t < last_used for seq, t in late.get(key, []))
+        assert in_order + len(late.get(key, [])) <= count
 
 
 def run_sequence(ledger: Ledger, clock: MovableClock,
@@ -230,8 +251,9 @@ def run_sequence(ledger: Ledger, clock: MovableClock,
 
 # Column order of these tables is relied on by check_counts.
 assert [c.name for c in tool_usage.columns] == [
-    "scope", "tool_name", "server_name", "lifetime_count", "last_used"]
-assert [c.name for c in tool_uses.columns] == ["scope", "tool_name", "seq", "used_at"]
+    "scope", "tool_name", "server_name", "lifetime_count", "last_used", "in_order"]
+assert [c.name for c in tool_uses.columns] == [c.name for c in tool_uses_late.columns] == [
+    "scope", "tool_name", "server_name", "seq", "used_at"]
 
 # -- backends -----------------------------------------------------------------------------
 

@@ -50,6 +50,9 @@ class SessionPolicy(Policy):
     ``policy.session`` -> any field (weights, decay, headings, trim order...).
     """
 
+    # 2: a tool use that names its server through ``server_name`` counts toward that
+    # server (the name pattern only when it names none).
+    REVISION: ClassVar[int] = 2
     SETTINGS: ClassVar[Mapping[str, str]] = {
         "session_max_chars": "max_chars",
         "tool_section_budget": "tool_section_budget",

@@ -3,10 +3,13 @@
 - Candidates: the registered tools minus excluded types (builtins). MCP tools appear
   through their server's entry, once per server: a registered ``mcp_server`` entry when
   there is one, else an entry made for the server.
-- Usage in the window, per tool name, comes from the read view. A server's usage adds
-  up its tools' (server name by ``^mcp__([^_]+(?:_[^_]+)*)__``): counts summed, the
-  latest last-used kept. An entry takes its own usage first and, for a server entry
-  without window usage of its own, the server's.
+- Usage in the window, per tool, comes from the read view. A use is credited to an MCP
+  server the same way a registered tool is: the ``server_name`` its event gave, else the
+  server in its name (``^mcp__([^_]+(?:_[^_]+)*)__``); when both are given and differ,
+  ``server_name`` wins. A server's usage adds up its tools': counts summed, the latest
+  last-used kept. A use that gave ``server_name`` is its server's only; one that did not
+  is also its name's own (direct) usage. An entry takes its own usage first and, for a
+  server entry without window usage of its own, the server's.
 - ``max_usage = max(1, every direct and server window count)``;
   ``age_days = max(0, (now - last_used) / 1 day)``;
   ``score = 0.7 * count / max_usage + 0.3 * exp(-0.693 * age_days / 7)``; unused in the
@@ -129,11 +132,23 @@ def build_entries(tools: Sequence[Tool], *, excluded_types: Sequence[str],
     return entries, folded
 
 
+def credited_server(stat: ToolUsage, pattern: re.Pattern[str]) -> str | None:
+    """The MCP server a tool's uses are credited to: the ``server_name`` they gave, else
+    the one in the tool's name (the rule ``build_entries`` applies to registered tools)."""
+    return stat.server_name or server_of(stat.tool_name, pattern)
+
+
+def direct_usage(usage: Sequence[ToolUsage]) -> dict[str, ToolUsage]:
+    """Usage per tool name of the uses that named no server (those that did are their
+    server's)."""
+    return {stat.tool_name: stat for stat in usage if stat.server_name is None}
+
+
 def server_usage(usage: Sequence[ToolUsage], pattern: re.Pattern[str]) -> dict[str, Usage]:
     """Usage per MCP server: its tools' counts summed, their latest last-used kept."""
     totals: dict[str, Usage] = {}
-    for stat in sorted(usage, key=lambda stat: stat.tool_name):
-        server = server_of(stat.tool_name, pattern)
+    for stat in sorted(usage, key=lambda stat: (stat.tool_name, stat.server_name or "")):
+        server = credited_server(stat, pattern)
         if server is None:
             continue
         before = totals.get(server, Usage(source="server"))
@@ -149,9 +164,9 @@ def rank_entries(entries: Sequence[ToolEntry], usage: Sequence[ToolUsage], *, no
                  pattern: re.Pattern[str],
                  weights: RankingWeights) -> tuple[list[RankedEntry], int]:
     """The entries in rank order, and ``max_usage``."""
-    direct = {stat.tool_name: stat for stat in usage}
+    direct = direct_usage(usage)
     servers = server_usage(usage, pattern)
-    max_usage = max([1, *(stat.window_count for stat in usage),
+    max_usage = max([1, *(stat.window_count for stat in direct.values()),
                      *(total.window_count for total in servers.values())])
     scored: list[tuple[float, int, str, str, ToolEntry, Usage, float | None]] = []
     for entry in entries:

@@ -129,6 +129,10 @@ class Coverage:
         found = [s for s in self.spans if s.first <= day <= s.last]
         return max(found, key=lambda s: s.position) if found else None
 
+    def covers(self, day: date) -> bool:
+        """True when a span covers ``day``."""
+        return any(s.first <= day <= s.last for s in self.spans)
+
     def covered(self, first: date, last: date) -> set[date]:
         """The covered days within ``[first, last]``."""
         out: set[date] = set()
@@ -231,7 +235,7 @@ def late_days(conn: sa.Connection, coverage: Coverage, *, first: date | None = N
         if used is not None:
             found.add(used.date())
     lo = first if first is not None else date.min
-    return {d for d in found if lo <= d <= hi} & coverage.covered(lo, hi)
+    return {d for d in found if lo <= d <= hi and coverage.covers(d)}
 
 
 def lock_rollups(conn: sa.Connection) -> None:

@@ -648,7 +648,8 @@ def rollup(
     ctx: typer.Context,
     now: Annotated[str | None, typer.Option(
         "--now", metavar="ISO",
-        help="Roll up the complete UTC days before this time (default: now).")] = None,
+        help="Roll up the complete UTC days before this time (default: now). It may not"
+             " be later than the ledger's clock, nor before the log's first event.")] = None,
     retention_days: Annotated[int, typer.Option(
         "--retention-days", min=1, metavar="N",
         help="Keep raw tool-usage rows of the last N rolled days (at least the largest"
@@ -658,8 +659,9 @@ def rollup(
     """Roll up every complete UTC day not rolled up yet, oldest first.
 
     Writes each day's usage rows and one rollup.completed event on the stream 'system'
-    in one transaction, then prunes old raw tool-usage rows. Running it again writes
-    nothing.
+    in one transaction (one event for a whole stretch of days with nothing to roll up),
+    rolls up again the days that received events since, then prunes old raw tool-usage
+    rows. Running it again writes nothing.
     """
     from ctxledger.render_usage import rollup_view
     from ctxledger.rollup import RollupPolicy

@@ -462,8 +462,10 @@ class Ledger:
     def rollup(self, now: datetime | None = None, *,
                policy: RollupPolicy | None = None) -> RollupReport:
         """Roll up every complete UTC day before ``now`` (default: the clock) not rolled up
-        yet, oldest first, and prune old raw tool-usage rows (SPEC §5; ``ctxledger.rollup``).
-        Running it again changes nothing."""
+        yet, oldest first, roll up again the days that received events since, and prune
+        old raw tool-usage rows (SPEC §5; ``ctxledger.rollup``). Running it again changes
+        nothing. ``now`` later than the clock, or before the first event, raises
+        ``LedgerError``."""
         from ctxledger.rollup import run_rollup
 
         return run_rollup(self, now=now, policy=policy)

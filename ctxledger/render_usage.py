@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import date
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ctxledger.rollup import RollupReport
+from ctxledger.rollup import RolledDay, RollupReport
 from ctxledger.store.clock import format_utc
 from ctxledger.usage import Series, UsageReport
 
@@ -25,12 +26,20 @@ def sparkline(values: Sequence[int]) -> str:
     return "".join("·" if v <= 0 else SPARK_LEVELS[round(v * steps / top)] for v in values)
 
 
+def _days(spans: list[RolledDay]) -> int:
+    return sum((date.fromisoformat(d.last_day) - date.fromisoformat(d.day)).days + 1
+               for d in spans)
+
+
 def rollup_summary(report: RollupReport) -> Text:
     """One line: how many days were rolled up, their span and rows, the retention."""
     days = report.rolled
-    span = f" ({days[0].day} .. {days[-1].day}, {sum(d.rows for d in days)} rows)" if days else ""
-    return Text(f"rolled up {len(days)} day(s) before {format_utc(report.now)[:10]}{span};"
-                f" retention {report.retention_days} days"
+    span = (f" ({days[0].day} .. {days[-1].last_day}, {sum(d.rows for d in days)} rows)"
+            if days else "")
+    again = (f"; {len(report.rerolled)} day(s) rolled up again for later events"
+             if report.rerolled else "")
+    return Text(f"rolled up {_days(days)} day(s) before {format_utc(report.now)[:10]}{span};"
+                f" retention {report.retention_days} days{again}"
                 + (f"; {len(report.skipped)} already done elsewhere" if report.skipped else "")
                 + ("; stopped early" if report.stopped else ""))
 
@@ -38,14 +47,18 @@ def rollup_summary(report: RollupReport) -> Text:
 def rollup_view(report: RollupReport) -> RenderableType:
     """The days one rollup run wrote (a summary line when there were none)."""
     head = rollup_summary(report)
-    if not report.rolled:
+    written = [*report.rolled, *report.rerolled]
+    if not written:
         return head
     table = Table(title_justify="left")
     for name, justify in (("day", "left"), ("rows", "right"), ("position", "right"),
                           ("pruned before", "left"), ("digest", "left")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for day in report.rolled:
-        table.add_row(day.day, str(day.rows), str(day.position), day.prune_before,
+    for day in written:
+        label = day.day if day.last_day == day.day else f"{day.day} .. {day.last_day}"
+        if day in report.rerolled:
+            label += " (again)"
+        table.add_row(label, str(day.rows), str(day.position), day.prune_before,
                       day.digest[:12])
     return Group(head, table)
 

@@ -24,7 +24,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from types import FrameType
 from typing import Any, Literal
 
@@ -89,11 +89,13 @@ def nightly_rollup(retention_days: int = 30) -> None:
     with Ledger.open(url) as ledger:
         report = run_rollup(ledger, policy=RollupPolicy(retention_days=retention_days),
                             should_stop=_stop.is_set)
-    days = [d.day for d in report.rolled]
-    span = f" ({days[0]} .. {days[-1]})" if days else ""
-    log.info("rollup: %d day(s) rolled up%s, %d done elsewhere, retention %d days%s",
-             len(days), span, len(report.skipped), report.retention_days,
-             "; stopped early" if report.stopped else "")
+    spans = report.rolled
+    span = f" ({spans[0].day} .. {spans[-1].last_day})" if spans else ""
+    days = sum((date.fromisoformat(d.last_day) - date.fromisoformat(d.day)).days + 1
+               for d in spans)
+    log.info("rollup: %d day(s) rolled up%s, %d rolled up again, %d done elsewhere,"
+             " retention %d days%s", days, span, len(report.rerolled), len(report.skipped),
+             report.retention_days, "; stopped early" if report.stopped else "")
 
 
 # -- the scheduler -----------------------------------------------------------------------------

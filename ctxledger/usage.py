@@ -2,7 +2,9 @@
 
 Days the nightly job rolled up come from the ``usage_daily_*`` tables; the others (today,
 and any day the job has not reached yet) are computed from raw rows the way the job
-would, up to ``now``. So the figures are the same before and after a rollup.
+would, up to ``now``. So the figures are the same before and after a rollup. A rolled-up
+day that received events since (``rollup_job.late_days``) is read the way the next run
+will roll it up again, so it never misses them.
 """
 
 from __future__ import annotations
@@ -90,9 +92,14 @@ def usage_report(ledger: Ledger, scope: str, *, days: int = 7,
     with ledger.log.connection() as conn:
         if not scope_exists(conn, scope):
             raise LedgerError(f"unknown scope {scope!r}: no session or scope stream names it")
-        rolled = job.read_rolled(conn, scope, first, last)
-        figures = [rolled.get(day) or job.compute_day(conn, day, server_of=servers,
-                                                      until=when, scope=scope)
+        coverage = job.read_coverage(conn)
+        late = job.late_days(conn, coverage, first=first, last=last)
+        rolled = {day: f for day, f in job.read_rolled(conn, coverage, scope, first,
+                                                       last).items() if day not in late}
+        figures = [rolled.get(day) or (
+            job.refresh_day(conn, day, coverage, server_of=servers, scope=scope)
+            if day in late else
+            job.compute_day(conn, day, server_of=servers, until=when, scope=scope))
                    for day in job.days_between(first, last)]
     daily = [DayUsage(
         day=f.day.isoformat(), source="rollup" if f.day in rolled else "raw",

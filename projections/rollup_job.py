@@ -35,6 +35,7 @@ from ctxledger.projections.usage_rollups import (
     usage_daily_tokens,
     usage_daily_tools,
 )
+from ctxledger.store import pg_writes
 from ctxledger.store.canonical import canonical_json, sha256_hex
 from ctxledger.store.clock import format_utc
 from ctxledger.store.schema import events
@@ -97,32 +98,128 @@ class DayFigures:
 # -- which days ----------------------------------------------------------------------------
 
 
-def rolled_days(conn: sa.Connection) -> set[str]:
-    """The ISO days already rolled up (from ``rollup.completed`` events)."""
-    return {str(d) for d in conn.execute(sa.select(rollup_days.c.day)).scalars()}
+@dataclass(frozen=True)
+class RolledSpan:
+    """Days ``first`` .. ``last`` (included) that one ``rollup.completed`` covers."""
+
+    first: date
+    last: date
+    rows: int
+    digest: str
+    position: int
 
 
-def is_rolled(conn: sa.Connection, day: date) -> bool:
-    """True when ``day`` has been rolled up."""
-    found = conn.execute(sa.select(rollup_days.c.day)
-                         .where(rollup_days.c.day == day.isoformat())).first()
-    return found is not None
+@dataclass(frozen=True)
+class Coverage:
+    """Every rolled-up span, what the job had read, and how far raw uses are pruned."""
+
+    spans: list[RolledSpan]
+    """Ordered by first day, then position."""
+    read_through: int
+    """Every event up to this position is in the rollups (0: nothing rolled up)."""
+    prune_floor: date | None
+    """Raw tool uses before this day were pruned (None: never)."""
+
+    @property
+    def last_day(self) -> date | None:
+        """The newest day covered."""
+        return max((s.last for s in self.spans), default=None)
+
+    def latest(self, day: date) -> RolledSpan | None:
+        """The newest span covering ``day`` (it holds the day's current figures)."""
+        found = [s for s in self.spans if s.first <= day <= s.last]
+        return max(found, key=lambda s: s.position) if found else None
+
+    def covers(self, day: date) -> bool:
+        """True when a span covers ``day``."""
+        return any(s.first <= day <= s.last for s in self.spans)
+
+    def covered(self, first: date, last: date) -> set[date]:
+        """The covered days within ``[first, last]``."""
+        out: set[date] = set()
+        for span in self.spans:
+            out.update(days_between(max(span.first, first), min(span.last, last)))
+        return out
+
+    def gaps(self, first: date, last: date) -> list[tuple[date, date]]:
+        """The stretches of ``[first, last]`` no span covers, oldest first."""
+        out: list[tuple[date, date]] = []
+        cursor = first
+        for span in self.spans:
+            if cursor > last:
+                break
+            if span.last < cursor:
+                continue
+            if span.first > cursor:
+                out.append((cursor, min(span.first - DAY, last)))
+            cursor = max(cursor, span.last + DAY)
+        if cursor <= last:
+            out.append((cursor, last))
+        return out
 
 
-def first_event_day(conn: sa.Connection) -> date | None:
-    """The UTC day of the earliest recorded event (an index lookup), None for an empty log."""
-    first = conn.execute(sa.select(sa.func.min(events.c.recorded_at))).scalar()
-    return None if first is None else first.date()
+def read_coverage(conn: sa.Connection) -> Coverage:
+    """The rolled-up spans (one read of the rolled-span list, never of the events)."""
+    r = rollup_days.c
+    spans: list[RolledSpan] = []
+    read_through = 0
+    floor: str | None = None
+    for row in conn.execute(sa.select(r.day, r.last_day, r.rows, r.digest, r.position,
+                                      r.read_through, r.prune_before)):
+        spans.append(RolledSpan(date.fromisoformat(row.day), date.fromisoformat(row.last_day),
+                          int(row.rows), str(row.digest), int(row.position)))
+        read_through = max(read_through, int(row.read_through))
+        if row.prune_before is not None and (floor is None or row.prune_before > floor):
+            floor = str(row.prune_before)
+    spans.sort(key=lambda s: (s.first, s.position))
+    return Coverage(spans, read_through, None if floor is None else date.fromisoformat(floor))
 
 
-def pending_days(conn: sa.Connection, now: datetime) -> list[date]:
-    """Complete UTC days (before ``now``'s day) from the first event's day that are not
-    rolled up yet, oldest first. Reads the rolled-day list, never the events."""
-    first = first_event_day(conn)
-    if first is None:
-        return []
-    done = rolled_days(conn)
-    return [d for d in days_between(first, now.date() - DAY) if d.isoformat() not in done]
+def first_event_time(conn: sa.Connection) -> datetime | None:
+    """The earliest ``recorded_at`` in the log (an index lookup), None for an empty log."""
+    first: datetime | None = conn.execute(sa.select(sa.func.min(events.c.recorded_at))).scalar()
+    return first
+
+
+def next_event_day(conn: sa.Connection, first: date, last: date) -> date | None:
+    """The first day in ``[first, last]`` on which an event was recorded (one index seek):
+    the days between hold nothing to roll up."""
+    found: datetime | None = conn.execute(
+        sa.select(sa.func.min(events.c.recorded_at))
+        .where(events.c.recorded_at >= day_start(first),
+               events.c.recorded_at < day_start(last) + DAY)).scalar()
+    return None if found is None else found.date()
+
+
+def settled_position(conn: sa.Connection) -> int:
+    """The position up to which every event is committed and visible to ``conn``'s next
+    statements (PostgreSQL writers commit out of position order; SQLite: the head)."""
+    if conn.dialect.name == "postgresql":
+        return pg_writes.settled_position(conn)
+    return int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(events.c.position), 0)))
+               .scalar_one())
+
+
+def late_days(conn: sa.Connection, coverage: Coverage, *, first: date | None = None,
+              last: date | None = None) -> set[date]:
+    """Covered days (within ``[first, last]``) that events appended after
+    ``coverage.read_through`` fall in: imported with their own time, committed late, or
+    stamped by a clock that stepped back. Reads only the events after that position.
+    (A tool use is counted at its event's own time, so its event's day is its day.)
+    """
+    newest = coverage.last_day
+    if newest is None:
+        return set()
+    hi = newest if last is None else min(newest, last)
+    e = events.c
+    query = (sa.select(e.recorded_at)
+             .where(e.position > coverage.read_through,
+                    e.recorded_at < day_start(hi) + DAY))
+    if first is not None:
+        query = query.where(e.recorded_at >= day_start(first))
+    found = {row.recorded_at.date() for row in conn.execute(query)}
+    lo = first if first is not None else date.min
+    return {d for d in found if lo <= d <= hi and coverage.covers(d)}
 
 
 def lock_rollups(conn: sa.Connection) -> None:
@@ -130,6 +227,15 @@ def lock_rollups(conn: sa.Connection) -> None:
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(
             f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(current_schema()))")
+
+
+def empty_span_digest(first: date, last: date) -> str:
+    """The digest of a stretch of days with no rows (one day: its ``DayFigures`` digest)."""
+    if first == last:
+        return DayFigures(first).digest()
+    return sha256_hex(canonical_json({"day": first.isoformat(), "last_day": last.isoformat(),
+                                      "tools": [], "servers": [], "messages": [],
+                                      "tokens": []}))
 
 
 # -- computing a day -----------------------------------------------------------------------
@@ -148,6 +254,36 @@ def compute_day(conn: sa.Connection, day: date, *, server_of: ServerOf,
     uses = _use_rows(conn, span, scope)
     return DayFigures(day, _tool_rows(uses), _server_rows(uses, server_of),
                       _message_rows(conn, span, scope), _token_rows(conn, span, scope))
+
+
+def refresh_day(conn: sa.Connection, day: date, coverage: Coverage, *, server_of: ServerOf,
+                scope: str | None = None) -> DayFigures:
+    """A covered day's figures with the events that came after it was rolled up.
+
+    Messages and tokens are read again from the events (never deleted). Tool uses of a
+    day before the prune floor are no longer raw rows but the rollup's: the raw rows left
+    (uses that arrived after the last prune) are added to them.
+    """
+    figures = compute_day(conn, day, server_of=server_of, scope=scope)
+    if coverage.prune_floor is None or day >= coverage.prune_floor:
+        return figures
+    t = usage_daily_tools.c
+    query = sa.select(t.scope, t.tool_name, t.uses, t.last_used).where(t.day == day)
+    if scope is not None:
+        query = query.where(t.scope == scope)
+    merged: dict[tuple[str, str], Row] = {}
+    for row in [*(dict(r._mapping) for r in conn.execute(query)), *figures.tools]:
+        key = (row["scope"], row["tool_name"])
+        before = merged.get(key)
+        if before is None:
+            merged[key] = dict(row)
+            continue
+        before["uses"] += row["uses"]
+        last = [v for v in (before["last_used"], row["last_used"]) if v is not None]
+        before["last_used"] = max(last) if last else None
+    tools = [merged[key] for key in sorted(merged)]
+    return DayFigures(day, tools, _server_rows(tools, server_of), figures.messages,
+                      figures.tokens)
 
 
 @dataclass(frozen=True)
@@ -277,10 +413,10 @@ def write_day(conn: sa.Connection, figures: DayFigures) -> int:
     return figures.rows
 
 
-def read_rolled(conn: sa.Connection, scope: str, first: date, last: date) -> dict[date, DayFigures]:
-    """The rolled-up figures of ``scope`` for every rolled day in ``[first, last]``."""
-    done = {date.fromisoformat(d) for d in rolled_days(conn)}
-    out = {day: DayFigures(day) for day in days_between(first, last) if day in done}
+def read_rolled(conn: sa.Connection, coverage: Coverage, scope: str, first: date,
+                last: date) -> dict[date, DayFigures]:
+    """The rolled-up figures of ``scope`` for every covered day in ``[first, last]``."""
+    out = {day: DayFigures(day) for day in sorted(coverage.covered(first, last))}
     for name, table in _TABLE_OF.items():
         keys = [c for c in table.primary_key.columns if c.name != "day"]
         query = (sa.select(table).where(table.c.scope == scope, table.c.day >= first,

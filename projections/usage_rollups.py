@@ -77,15 +77,20 @@ usage_daily_tokens = sa.Table(
 rollup_days = sa.Table(
     "usage_rollup_days",
     metadata,
-    # The event's ISO day as written: the catalog checks only its shape, and a reducer
+    # The event's ISO days as written: the catalog checks only their shape, and a reducer
     # must never fail on an event the store accepted.
     sa.Column("day", sa.String(10), primary_key=True),
+    sa.Column("last_day", sa.String(10), primary_key=True),
     sa.Column("rows", sa.Integer, nullable=False),
     sa.Column("digest", sa.Text, nullable=False),
     sa.Column("position", PositionType, nullable=False),
+    sa.Column("read_through", PositionType, nullable=False),
+    sa.Column("prune_before", sa.String(10)),
     sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
-"""The UTC days already rolled up, from ``rollup.completed`` (the latest event wins)."""
+"""The UTC days (``day`` .. ``last_day``, one day or a stretch of empty ones) rolled up,
+from ``rollup.completed`` (for one span the latest event wins). ``read_through`` is the
+log position up to which the job had read every event (an older event's own position)."""
 
 JOB_TABLES: tuple[sa.Table, ...] = (usage_daily_tools, usage_daily_servers, usage_daily_messages,
                                     usage_daily_tokens)
@@ -96,12 +101,16 @@ class UsageRollupsProjection(Projection):
     """Which days the nightly job has rolled up."""
 
     name: ClassVar[str] = "usage_rollups"
-    version: ClassVar[int] = 1
+    # v2: spans of days, the position read through and the prune day.
+    version: ClassVar[int] = 2
     tables: ClassVar[tuple[sa.Table, ...]] = (rollup_days,)
     handles: ClassVar[frozenset[str]] = frozenset({"rollup.completed"})
 
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
-        """Mark the event's day as rolled up."""
+        """Mark the event's day (or stretch of days) as rolled up."""
         data = event.data
-        rows.put(rollup_days, {"day": data["day"], "rows": data["rows"],
-                               "digest": data["digest"], "position": event.position})
+        rows.put(rollup_days, {
+            "day": data["day"], "last_day": data.get("last_day") or data["day"],
+            "rows": data["rows"], "digest": data["digest"], "position": event.position,
+            "read_through": data.get("read_through", event.position),
+            "prune_before": data.get("prune_before")})

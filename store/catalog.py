@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from ctxledger.store.streams import SCOPE_PREFIX, StreamKind
 from ctxledger.store.strict import INT32_MAX
@@ -264,10 +264,14 @@ class ContextAssembled(EventData):
 
 
 class RollupCompleted(EventData):
-    """The nightly job rolled up one UTC day.
+    """The nightly job rolled up one UTC day, or a stretch of days with no rows.
 
     ``prune_before`` (a day) tells the tool-usage projection to drop its raw per-use rows
     from before that day, so a rebuild from the log prunes exactly what the job did.
+    ``last_day`` (optional, so older events read as one day) ends a stretch
+    of empty days that one event covers. ``read_through`` (same) is the log position up
+    to which the job read every event: a later event dated in a rolled day is rolled up
+    again by the next run.
     """
 
     type: ClassVar[str] = "rollup.completed"
@@ -276,13 +280,23 @@ class RollupCompleted(EventData):
     rows: int = Field(ge=0, le=INT32_MAX)
     digest: str
     prune_before: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
+    last_day: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
+    read_through: int | None = Field(default=None, ge=0)
 
-    @field_validator("day", "prune_before")
+    @field_validator("day", "prune_before", "last_day")
     @classmethod
     def _real_day(cls, value: str | None) -> str | None:
         if value is not None:
             date.fromisoformat(value)  # raises ValueError for 2026-13-45
         return value
+
+    @model_validator(mode="after")
+    def _stretch_is_forward(self) -> RollupCompleted:
+        if self.last_day is not None and self.last_day < self.day:
+            raise ValueError(f"last_day {self.last_day} is before day {self.day}")
+        if self.last_day is not None and self.last_day > self.day and self.rows:
+            raise ValueError("a stretch of days (last_day) holds no rows")
+        return self
 
 
 CATALOG: dict[str, type[EventData]] = {

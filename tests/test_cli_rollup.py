@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -104,3 +105,39 @@ def test_an_unknown_scope_is_one_error_line(url: str) -> None:
     assert result.stderr.splitlines() == [
         "error: unknown scope 'nobody': no session or scope stream names it"]
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize(("now", "line"), [
+    ("9998-12-31T00:00:00Z", "error: now 9998-12-31T00:00:00Z is later than the ledger's clock"),
+    ("2026-03-01T00:00:00Z", "error: now 2026-03-01T00:00:00Z is before the log's first event"
+                             " (2026-03-02T01:00:00Z): there is no day to roll up"),
+])
+def test_a_now_the_rollup_cannot_use_is_one_error_line_and_writes_nothing(
+        url: str, now: str, line: str) -> None:
+    before = head(url)
+    result = run(url, "rollup", "--now", now)
+    assert result.exit_code == 1, result.stdout
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith(line)
+    assert result.stdout == "" and head(url) == before
+
+
+def test_an_import_into_rolled_days_is_rolled_up_again(url: str, tmp_path: Path) -> None:
+    assert run(url, "rollup", "--now", NOW).exit_code == 0
+    late = tmp_path / "late.jsonl"
+    late.write_text(json.dumps({"stream": "s1", "type": "tool.used",
+                                "id": "7f6d1a52-0b8e-4c1e-9a57-3f4f2f0b1c11",
+                                "data": {"tool_name": "Grep"},
+                                "at": "2026-03-03T12:00:00Z"}) + "\n")
+    imported = run(url, "import", str(late), "--trust-timestamps")
+    assert imported.exit_code == 0, imported.stderr
+    usage = json.loads(run(url, "usage", "--scope", "alpha", "--days", "5", "--now",
+                           NOW).stdout)
+    assert [t["daily"] for t in usage["tools"] if t["name"] == "Grep"] == [[0, 1, 0, 0, 0]]
+    again = run(url, "rollup", "--now", NOW, "--format", "text")
+    assert again.exit_code == 0, again.stderr
+    assert "1 day(s) rolled up again for later events" in again.stdout
+    assert "2026-03-03 (again)" in again.stdout
+    after = json.loads(run(url, "usage", "--scope", "alpha", "--days", "5", "--now",
+                           NOW).stdout)
+    assert after["tools"] == usage["tools"]
+    assert [d["source"] for d in after["days"]] == ["rollup"] * 4 + ["raw"]

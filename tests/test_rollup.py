@@ -24,7 +24,13 @@ from helpers.usage_log import (
 from ctxledger import Ledger
 from ctxledger.projections.tool_usage import tool_usage, tool_uses
 from ctxledger.projections.usage_rollups import JOB_TABLES
-from ctxledger.rollup import ROLLUP_ID_NAMESPACE, RollupPolicy, rollup_event_id, run_rollup
+from ctxledger.rollup import (
+    ROLLUP_ID_NAMESPACE,
+    RollupPolicy,
+    RollupReport,
+    rollup_event_id,
+    run_rollup,
+)
 from ctxledger.store.errors import LedgerError
 
 FIRST = date(2026, 3, 2)
@@ -46,6 +52,15 @@ def at(day: date, hour: int = 0) -> datetime:
     return datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=hour)
 
 
+def roll(ledger: Ledger, clock: StepClock, now: datetime | None = None,
+         policy: RollupPolicy | None = None) -> RollupReport:
+    """The rollup as of ``now``, with the ledger's clock moved there first (a rollup may
+    not run ahead of the clock)."""
+    if now is not None:
+        clock.now = now
+    return ledger.rollup(policy=policy)
+
+
 def job_rows(ledger: Ledger) -> dict[str, list[tuple[object, ...]]]:
     with ledger.engine.connect() as conn:
         return {t.name: sorted(tuple(r) for r in conn.execute(sa.select(t)).all())
@@ -56,7 +71,7 @@ def test_every_complete_day_is_rolled_up_once_and_figures_equal_the_events(
         timed: Ledger, clock: StepClock) -> None:
     write_usage_log(timed, clock, FIRST, days=5)
     now = at(FIRST + timedelta(days=5), 3)
-    report = timed.rollup(now)
+    report = roll(timed, clock, now)
 
     days = [FIRST + timedelta(days=i) for i in range(5)]
     assert [d.day for d in report.rolled] == [d.isoformat() for d in days]
@@ -75,10 +90,10 @@ def test_a_second_run_appends_nothing_and_changes_no_row(timed: Ledger,
                                                          clock: StepClock) -> None:
     write_usage_log(timed, clock, FIRST, days=4)
     now = at(FIRST + timedelta(days=4), 5)
-    first = timed.rollup(now)
+    first = roll(timed, clock, now)
     head, rows, projections = timed.head(), job_rows(timed), dump_projections(timed)
 
-    again = timed.rollup(now + timedelta(hours=1))
+    again = roll(timed, clock, now + timedelta(hours=1))
     assert again.rolled == [] and again.skipped == []
     assert (timed.head(), job_rows(timed), dump_projections(timed)) == (head, rows, projections)
     assert len(first.rolled) == 4
@@ -87,24 +102,25 @@ def test_a_second_run_appends_nothing_and_changes_no_row(timed: Ledger,
 def test_a_backlog_is_caught_up_oldest_first_and_today_waits(timed: Ledger,
                                                              clock: StepClock) -> None:
     write_usage_log(timed, clock, FIRST, days=3)
-    assert [d.day for d in timed.rollup(at(FIRST + timedelta(days=1))).rolled] == ["2026-03-02"]
+    first = roll(timed, clock, at(FIRST + timedelta(days=1)))
+    assert [d.day for d in first.rolled] == ["2026-03-02"]
     # Today (03-04 at noon) is not complete; 03-03 is.
     clock.now = at(FIRST + timedelta(days=2), 12)
-    assert [d.day for d in timed.rollup().rolled] == ["2026-03-03"]
-    # Ten idle days later every missing day comes in one run, oldest first.
-    report = timed.rollup(at(FIRST + timedelta(days=12), 3))
-    assert [d.day for d in report.rolled] == [
-        (FIRST + timedelta(days=i)).isoformat() for i in range(2, 12)]
-    assert [d.rows for d in report.rolled[1:]] == [0] * 9
+    assert [d.day for d in roll(timed, clock).rolled] == ["2026-03-03"]
+    # Ten idle days later every missing day comes in one run: one stretch of empty days.
+    report = roll(timed, clock, at(FIRST + timedelta(days=12), 3))
+    assert [(d.day, d.last_day, d.rows) for d in report.rolled] == [
+        ("2026-03-04", "2026-03-13", 0)]
 
 
 def test_the_rollup_event_is_idempotent_by_day(timed: Ledger, clock: StepClock) -> None:
     write_usage_log(timed, clock, FIRST, days=2)
-    report = timed.rollup(at(FIRST + timedelta(days=1)))
+    report = roll(timed, clock, at(FIRST + timedelta(days=1)))
     done = report.rolled[0]
+    stored = next(e for e in timed.events("system") if e.position == done.position)
+    assert stored.event_id == rollup_event_id(FIRST)
     again = timed.append("system", {"type": "rollup.completed",
-                                    "id": rollup_event_id(FIRST),
-                                    "data": done.model_dump(exclude={"position"})})
+                                    "id": rollup_event_id(FIRST), "data": stored.data})
     assert again.duplicate and again.positions == (done.position,)
 
 
@@ -140,7 +156,7 @@ def kept_days(ledger: Ledger) -> list[date]:
 def test_raw_tool_uses_past_the_retention_are_pruned_and_a_rebuild_agrees(
         timed: Ledger, clock: StepClock) -> None:
     daily_uses(timed, clock, 40)
-    report = timed.rollup(at(FIRST + timedelta(days=40), 3))
+    report = roll(timed, clock, at(FIRST + timedelta(days=40), 3))
     assert report.retention_days == 30
     last = FIRST + timedelta(days=39)
     assert kept_days(timed) == [last - timedelta(days=29 - i) for i in range(30)]
@@ -162,7 +178,7 @@ def test_retention_never_goes_below_the_largest_usage_window_plus_a_day(
     timed.append("s2", {"type": "setting.changed",
                         "data": {"key": "policy.session", "value": {"usage_window_days": 20}}})
     daily_uses(timed, clock, 40)
-    report = timed.rollup(at(FIRST + timedelta(days=40), 3),
+    report = roll(timed, clock, at(FIRST + timedelta(days=40), 3),
                           policy=RollupPolicy(retention_days=5))
     assert report.retention_days == 21
     assert len(kept_days(timed)) == 21
@@ -177,7 +193,8 @@ def test_the_floor_ignores_a_setting_that_does_not_validate(timed: Ledger,
                                  "data": {"key": "usage_window_days", "value": "lots"}})
     timed.log.check = check
     daily_uses(timed, clock, 12)
-    report = timed.rollup(at(FIRST + timedelta(days=12)), policy=RollupPolicy(retention_days=3))
+    report = roll(timed, clock, at(FIRST + timedelta(days=12)),
+                  policy=RollupPolicy(retention_days=3))
     assert report.retention_days == 8  # the default 7-day window + 1
     assert len(kept_days(timed)) == 8
 
@@ -191,7 +208,7 @@ def test_usage_is_the_same_before_and_after_the_rollup(timed: Ledger, clock: Ste
     timed.append("s1", {"type": "tool.used", "data": {"tool_name": "Read"}})  # today, raw
     now = at(FIRST + timedelta(days=5), 9)
     before = timed.usage("alpha", days=6, now=now)
-    timed.rollup(now)
+    roll(timed, clock, now)
     after = timed.usage("alpha", days=6, now=now)
     assert [d.source for d in before.days] == ["raw"] * 6
     assert [d.source for d in after.days] == ["rollup"] * 5 + ["raw"]
@@ -240,9 +257,10 @@ def test_a_stop_request_ends_the_catch_up_between_two_days(timed: Ledger,
         return len(asked) > 2  # let two days through
 
     now = at(FIRST + timedelta(days=4), 3)
-    stopped = run_rollup(timed, now=now, should_stop=should_stop)
+    clock.now = now
+    stopped = run_rollup(timed, should_stop=should_stop)
     assert stopped.stopped and [d.day for d in stopped.rolled] == ["2026-03-02", "2026-03-03"]
-    rest = timed.rollup(now)  # the next run goes on where it stopped
+    rest = roll(timed, clock, now)  # the next run goes on where it stopped
     assert [d.day for d in rest.rolled] == ["2026-03-04", "2026-03-05"]
     assert figures_from_rollups(timed) == figures_from_events(timed, before=now.date())
 
@@ -262,7 +280,8 @@ def test_a_day_rolled_up_by_another_process_meanwhile_is_skipped(timed: Ledger, 
         return False
 
     head_before = timed.head()
-    mine = run_rollup(timed, now=now, should_stop=other_job_runs_now)
+    clock.now = now
+    mine = run_rollup(timed, should_stop=other_job_runs_now)
     days = [(FIRST + timedelta(days=i)).isoformat() for i in range(4)]
     assert [d.day for d in other_reports[0].rolled] == days
     assert mine.rolled == [] and mine.skipped == days

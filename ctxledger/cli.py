@@ -515,16 +515,13 @@ def assemble(
         console.print(assembly_view(result, show_text=text))
 
 
-PROFILE_SETTING = "profile"
-"""The setting ``assemble`` takes its profile from when ``--profile`` is not given."""
-
-
 def session_profile(ledger: Ledger, session: str, given: str | None, *,
                     fallback: str | None = None) -> tuple[str, str]:
     """The profile a command uses, and where it comes from: ``--profile``, else the
     session's ``profile`` setting (at the head), else ``fallback``; with no fallback a
     missing setting is a usage error. A setting that names no profile is an error."""
     from ctxledger.assembler.profiles import profile_names
+    from ctxledger.assembler.setting_check import PROFILE_SETTING
 
     if given is not None:
         return given, "--profile"

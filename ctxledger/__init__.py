@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         IntegrityViolation,
         InvalidArgument,
         LedgerError,
+        SchemaMissing,
         StreamRuleError,
     )
     from ctxledger.store.records import AppendResult, RecordedEvent
@@ -31,7 +32,8 @@ _SOURCES = {
     "ConcurrencyError": "ctxledger.store.errors", "DatabaseMissing": "ctxledger.store.errors",
     "EventValidationError": "ctxledger.store.errors", "IdempotencyError": "ctxledger.store.errors",
     "IntegrityViolation": "ctxledger.store.errors", "InvalidArgument": "ctxledger.store.errors",
-    "LedgerError": "ctxledger.store.errors", "StreamRuleError": "ctxledger.store.errors",
+    "LedgerError": "ctxledger.store.errors", "SchemaMissing": "ctxledger.store.errors",
+    "StreamRuleError": "ctxledger.store.errors",
     "AppendResult": "ctxledger.store.records", "RecordedEvent": "ctxledger.store.records",
     "Seal": "ctxledger.store.seal", "SealSettings": "ctxledger.store.seal",
 }
@@ -39,7 +41,7 @@ _SOURCES = {
 __all__ = [
     "Anchor", "AppendResult", "ConcurrencyError", "DatabaseMissing", "EventValidationError",
     "IdempotencyError", "IntegrityViolation", "InvalidArgument", "Ledger", "LedgerError",
-    "RecordedEvent", "Seal", "SealSettings", "StreamRuleError",
+    "RecordedEvent", "SchemaMissing", "Seal", "SealSettings", "StreamRuleError",
 ]
 __version__ = "0.1.0"
 

@@ -360,24 +360,36 @@ def events(
     format: Annotated[JsonlOrText, typer.Option(
         "--format", help="jsonl (default) or text.")] = JsonlOrText.jsonl,
 ) -> None:
-    """Print events in position order: the whole log, or one stream."""
+    """Print events in position order: the whole log, or one stream.
+
+    Both formats write each page of the log before reading the next, so memory stays
+    bounded at any log size."""
     from ctxledger import render
-    from ctxledger.transfer import iter_events
+    from ctxledger.store.printable import escape_unprintable
+    from ctxledger.transfer import iter_event_pages
 
     with open_existing(_db(ctx)) as ledger:
-        found = iter_events(ledger, stream, after=after, limit=limit)
+        pages = iter_event_pages(ledger, stream, after=after, limit=limit)
+        printed = False
         if format is JsonlOrText.jsonl:
-            printed = 0
-            for event in found:
-                typer.echo(render.dumps(render.event_record(event)))
-                printed += 1
+            for page in pages:
+                typer.echo("\n".join(render.dumps(render.event_record(e)) for e in page))
+                printed = True
             if not printed:
                 _check_stream(ledger, stream)
             return
-        listed = list(found)
-        if not listed:
+        console = _stdout()
+        head = ledger.head()
+        layout = render.EventsLayout(
+            position=len(str(head)), stream=render.STREAM_CAP if stream is None else len(
+                escape_unprintable(stream)),
+            version=len(str(head if stream is None else ledger.log.stream_version(stream))))
+        for page in pages:
+            console.print(render.events_table(page, layout=layout, header=not printed))
+            printed = True
+        if not printed:
             _check_stream(ledger, stream)
-        _stdout().print(render.events_table(listed))
+            console.print(render.events_table([], layout=layout))
 
 
 def as_position(text: str) -> int | None:

@@ -22,7 +22,12 @@ from ctxledger.projections.view import SessionView, ViewRequest
 from ctxledger.setting_checks import check_event
 from ctxledger.store.anchor import Anchor, read_anchor
 from ctxledger.store.clock import Clock, format_utc, system_clock
-from ctxledger.store.engine import create_engine, database_exists, safe_url
+from ctxledger.store.engine import (
+    create_engine,
+    database_exists,
+    require_schema,
+    safe_url,
+)
 from ctxledger.store.errors import DatabaseMissing, InvalidArgument, LedgerError
 from ctxledger.store.log import EventInput, EventLog
 from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
@@ -89,10 +94,12 @@ class Ledger:
         With ``load_vocabulary`` the assembler is made ready now (``prepare_assembler``), so
         no assembly pays for it (or fails on it) midway; other encodings load on first use.
         With ``create=False`` a database that does not exist yet (no SQLite file, no
-        ``events`` table) raises ``DatabaseMissing`` instead of being created.
+        ``events`` table) raises ``DatabaseMissing`` instead of being created. A PostgreSQL
+        ``search_path`` naming no schema that exists raises ``SchemaMissing``.
         """
         engine = create_engine(resolve_db_url(url), **engine_kwargs)
         try:
+            require_schema(engine)
             if not create and not database_exists(engine):
                 raise DatabaseMissing(
                     f"no ctxledger database at {safe_url(engine.url)};"

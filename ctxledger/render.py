@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from ctxledger.store.clock import format_utc
+from ctxledger.store.printable import escape_unprintable
 
 if TYPE_CHECKING:
     # rich and the database stack load only when a table is drawn: a JSON answer (the
@@ -164,27 +166,53 @@ _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
 }
 
 
+_TYPE_WIDTH = max(map(len, _SUMMARIES))
+"""Room for every type this module describes, in a table whose widths are fixed ahead."""
+
+
 def event_summary(event: RecordedEvent, width: int = SUMMARY_WIDTH) -> str:
-    """A one-line human description of an event's data."""
+    """A one-line human description of an event's data (unprintable characters escaped)."""
     describe = _SUMMARIES.get(event.type)
     data = event.data
     text = describe(data) if describe is not None else \
         ", ".join(f"{key}={_short(data[key])}" for key in sorted(data))
-    return clip(text, width)
+    return clip(escape_unprintable(" ".join(text.split())), width)
+
+
+STREAM_CAP = 26
+"""Widest stream column of an events table (on a wide console); longer ids are cut."""
+
+
+@dataclass(frozen=True)
+class EventsLayout:
+    """Widths fixed before the first row, so tables printed a page at a time line up.
+
+    Each is an upper bound, as long as the longest value can be: ``position`` digits of
+    the log's head, ``version`` digits of the highest stream version, ``stream``
+    characters of a stream id (cut to a cap)."""
+
+    position: int
+    version: int
+    stream: int
 
 
 class EventsTable:
     """The events, one line each: position, time, stream and version, type, summary.
 
     On a wide console the summary is cut to stay on one line; on a narrow one (under
-    ``WIDE`` columns) the time and stream are shortened and the summary wraps.
+    ``WIDE`` columns) the time and stream are shortened and the summary wraps. With a
+    ``layout`` the columns keep its widths, and ``header=False`` leaves the header out:
+    the pages of a long listing then read as one table.
     """
 
     WIDE = 110
 
-    def __init__(self, events: Iterable[RecordedEvent], *, title: str | None = None) -> None:
+    def __init__(self, events: Iterable[RecordedEvent], *, title: str | None = None,
+                 layout: EventsLayout | None = None, header: bool = True) -> None:
         self.events = list(events)
         self.title = title
+        self.layout = layout
+        self.header = header
 
     def __rich_console__(self, console: Console,
                          options: ConsoleOptions) -> Iterator[RenderableType]:
@@ -193,16 +221,23 @@ class EventsTable:
         from rich.text import Text
 
         wide = options.max_width >= self.WIDE
-        time_format, stream_cap = ("%Y-%m-%d %H:%M", 26) if wide else ("%m-%d %H:%M", 18)
+        time_format, stream_cap = ("%Y-%m-%d %H:%M", STREAM_CAP) if wide else (
+            "%m-%d %H:%M", 18)
         rows = [(str(e.position), e.recorded_at.astimezone(UTC).strftime(time_format),
-                 e.stream_id, str(e.stream_version), e.type, event_summary(e))
+                 escape_unprintable(e.stream_id), str(e.stream_version), e.type,
+                 event_summary(e))
                 for e in self.events]
         table = Table(title=_plain(self.title), title_justify="left", box=box.SIMPLE_HEAD,
-                      pad_edge=False, show_edge=False, expand=True)
+                      pad_edge=False, show_edge=False, expand=True, show_header=self.header)
         headers = ("pos", "recorded (UTC)" if wide else "at (UTC)", "stream", "v", "type")
         # Fixed columns keep their width (stream ids up to a cap, then cut); the summary
         # takes what is left.
         widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
+        if self.layout is not None:
+            widths[0] = max(widths[0], self.layout.position)
+            widths[2] = max(len(headers[2]), self.layout.stream)
+            widths[3] = max(widths[3], self.layout.version)
+            widths[4] = max(widths[4], _TYPE_WIDTH)
         widths[2] = min(widths[2], stream_cap)
         for header, width in zip(headers, widths, strict=True):
             table.add_column(header, no_wrap=True, overflow="ellipsis", width=width,
@@ -216,9 +251,10 @@ class EventsTable:
         yield table
 
 
-def events_table(events: Iterable[RecordedEvent], *, title: str | None = None) -> EventsTable:
+def events_table(events: Iterable[RecordedEvent], *, title: str | None = None,
+                 layout: EventsLayout | None = None, header: bool = True) -> EventsTable:
     """The events as a table that fits the console (see ``EventsTable``)."""
-    return EventsTable(events, title=title)
+    return EventsTable(events, title=title, layout=layout, header=header)
 
 
 def flatten(value: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

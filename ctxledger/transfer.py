@@ -63,21 +63,52 @@ class ImportReport:
 def iter_events(ledger: Ledger, stream: str | None = None, *, after: int = 0,
                 limit: int | None = None, until: int | datetime | None = None
                 ) -> Iterator[RecordedEvent]:
-    """Events in position order (one stream, or the whole log a page at a time)."""
+    """Events in position order (one stream, or the whole log), read a page at a time."""
+    for page in iter_event_pages(ledger, stream, after=after, limit=limit, until=until):
+        yield from page
+
+
+def iter_event_pages(ledger: Ledger, stream: str | None = None, *, after: int = 0,
+                     limit: int | None = None, until: int | datetime | None = None
+                     ) -> Iterator[list[RecordedEvent]]:
+    """Events in position order in non-empty pages of at most ``EXPORT_PAGE``: a caller
+    that writes each page before asking for the next runs in bounded memory."""
     if stream is not None:
-        yield from ledger.events(stream, after=after, limit=limit, until=until)
+        yield from _stream_pages(ledger, stream, after, limit, until)
         return
     remaining = limit
     cursor = after
     while remaining is None or remaining > 0:
         size = EXPORT_PAGE if remaining is None else min(EXPORT_PAGE, remaining)
         page = ledger.events(after=cursor, limit=size, until=until)
-        yield from page
+        if page:
+            yield page
         if len(page) < size:
             return
         cursor = page[-1].position
         if remaining is not None:
             remaining -= len(page)
+
+
+def _stream_pages(ledger: Ledger, stream: str, after: int, limit: int | None,
+                  until: int | datetime | None) -> Iterator[list[RecordedEvent]]:
+    """One stream's pages, read by version range (an indexed look-up each)."""
+    # The same prefix of the log as the whole-log read, even if the clock stepped back.
+    bound = ledger.log.position_at(check_time(until, "until")) if isinstance(
+        until, datetime) else until
+    remaining = limit
+    version = 1
+    while remaining is None or remaining > 0:
+        page = ledger.log.read_stream(stream, version, version + EXPORT_PAGE - 1)
+        kept = [e for e in page if e.position > after and (bound is None or e.position <= bound)]
+        if remaining is not None:
+            kept = kept[:remaining]
+            remaining -= len(kept)
+        if kept:
+            yield kept
+        if len(page) < EXPORT_PAGE or (bound is not None and page[-1].position > bound):
+            return
+        version += EXPORT_PAGE
 
 
 def export_record(event: RecordedEvent) -> dict[str, Any]:

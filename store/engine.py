@@ -22,7 +22,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.crud import REQUIRED
 
 from ctxledger.store.canonical import canonical_json
-from ctxledger.store.errors import LedgerError
+from ctxledger.store.errors import LedgerError, SchemaMissing
 from ctxledger.store.schema import UTCDateTime
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -136,6 +136,27 @@ def database_exists(engine: Engine) -> bool:
         return True
     with engine.connect() as conn:
         return sa.inspect(conn).has_table("events")
+
+
+def require_schema(engine: Engine) -> None:
+    """Raise ``SchemaMissing`` when a PostgreSQL connection has no schema to work in.
+
+    PostgreSQL skips the schemas of ``search_path`` that do not exist; with none left,
+    the first ``CREATE TABLE`` fails with a bare SQL error that does not name them."""
+    if engine.dialect.name != "postgresql":
+        return
+    with engine.connect() as conn:
+        current, path = conn.exec_driver_sql(
+            "SELECT current_schema(), current_setting('search_path')").one()
+    if current is not None:
+        return
+    names = [name.strip() for name in str(path).split(",") if name.strip()]
+    named = [name for name in names if name != '"$user"'] or names
+    if len(named) == 1:
+        raise SchemaMissing(f"PostgreSQL schema {named[0]} (the URL's search_path) does not"
+                            f" exist; create it first: CREATE SCHEMA {named[0]}")
+    raise SchemaMissing(f"no schema of the URL's search_path ({path}) exists in PostgreSQL;"
+                        " create one first with CREATE SCHEMA")
 
 
 def sqlite_pragmas(*, memory: bool) -> tuple[str, ...]:

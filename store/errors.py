@@ -59,5 +59,10 @@ class DatabaseMissing(LedgerError):
     table); nothing was created."""
 
 
+class SchemaMissing(LedgerError):
+    """The PostgreSQL URL's ``search_path`` names no schema that exists; nothing was
+    created."""
+
+
 class InvalidArgument(LedgerError, ValueError):
     """An argument is out of range (a negative ``limit`` or ``after``)."""

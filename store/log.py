@@ -35,7 +35,8 @@ from ctxledger.store.seal import (
     list_seals,
     seal_in_transaction,
 )
-from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES, check_text
+from ctxledger.store.streams import check_stream_id
+from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES
 from ctxledger.store.verify import VerifyReport, verify_log
 
 EventInput = NewEvent | Mapping[str, Any]
@@ -183,11 +184,7 @@ class EventLog:
 
     def prepare(self, stream_id: str, batch: Sequence[EventInput]) -> list[PreparedEvent]:
         """Validate a batch before touching the database; raises on the first bad event."""
-        if not isinstance(stream_id, str) or not stream_id.strip():
-            raise EventValidationError("stream id must be a non-empty string")
-        if len(stream_id) > 200:
-            raise EventValidationError("stream id is longer than 200 characters")
-        check_text(stream_id, "stream id")
+        check_stream_id(stream_id)
         # Imported by the first write: validation builds the catalog's pydantic models,
         # which a read-only process (``ctxledger state``) never needs.
         from ctxledger.store.validate import coerce_new_event, validate_event

@@ -107,11 +107,13 @@ SCRIPT = textwrap.dedent('''
             body(frozen)
 ''') % {"start": START}
 
+# ``why``: included before the level is set (compression off), included below the count,
+# then expired at message 5.
 EXPECTED: dict[str, dict[str, object]] = {
     "open": {"last_minutes": 6, "messages": 6},
     "assemble": {"last_minutes": 6, "now_minutes": 6, "mes_example": "expired"},
     "replay": {"last_minutes": 6, "replayed": "included"},
-    "why": {"last_minutes": 6, "actions": ["included", "expired"]},
+    "why": {"last_minutes": 6, "actions": ["included", "included", "expired"]},
     "audit": {"last_minutes": 6, "verdicts": ["match"]},
     "rollup": {"days": ["2026-03-02", "2026-03-03"], "tool_uses": 3},
 }

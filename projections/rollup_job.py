@@ -267,13 +267,28 @@ def refresh_day(conn: sa.Connection, day: date, coverage: Coverage, *, server_of
     figures = compute_day(conn, day, server_of=server_of, scope=scope)
     if coverage.prune_floor is None or day >= coverage.prune_floor:
         return figures
-    t = usage_daily_tools.c
-    query = sa.select(t.scope, t.tool_name, t.uses, t.last_used).where(t.day == day)
+    tools = _merged(_rolled_rows(conn, usage_daily_tools, "tool_name", day, scope),
+                    figures.tools, "tool_name")
+    servers = _merged(_rolled_rows(conn, usage_daily_servers, "server_name", day, scope),
+                      figures.servers, "server_name")
+    return DayFigures(day, tools, servers, figures.messages, figures.tokens)
+
+
+def _rolled_rows(conn: sa.Connection, table: sa.Table, name: str, day: date,
+                 scope: str | None) -> list[Row]:
+    """``scope, NAME, uses, last_used`` of ``day`` as the job stored them in ``table``."""
+    t = table.c
+    query = sa.select(t.scope, t[name], t.uses, t.last_used).where(t.day == day)
     if scope is not None:
         query = query.where(t.scope == scope)
+    return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def _merged(rolled: Iterable[Row], raw: Iterable[Row], name: str) -> list[Row]:
+    """Rolled-up rows plus the raw rows left after a prune, summed per (scope, NAME)."""
     merged: dict[tuple[str, str], Row] = {}
-    for row in [*(dict(r._mapping) for r in conn.execute(query)), *figures.tools]:
-        key = (row["scope"], row["tool_name"])
+    for row in [*rolled, *raw]:
+        key = (row["scope"], row[name])
         before = merged.get(key)
         if before is None:
             merged[key] = dict(row)
@@ -281,9 +296,7 @@ def refresh_day(conn: sa.Connection, day: date, coverage: Coverage, *, server_of
         before["uses"] += row["uses"]
         last = [v for v in (before["last_used"], row["last_used"]) if v is not None]
         before["last_used"] = max(last) if last else None
-    tools = [merged[key] for key in sorted(merged)]
-    return DayFigures(day, tools, _server_rows(tools, server_of), figures.messages,
-                      figures.tokens)
+    return [merged[key] for key in sorted(merged)]
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,10 @@ from helpers.usage_log import (
 )
 
 from ctxledger import Ledger
-from ctxledger.projections.tool_usage import tool_uses
+from ctxledger.projections.tool_usage import USE_TABLES
 from ctxledger.rollup import RollupPolicy, run_rollup
 from ctxledger.store.errors import LedgerError
-from ctxledger.usage import UsageReport  # models built before any clock is frozen
+from ctxledger.usage import UsageReport
 
 FIRST = date(2026, 3, 2)
 
@@ -278,18 +278,23 @@ def test_a_late_event_inside_an_empty_stretch_keeps_the_stretch_rolled(
     assert [d.tool_uses for d in usage.days][1:3] == [1, 0]
 
 
-def test_a_late_use_counted_at_its_tools_later_use_is_rolled_up_where_it_counts(
-        timed: Ledger, clock: StepClock) -> None:
-    """The tool-usage projection may count an out-of-order use at the tool's last use (a
-    later day) rather than at its own time: the rollup follows the raw rows either way."""
+def test_a_late_use_is_rolled_up_on_its_own_day(timed: Ledger, clock: StepClock) -> None:
+    """An out-of-order use is counted at its own time (the tool-usage projection keeps it
+    apart from the in-order uses): the rollup re-rolls its own day, and follows the raw
+    rows of both tables."""
     write_usage_log(timed, clock, FIRST, days=4)
     now = at(FIRST + timedelta(days=4), 3)
     roll(timed, clock, now)
+    before = figures_from_rollups(timed)["tools"][("alpha", "Read", FIRST)]
     clock.now = at(FIRST, 20)  # Read was used on every later day
     timed.append("s1", {"type": "tool.used", "data": {"tool_name": "Read"}})
     clock.now = now
-    timed.rollup()
+    assert [d.day for d in timed.rollup().rerolled] == [FIRST.isoformat()]
+    raw: Counter[tuple[str, str, date]] = Counter()
     with timed.engine.connect() as conn:
-        raw = Counter((r.scope, r.tool_name, r.used_at.date()) for r in conn.execute(
-            sa.select(tool_uses.c.scope, tool_uses.c.tool_name, tool_uses.c.used_at)))
-    assert figures_from_rollups(timed)["tools"] == raw
+        for table in USE_TABLES:
+            raw.update((r.scope, r.tool_name, r.used_at.date()) for r in conn.execute(
+                sa.select(table.c.scope, table.c.tool_name, table.c.used_at)))
+    rolled = figures_from_rollups(timed)["tools"]
+    assert rolled == raw
+    assert rolled[("alpha", "Read", FIRST)] == before + 1

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from helpers.assertions import one_error_line
 from typer.testing import CliRunner, Result
 
 from ctxledger import Ledger, migrate
@@ -44,18 +45,6 @@ def _message(content: str, role: str = "user", **extra: Any) -> dict[str, Any]:
 def _head(url: str) -> int:
     with Ledger.open(url) as ledger:
         return ledger.head()
-
-
-def _assert_one_error_line(result: Result, *needles: str) -> str:
-    """Exit 1, nothing on stdout, exactly one ``error: `` line on stderr, no traceback."""
-    assert result.exit_code == 1, (result.stdout, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.stderr + result.stdout
-    for needle in needles:
-        assert needle in lines[0]
-    return lines[0]
 
 
 @pytest.fixture
@@ -101,7 +90,7 @@ def test_init_masks_the_password_in_the_url(runner: CliRunner, tmp_path: Path) -
 
     bad = runner.invoke(app, ["--db", "postgresql+psycopg://bob:hunter2@127.0.0.1:1/x",
                               "init"])
-    line = _assert_one_error_line(bad, "bob:***@127.0.0.1:1")
+    line = one_error_line(bad, "bob:***@127.0.0.1:1")
     assert "hunter2" not in line
 
 
@@ -177,7 +166,7 @@ def test_reusing_an_id_for_different_content_is_one_line(cli: Run, sqlite_url: s
     event_id = str(uuid.uuid4())
     cli("append", "chat-1", input=_jsonl({**_started(), "id": event_id}))
     result = cli("append", "chat-1", input=_jsonl({**_message("other"), "id": event_id}))
-    _assert_one_error_line(result, event_id, "different content")
+    one_error_line(result, event_id, "different content")
     assert _head(sqlite_url) == 1
 
 
@@ -229,7 +218,7 @@ def test_bad_input_is_one_line_and_writes_nothing(cli: Run, sqlite_url: str, pay
     cli("append", "chat-1", input=_jsonl(_started()))
     before = _head(sqlite_url)
     result = cli("append", "chat-1", input=payload)
-    _assert_one_error_line(result, *needles)
+    one_error_line(result, *needles)
     assert _head(sqlite_url) == before
 
 
@@ -240,14 +229,14 @@ def test_conflict_shows_expected_against_actual(runner: CliRunner, db_url: str) 
     run("append", "chat-1", input=_jsonl(_started(), _message("hi")))
     before = _head(db_url)
     result = run("append", "chat-1", "--expected-version", "1", input=_jsonl(_message("late")))
-    _assert_one_error_line(result, "stream 'chat-1'", "expected version 1",
-                           "actual version 2")
+    one_error_line(result, "stream 'chat-1'", "expected version 1",
+                   "actual version 2")
     assert _head(db_url) == before
 
 
 def test_missing_input_file_is_a_domain_error(cli: Run, tmp_path: Path) -> None:
     result = cli("append", "chat-1", "--file", str(tmp_path / "absent.jsonl"))
-    _assert_one_error_line(result, "cannot read", "absent.jsonl")
+    one_error_line(result, "cannot read", "absent.jsonl")
 
 
 @pytest.mark.parametrize("args", [
@@ -279,13 +268,13 @@ def test_usage_errors_exit_2_and_write_nothing(cli: Run, sqlite_url: str,
                  id="unknown-driver"),
 ])
 def test_unusable_database_is_one_line(runner: CliRunner, url: str, needle: str) -> None:
-    _assert_one_error_line(runner.invoke(app, ["--db", url, "events"]), needle)
+    one_error_line(runner.invoke(app, ["--db", url, "events"]), needle)
 
 
 def test_sqlite_file_in_a_missing_folder(runner: CliRunner, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'absent' / 'x.db'}"
-    _assert_one_error_line(runner.invoke(app, ["--db", url, "init"]),
-                           f"database {url}: unable to open database file")
+    one_error_line(runner.invoke(app, ["--db", url, "init"]),
+                   f"database {url}: unable to open database file")
 
 
 def test_unexpected_errors_are_one_line_unless_debugging(
@@ -294,8 +283,8 @@ def test_unexpected_errors_are_one_line_unless_debugging(
         raise RuntimeError("boom\nsecond line")
 
     monkeypatch.setattr(Ledger, "head", broken)
-    _assert_one_error_line(cli("init"), "internal error: RuntimeError: boom second line",
-                           DEBUG_ENV_VAR)
+    one_error_line(cli("init"), "internal error: RuntimeError: boom second line",
+                   DEBUG_ENV_VAR, internal=True)
     debugging = cli("init", env={DEBUG_ENV_VAR: "1"})
     assert isinstance(debugging.exception, RuntimeError)
 
@@ -325,7 +314,7 @@ def test_state_matches_the_library_at_the_given_time(cli: Run, sqlite_url: str) 
 
 def test_state_of_an_unknown_session_is_one_line(cli: Run) -> None:
     cli("init")
-    _assert_one_error_line(cli("state", "nobody"), "nobody")
+    one_error_line(cli("state", "nobody"), "nobody")
 
 
 # -- verify -------------------------------------------------------------------------------------
@@ -357,7 +346,7 @@ def test_verify_lists_every_problem_and_exits_1(cli: Run, sqlite_url: str) -> No
     assert report["ok"] is False and report["triggers_ok"] is False
     assert any("hash mismatch" in p and "position 2" in p for p in report["problems"])
     assert any("events_no_update" in p for p in report["problems"])
-    _assert_one_error_line(result, f"verify found {len(report['problems'])} problem(s)")
+    one_error_line(result, f"verify found {len(report['problems'])} problem(s)")
 
     text = cli("verify", "--format", "text")
     assert text.exit_code == 1
@@ -389,8 +378,8 @@ def test_rebuild_all_or_one_projection_keeps_the_state(cli: Run, sqlite_url: str
 def test_rebuild_unknown_projection_lists_the_known_ones(cli: Run, sqlite_url: str) -> None:
     with Ledger.open(sqlite_url) as ledger:
         names = [s.name for s in ledger.projection_status()]
-    line = _assert_one_error_line(cli("rebuild", "--projection", "nope"),
-                                  "unknown projection 'nope'")
+    line = one_error_line(cli("rebuild", "--projection", "nope"),
+                          "unknown projection 'nope'")
     assert line.endswith(", ".join(names))
 
 

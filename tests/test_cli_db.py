@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from typer.testing import CliRunner, Result
+from helpers.assertions import one_error_line
+from typer.testing import CliRunner
 
 from ctxledger import InvalidArgument, Ledger
 from ctxledger.cli import app, hoist_db
@@ -34,16 +35,6 @@ READ_COMMANDS = [
 def runner() -> CliRunner:
     """No ``CTXLEDGER_DB`` from the developer's shell."""
     return CliRunner(env={ENV_VAR: None, DEBUG_ENV_VAR: None, "COLUMNS": "160"})
-
-
-def _one_error_line(result: Result, *needles: str) -> str:
-    assert result.exit_code == 1, (result.stdout, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.stdout + result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def _append(runner: CliRunner, url: str, stream: str, *events: dict[str, Any]) -> None:
@@ -122,8 +113,8 @@ def test_read_commands_refuse_a_missing_sqlite_file(runner: CliRunner, tmp_path:
                                                     command: list[str]) -> None:
     path = tmp_path / "missing.db"
     result = runner.invoke(app, [*command, "--db", f"sqlite:///{path}"])
-    _one_error_line(result, f"no ctxledger database at sqlite:///{path};",
-                    "run 'ctxledger init' or append to create one")
+    one_error_line(result, f"no ctxledger database at sqlite:///{path};",
+                   "run 'ctxledger init' or append to create one")
     assert not path.exists()
     assert list(tmp_path.iterdir()) == []
 
@@ -133,8 +124,8 @@ def test_read_commands_refuse_a_missing_sqlite_file(runner: CliRunner, tmp_path:
 def test_read_commands_refuse_a_postgres_schema_without_a_log(
         runner: CliRunner, pg_url: str, command: list[str]) -> None:
     result = runner.invoke(app, [*command, "--db", pg_url])
-    _one_error_line(result, "no ctxledger database at postgresql+psycopg://",
-                    "run 'ctxledger init' or append to create one")
+    one_error_line(result, "no ctxledger database at postgresql+psycopg://",
+                   "run 'ctxledger init' or append to create one")
     engine = sa.create_engine(pg_url)
     try:
         with engine.connect() as conn:
@@ -146,7 +137,7 @@ def test_read_commands_refuse_a_postgres_schema_without_a_log(
 def test_the_default_database_is_not_created_by_a_read(
         runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    _one_error_line(runner.invoke(app, ["events"]), "sqlite:///ctxledger.db")
+    one_error_line(runner.invoke(app, ["events"]), "sqlite:///ctxledger.db")
     assert not (tmp_path / "ctxledger.db").exists()
 
 
@@ -182,7 +173,7 @@ def test_bad_input_to_a_write_command_creates_no_database(
         runner: CliRunner, db_url: str, command: list[str], body: str, needle: str) -> None:
     """The input is checked before the database is opened: a refused append or rebuild
     leaves no empty database behind, on either backend."""
-    _one_error_line(runner.invoke(app, [*command, "--db", db_url], input=body), needle)
+    one_error_line(runner.invoke(app, [*command, "--db", db_url], input=body), needle)
     _nothing_created(db_url)
 
 
@@ -208,7 +199,7 @@ def test_a_stream_never_written_is_an_error(runner: CliRunner, db_url: str) -> N
     for command in (["events", "s2"], ["events", "s2", "--format", "text"], ["export", "s2"]):
         result = runner.invoke(app, [*command, "--db", db_url])
         assert result.stdout == ""
-        _one_error_line(result, "unknown stream 's2': it has no events")
+        one_error_line(result, "unknown stream 's2': it has no events")
     # A stream that exists, cut before its first event, is just empty.
     for command in (["events", "s1", "--after", "1"], ["export", "s1", "--until", "0"]):
         result = runner.invoke(app, [*command, "--db", db_url])
@@ -225,7 +216,7 @@ def test_read_only_sqlite_is_refused_in_one_line(runner: CliRunner, tmp_path: Pa
     before = (tmp_path / "x.db").read_bytes()
     for command in (["state", "s1"], ["events"], ["init"]):
         result = runner.invoke(app, [*command, "--db", url + "?mode=ro"])
-        _one_error_line(result, "read-only SQLite URLs are not supported")
+        one_error_line(result, "read-only SQLite URLs are not supported")
     assert (tmp_path / "x.db").read_bytes() == before
 
 
@@ -240,8 +231,8 @@ def test_sqlite_query_arguments_are_refused_in_one_line(runner: CliRunner, tmp_p
     before = (tmp_path / "x.db").read_bytes()
     for command in (["state", "s1"], ["init"]):
         result = runner.invoke(app, [*command, "--db", f"{url}?{query}"])
-        _one_error_line(result, "SQLite URL" if "ro" not in query and "immutable" not in query
-                        else "read-only SQLite URLs are not supported")
+        one_error_line(result, "SQLite URL" if "ro" not in query and "immutable" not in query
+                       else "read-only SQLite URLs are not supported")
     assert (tmp_path / "x.db").read_bytes() == before
     assert all(p.name.startswith("x.db") for p in tmp_path.iterdir())  # and its WAL files
 
@@ -253,7 +244,7 @@ def test_postgres_without_its_extra_names_the_extra(
                         lambda name, *a: None if name == "psycopg" else real(name, *a))
     for url in ("postgresql+psycopg://u@127.0.0.1/db", "postgresql://u@127.0.0.1/db"):
         result = runner.invoke(app, ["events", "--db", url])
-        line = _one_error_line(result, "pip install 'ctxledger[postgres]'")
+        line = one_error_line(result, "pip install 'ctxledger[postgres]'")
         assert line == ("error: PostgreSQL needs the postgres extra:"
                         " pip install 'ctxledger[postgres]'")
 
@@ -296,8 +287,8 @@ def test_huge_cli_positions_are_answered_not_crashed(runner: CliRunner, tmp_path
     # Digits of other scripts are not a position (int() would read them as one).
     wide = runner.invoke(app, ["export", "--until", "\uff11", "--db", url])
     assert wide.exit_code == 2 and "'--until'" in wide.stderr
-    _one_error_line(runner.invoke(app, ["replay", "s1", "--until", "\uff11", "--db", url]),
-                    "neither a log position nor an ISO-8601 time")
+    one_error_line(runner.invoke(app, ["replay", "s1", "--until", "\uff11", "--db", url]),
+                   "neither a log position nor an ISO-8601 time")
 
 
 def test_negative_cli_limits_are_usage_errors(runner: CliRunner, tmp_path: Path) -> None:

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from conftest import pg_schema_url, require_postgres
+from helpers.assertions import one_error_line
 from rich.console import Console
-from typer.testing import CliRunner, Result
+from typer.testing import CliRunner
 
 from ctxledger import EventValidationError, Ledger, SchemaMissing
 from ctxledger.cli import app
@@ -32,16 +33,6 @@ MESSAGE = {"type": "message.appended", "data": {"role": "user", "content": "hi"}
 def runner() -> CliRunner:
     """No ``CTXLEDGER_DB`` from the developer's shell."""
     return CliRunner(env={ENV_VAR: None, DEBUG_ENV_VAR: None, "COLUMNS": "140"})
-
-
-def _one_error_line(result: Result, *needles: str) -> str:
-    assert result.exit_code == 1, (result.stdout, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.stdout + result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 # -- stream ids -------------------------------------------------------------------------------
@@ -64,7 +55,7 @@ def test_a_stream_id_that_cannot_print_is_refused(runner: CliRunner, db_url: str
                                                    stream: str, problem: str) -> None:
     result = runner.invoke(app, ["append", stream, "--db", db_url],
                            input=json.dumps(MESSAGE) + "\n")
-    _one_error_line(result, f"stream id contains {problem}")
+    one_error_line(result, f"stream id contains {problem}")
     with Ledger.open(db_url, load_vocabulary=False) as ledger:
         with pytest.raises(EventValidationError, match="stream id contains"):
             ledger.append(stream, MESSAGE)
@@ -161,7 +152,7 @@ def test_a_missing_postgres_schema_is_named_in_one_line(runner: CliRunner) -> No
         Ledger.open(url, load_vocabulary=False)
     for command in (["append", "s1"], ["init"], ["state", "s1"], ["events"]):
         result = runner.invoke(app, [*command, "--db", url], input=json.dumps(MESSAGE) + "\n")
-        _one_error_line(result, "schema ctxledger_no_such_schema", "CREATE SCHEMA")
+        one_error_line(result, "schema ctxledger_no_such_schema", "CREATE SCHEMA")
     engine = sa.create_engine(url)
     with engine.connect() as conn:
         assert conn.exec_driver_sql(

@@ -15,8 +15,10 @@ import sqlalchemy as sa
 from helpers.tables import assert_projections_equal_rebuild, dump_projections
 from helpers.usage_log import (
     StepClock,
+    at,
     figures_from_events,
     figures_from_rollups,
+    roll,
     rollup_events,
     write_usage_log,
 )
@@ -27,7 +29,6 @@ from ctxledger.projections.usage_rollups import JOB_TABLES
 from ctxledger.rollup import (
     ROLLUP_ID_NAMESPACE,
     RollupPolicy,
-    RollupReport,
     rollup_event_id,
     run_rollup,
 )
@@ -46,19 +47,6 @@ def timed(db_url: str, clock: StepClock) -> Iterator[Ledger]:
     """A ledger on each backend whose clock the test moves."""
     with Ledger.open(db_url, clock=clock) as opened:
         yield opened
-
-
-def at(day: date, hour: int = 0) -> datetime:
-    return datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=hour)
-
-
-def roll(ledger: Ledger, clock: StepClock, now: datetime | None = None,
-         policy: RollupPolicy | None = None) -> RollupReport:
-    """The rollup as of ``now``, with the ledger's clock moved there first (a rollup may
-    not run ahead of the clock)."""
-    if now is not None:
-        clock.now = now
-    return ledger.rollup(policy=policy)
 
 
 def job_rows(ledger: Ledger) -> dict[str, list[tuple[object, ...]]]:

@@ -21,8 +21,10 @@ from helpers.databases import sibling_database
 from helpers.tables import assert_projections_equal_rebuild
 from helpers.usage_log import (
     StepClock,
+    at,
     figures_from_events,
     figures_from_rollups,
+    roll,
     write_usage_log,
 )
 
@@ -44,16 +46,6 @@ def clock() -> StepClock:
 def timed(db_url: str, clock: StepClock) -> Iterator[Ledger]:
     with Ledger.open(db_url, clock=clock) as opened:
         yield opened
-
-
-def at(day: date, hour: int = 0) -> datetime:
-    return datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=hour)
-
-
-def roll(ledger: Ledger, clock: StepClock, now: datetime,
-         policy: RollupPolicy | None = None) -> None:
-    clock.now = now
-    ledger.rollup(policy=policy)
 
 
 def rollup_data(ledger: Ledger) -> list[dict[str, object]]:

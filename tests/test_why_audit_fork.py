@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.assertions import one_error_line
 from typer.testing import CliRunner, Result
 
 from ctxledger import Ledger, LedgerError
@@ -33,14 +34,6 @@ def loaded(db_url: str) -> Any:
 def _cli(db_url: str, *args: str) -> Result:
     runner = CliRunner(env={ENV_VAR: None, DEBUG_ENV_VAR: None, "COLUMNS": "160"})
     return runner.invoke(app, ["--db", db_url, *args])
-
-
-def _one_error_line(result: Result, needle: str) -> None:
-    assert result.exit_code == 1, (result.stdout, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert needle in lines[0]
-    assert "Traceback" not in result.output and "internal error" not in result.stderr
 
 
 # -- why ---------------------------------------------------------------------------------------
@@ -144,8 +137,8 @@ def test_why_an_unknown_item_is_a_one_line_error(loaded: Any, db_url: str) -> No
     ledger, _ = loaded
     with pytest.raises(LedgerError, match="'nothing' is not a candidate"):
         ledger.why("chat-1", "nothing")
-    _one_error_line(_cli(db_url, "why", "chat-1", "message:zzz"), "is not a candidate")
-    _one_error_line(_cli(db_url, "why", "ghost", "mes_example"), "unknown session 'ghost'")
+    one_error_line(_cli(db_url, "why", "chat-1", "message:zzz"), "is not a candidate")
+    one_error_line(_cli(db_url, "why", "ghost", "mes_example"), "unknown session 'ghost'")
     shown = _cli(db_url, "why", "chat-1", "mes_example", "--format", "text")
     assert shown.exit_code == 0, shown.stderr
     assert "mes_example: included at steps" in shown.stdout
@@ -186,7 +179,7 @@ def test_audit_fails_on_a_tampered_digest(loaded: Any, db_url: str) -> None:
     assert [e.status for e in report.entries] == ["match", "match", "digest_mismatch"]
     assert not report.ok
     result = _cli(db_url, "audit", "chat-1")
-    _one_error_line(result, "1 of 3 record(s) do not match")
+    one_error_line(result, "1 of 3 record(s) do not match")
     assert json.loads(result.stdout)["records"][2]["derived_digest"] == real.digest
 
 
@@ -228,7 +221,7 @@ def test_a_record_made_under_an_earlier_card_revision_is_superseded_not_tampered
     assert old.policy_version in entries[0].detail and "tampering" in entries[0].detail
     assert entries[0].derived_policy_version == current.policy_version
     result = _cli(db_url, "audit", "chat-1")
-    _one_error_line(result, "3 of 4 record(s) do not match")
+    one_error_line(result, "3 of 4 record(s) do not match")
     assert json.loads(result.stdout)["counts"]["superseded"] == 2
     text = _cli(db_url, "audit", "chat-1", "--format", "text")
     assert "superseded" in text.stdout and "digest_mismatch" not in text.stdout
@@ -298,7 +291,7 @@ def test_bad_forks_write_nothing(loaded: Any, db_url: str) -> None:
     for args, needle in cases:
         with pytest.raises(LedgerError, match=needle):
             ledger.fork(*args)
-        _one_error_line(_cli(db_url, "fork", args[0], args[1], "--at", str(args[2])), needle)
+        one_error_line(_cli(db_url, "fork", args[0], args[1], "--at", str(args[2])), needle)
     assert ledger.head() == head
     made = _cli(db_url, "fork", "chat-1", "chat-1c", "--at", str(last))
     assert made.exit_code == 0, made.stderr
@@ -327,7 +320,7 @@ def test_replay_cli_matches_the_api_and_rejects_bad_input(loaded: Any, db_url: s
         (("--until", "2025-03-01T10:00:00"), "needs a zone"),
         (("--until", "9999-01-01T00:00:00+00:00"), "in the future"),
     ]:
-        _one_error_line(_cli(db_url, "replay", "chat-1", *args), needle)
-    _one_error_line(_cli(db_url, "replay", "ghost"), "unknown session 'ghost'")
+        one_error_line(_cli(db_url, "replay", "chat-1", *args), needle)
+    one_error_line(_cli(db_url, "replay", "ghost"), "unknown session 'ghost'")
     assert _cli(db_url, "replay", "chat-1", "--profile", "nope").exit_code == 2
     assert ledger.head() == head

@@ -19,6 +19,7 @@ from ctxledger.projections.usage_rollups import (
     usage_daily_tokens,
     usage_daily_tools,
 )
+from ctxledger.rollup import RollupPolicy, RollupReport
 from ctxledger.store.streams import stream_kind
 
 DIGEST = "0" * 64
@@ -125,3 +126,17 @@ def rollup_events(ledger: Ledger) -> list[tuple[str, int, str]]:
     """Every ``rollup.completed`` as (day, rows, event id), in log order."""
     return [(e.data["day"], e.data["rows"], e.event_id) for e in ledger.events("system")
             if e.type == "rollup.completed"]
+
+
+def at(day: date, hour: int = 0) -> datetime:
+    """``hour`` o'clock UTC on ``day``."""
+    return datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=hour)
+
+
+def roll(ledger: Ledger, clock: StepClock, now: datetime | None = None,
+         policy: RollupPolicy | None = None) -> RollupReport:
+    """The rollup as of ``now``, with the ledger's clock moved there first (a rollup may
+    not run ahead of the clock)."""
+    if now is not None:
+        clock.now = now
+    return ledger.rollup(policy=policy)

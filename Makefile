@@ -18,7 +18,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy -p ctxledger
+	$(BIN)/python scripts/typecheck.py
 
 pytest: $(STAMP)
 	$(BIN)/pytest

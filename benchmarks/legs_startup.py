@@ -57,11 +57,11 @@ def compile_bytecode() -> None:
     """Write the ``.pyc`` files of ctxledger's modules, as installing a wheel does."""
     import ctxledger
 
-    root = Path(ctxledger.__file__).resolve().parent
-    # compileall does not follow the checkout's symlinks (ctxledger/store -> ../store).
-    folders = {root, *(path.resolve() for path in root.iterdir() if path.is_symlink())}
-    for folder in sorted(folders):
-        if (folder / "__init__.py").is_file():
+    # In a checkout the package's path also holds the root, where only these are its own.
+    for entry in map(Path, ctxledger.__path__):
+        own = [entry] if (entry / "__init__.py").is_file() else [
+            entry / name for name in ("store", "projections", "assembler", "migrations")]
+        for folder in own:
             compileall.compile_dir(folder, quiet=1)
 
 

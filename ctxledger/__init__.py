@@ -6,9 +6,18 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
-from ctxledger.store.lazy import lazy_exports
+# A wheel installs store/, projections/, assembler/ and migrations/ inside this package; a
+# checkout keeps them beside it, so there the checkout's root joins the package's search
+# path. No symlinks: a checkout made without them imports the same modules.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if not os.path.isdir(os.path.join(__path__[0], "store")) and os.path.isfile(
+        os.path.join(_ROOT, "store", "__init__.py")):
+    __path__.append(_ROOT)
+
+from ctxledger.store.lazy import lazy_exports  # noqa: E402 (needs the path above)
 
 if TYPE_CHECKING:
     from ctxledger.ledger import Ledger

@@ -6,7 +6,7 @@ import sqlalchemy as sa
 
 from ctxledger import Ledger
 from ctxledger.projections.scope_members import members_until, scope_members
-from tests.helpers.legacy import append_legacy
+from helpers.legacy import append_legacy
 
 
 def _rows(ledger: Ledger) -> list[tuple[str, str, int]]:

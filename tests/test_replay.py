@@ -14,7 +14,7 @@ from ctxledger.assembler.profiles import profile_names
 from ctxledger.projections.base import metadata as projection_metadata
 from ctxledger.replay import ReplayError, read_prefix
 from ctxledger.store.errors import LedgerError
-from tests.helpers.scenario import Recorded, StepClock, load_scenario
+from helpers.scenario import Recorded, StepClock, load_scenario
 
 SESSIONS = ("chat-1", "alice-2", "mover")
 

@@ -17,7 +17,7 @@ from ctxledger.cli import app
 from ctxledger.cli_errors import DEBUG_ENV_VAR
 from ctxledger.config import ENV_VAR
 from ctxledger.why import decision_numbers
-from tests.helpers.scenario import StepClock, load_scenario
+from helpers.scenario import StepClock, load_scenario
 
 CUSTOM = {"profile": "card", "compression_level": "none"}
 

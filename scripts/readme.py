@@ -1,29 +1,36 @@
-"""Regenerate (or check) the real outputs shown in README.md, so they cannot go stale.
+"""Regenerate (or check) the real outputs shown in the docs, and the CLI reference.
 
-    python scripts/readme.py            # rewrite the outputs in README.md
-    python scripts/readme.py --check    # exit 1 and show a diff if any output is stale
+    python scripts/readme.py            # rewrite the outputs and docs/cli.md
+    python scripts/readme.py --check    # exit 1 and show a diff if anything is stale
 
-Three markers, each on the line right before a fenced block:
+The pages are README.md, then every docs/*.md in name order. Three markers, each on the
+line right before a fenced block:
 
 - ``<!-- readme: file NAME -->``: the block is written to the file NAME first.
 - ``<!-- readme: shell -->``: the block's ``$ `` lines are commands (a line ending in
   ``\\`` continues on the next). They run with bash, in order, and the block becomes each
   command followed by what it printed (stdout and stderr).
 - ``<!-- readme: python-output -->``: the block becomes what the nearest ``python`` block
-  above it printed.
+  above it, on the same page, printed.
 
-Shell blocks and files share one temporary folder, top to bottom, so a database that an
-earlier block creates is there for a later one; Python blocks run in a subfolder of their
-own. ``ctxledger`` is the one next to this Python, and the environment is fixed (120
-columns, no colour, no ``CTXLEDGER_DB``). What still differs between two runs (generated
-event ids, hashes over recorded times, the times themselves, elapsed seconds) is masked
-when ``--check`` compares, and written as it came out otherwise.
+All pages share one temporary folder, page after page and top to bottom, so a database
+that an earlier block creates (the README's ``demo.db``) is there for a later block of any
+page; Python blocks run in a subfolder of their own. ``ctxledger`` is the one next to this
+Python, and the environment is fixed (120 columns, no colour, no ``CTXLEDGER_DB``). What
+still differs between two runs (generated event ids, hashes over recorded times, the times
+themselves, elapsed seconds) is masked when ``--check`` compares, and written as it came
+out otherwise.
+
+docs/cli.md is written whole from the Typer app (``ctxledger.cli.app``) through click's
+introspection: every command, its help, arguments and options with their defaults, in
+name order, with no dependence on the terminal's width.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import inspect
 import os
 import re
 import subprocess
@@ -31,9 +38,12 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+CLI_REFERENCE = DOCS / "cli.md"
 MARKER = re.compile(r"^<!-- readme: (shell|python-output|file) ?([^ ]*) -->$")
 VOLATILE = (
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),
@@ -56,6 +66,16 @@ class Block:
     start: int
     end: int
     body: list[str]
+
+
+def pages() -> list[Path]:
+    """The pages whose marked blocks are regenerated: README.md, then docs/*.md by name."""
+    return [README, *sorted(p for p in DOCS.glob("*.md") if p != CLI_REFERENCE)]
+
+
+def shown(path: Path) -> str:
+    """``path`` as the diffs and messages name it (relative to the repository)."""
+    return path.relative_to(ROOT).as_posix()
 
 
 def blocks(lines: list[str]) -> list[Block]:
@@ -111,9 +131,9 @@ def run_shell(body: list[str], folder: Path) -> list[str]:
     """Each command of the block followed by its output."""
     result: list[str] = []
     for command in commands(body):
-        shown = command.split("\n")
-        result.append(f"$ {shown[0]}")
-        result.extend(shown[1:])
+        lines = command.split("\n")
+        result.append(f"$ {lines[0]}")
+        result.extend(lines[1:])
         # One stream for both, interleaved as a terminal shows them.
         done = subprocess.run(["bash", "-c", command], cwd=folder, env=environment(folder),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -123,38 +143,39 @@ def run_shell(body: list[str], folder: Path) -> list[str]:
     return result
 
 
-def run_python(code: list[str], folder: Path) -> list[str]:
+def run_python(code: list[str], folder: Path, page: Path) -> list[str]:
     """What the Python code printed."""
     done = subprocess.run([sys.executable, "-c", "\n".join(code)], cwd=folder,
                           env=environment(folder), capture_output=True, text=True,
                           timeout=TIMEOUT, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"a python block of README.md failed:\n{done.stderr}")
+        raise SystemExit(f"a python block of {shown(page)} failed:\n{done.stderr}")
     return [line.rstrip() for line in done.stdout.rstrip("\n").split("\n")]
 
 
-def regenerate(text: str) -> str:
-    """``text`` with every marked block's output produced again."""
+def regenerate(text: str, page: Path, folder: Path) -> str:
+    """``text`` (the page ``page``) with every marked block's output produced again.
+
+    Commands run in ``folder``, which earlier pages may have filled already.
+    """
     lines = text.split("\n")
     replacements: list[tuple[Block, list[str]]] = []
-    with tempfile.TemporaryDirectory(prefix="ctxledger-readme-") as name:
-        folder = Path(name)
-        python_folder = folder / "python"
-        python_folder.mkdir()
-        last_python: list[str] | None = None
-        for block in blocks(lines):
-            if block.language == "python":
-                last_python = block.body
-            if block.kind == "file":
-                (folder / block.argument).write_text("\n".join(block.body) + "\n",
-                                                     encoding="utf-8")
-            elif block.kind == "shell":
-                replacements.append((block, run_shell(block.body, folder)))
-            elif block.kind == "python-output":
-                if last_python is None:
-                    raise SystemExit(f"README.md line {block.start + 1}: python-output "
-                                     "with no python block above it")
-                replacements.append((block, run_python(last_python, python_folder)))
+    python_folder = folder / "python"
+    python_folder.mkdir(exist_ok=True)
+    last_python: list[str] | None = None
+    for block in blocks(lines):
+        if block.language == "python":
+            last_python = block.body
+        if block.kind == "file":
+            (folder / block.argument).write_text("\n".join(block.body) + "\n",
+                                                 encoding="utf-8")
+        elif block.kind == "shell":
+            replacements.append((block, run_shell(block.body, folder)))
+        elif block.kind == "python-output":
+            if last_python is None:
+                raise SystemExit(f"{shown(page)} line {block.start + 1}: python-output "
+                                 "with no python block above it")
+            replacements.append((block, run_python(last_python, python_folder, page)))
     for block, body in reversed(replacements):
         lines[block.start + 1:block.end] = body
     return "\n".join(lines)
@@ -167,25 +188,111 @@ def masked(text: str) -> str:
     return text
 
 
+def _cell(text: str) -> str:
+    """``text`` fit for one cell of a markdown table."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _params_table(command: Any, ctx: Any) -> list[str]:
+    """The arguments and options of ``command`` as a markdown table (none: no lines)."""
+    rows: list[str] = []
+    for param in command.params:
+        if getattr(param, "hidden", False):
+            continue
+        record = param.get_help_record(ctx)
+        if record is None:
+            continue
+        declaration, help_text = record
+        kind = "argument" if param.param_type_name == "argument" else "option"
+        rows.append(f"| `{_cell(declaration)}` | {kind} | {_cell(help_text)} |")
+    if not rows:
+        return []
+    return ["| argument or option | kind | description |", "|---|---|---|", *rows, ""]
+
+
+def _usage(command: Any, ctx: Any) -> str:
+    """The usage line of ``command`` (its full path, then its usage pieces)."""
+    return " ".join([ctx.command_path, *command.collect_usage_pieces(ctx)])
+
+
+def _help(command: Any) -> str:
+    """The help text of ``command``, dedented."""
+    return inspect.cleandoc(command.help or "")
+
+
+def _commands(group: Any, ctx: Any) -> list[tuple[Any, Any]]:
+    """Every visible command under ``group``, depth first, each level in name order."""
+    found: list[tuple[Any, Any]] = []
+    for name in sorted(group.list_commands(ctx)):
+        command = group.get_command(ctx, name)
+        if command is None or command.hidden:
+            continue
+        sub_ctx = command.context_class(command, info_name=name, parent=ctx)
+        found.append((command, sub_ctx))
+        if hasattr(command, "list_commands"):
+            found.extend(_commands(command, sub_ctx))
+    return found
+
+
+def cli_reference() -> str:
+    """docs/cli.md: the command-line reference, from the Typer app's click commands."""
+    import typer
+
+    from ctxledger.cli import app
+
+    root = typer.main.get_command(app)
+    ctx = root.context_class(root, info_name="ctxledger")
+    commands_found = _commands(root, ctx)
+    out = ["# Command-line reference", "",
+           "Generated from the command line's own definitions by `scripts/readme.py`",
+           "(`make readme`); a test fails when it is stale. How the commands behave, with",
+           "real output, is in [command-line.md](command-line.md).", "",
+           "```text", _usage(root, ctx), "```", "", _help(root), "",
+           "## Global options", "", *_params_table(root, ctx),
+           "## Commands", "", "| command | what it does |", "|---|---|"]
+    for command, sub_ctx in commands_found:
+        anchor = sub_ctx.command_path.replace(" ", "-")
+        first = _help(command).split("\n\n")[0]
+        out.append(f"| [`{sub_ctx.command_path}`](#{anchor}) | {_cell(first)} |")
+    out.append("")
+    for command, sub_ctx in commands_found:
+        out += [f"## {sub_ctx.command_path}", "", "```text", _usage(command, sub_ctx),
+                "```", "", _help(command), "", *_params_table(command, sub_ctx)]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite README.md's outputs, or with ``--check`` report stale ones (exit 1)."""
+    """Rewrite the pages' outputs and docs/cli.md, or with ``--check`` report stale ones."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 1 with a diff when an output is stale")
+                        help="change nothing; exit 1 with a diff when anything is stale")
     args = parser.parse_args(argv)
-    current = README.read_text(encoding="utf-8")
-    fresh = regenerate(current)
-    if masked(fresh) == masked(current):
-        print("README.md outputs are current")
+    stale: list[tuple[Path, str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="ctxledger-readme-") as name:
+        for page in pages():
+            current = page.read_text(encoding="utf-8")
+            fresh = regenerate(current, page, Path(name))
+            if masked(fresh) != masked(current):
+                stale.append((page, current, fresh))
+    reference = cli_reference()
+    current_reference = (CLI_REFERENCE.read_text(encoding="utf-8")
+                         if CLI_REFERENCE.exists() else "")
+    if reference != current_reference:
+        stale.append((CLI_REFERENCE, current_reference, reference))
+    if not stale:
+        print("outputs are current: README.md, docs/*.md and docs/cli.md")
         return 0
     if args.check:
-        sys.stdout.writelines(difflib.unified_diff(
-            current.splitlines(keepends=True), fresh.splitlines(keepends=True),
-            "README.md", "README.md (regenerated)"))
-        print("\nREADME.md outputs are stale: run 'make readme'")
+        for page, current, fresh in stale:
+            sys.stdout.writelines(difflib.unified_diff(
+                current.splitlines(keepends=True), fresh.splitlines(keepends=True),
+                shown(page), f"{shown(page)} (regenerated)"))
+        names = ", ".join(shown(page) for page, _, _ in stale)
+        print(f"\nstale: {names}; run 'make readme'")
         return 1
-    README.write_text(fresh, encoding="utf-8")
-    print("README.md outputs regenerated")
+    for page, _, fresh in stale:
+        page.write_text(fresh, encoding="utf-8")
+    print("regenerated: " + ", ".join(shown(page) for page, _, _ in stale))
     return 0
 
 

@@ -40,3 +40,62 @@ def test_every_cited_spec_heading_exists() -> None:
 def test_nothing_shipped_is_announced_for_later() -> None:
     text = SPEC.read_text(encoding="utf-8")
     assert "later release" not in text
+
+
+DOC_FILES = ("README.md", "CHANGELOG.md", "benchmarks/README.md")
+README_LIMIT = 30_000
+# "issue 13", "seeds #4", "Issue #6": a number a reader of the repository cannot resolve.
+NUMBERED_CITATION = re.compile(r"\b(issue|seed)s? #?\d+", re.IGNORECASE)
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+
+
+def _doc_files() -> list[Path]:
+    return [ROOT / name for name in DOC_FILES] + sorted((ROOT / "docs").glob("*.md"))
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading."""
+    text = heading.strip().lower().replace("`", "")
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = FENCE.sub("", path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", text, re.MULTILINE):
+        slug = _slug(heading)
+        candidate, n = slug, 0
+        while candidate in found:
+            n += 1
+            candidate = f"{slug}-{n}"
+        found.add(candidate)
+    return found
+
+
+def test_readme_stays_short() -> None:
+    size = len((ROOT / "README.md").read_bytes())
+    assert size < README_LIMIT, f"README.md is {size} bytes; move detail into docs/"
+
+
+def test_no_doc_cites_an_issue_or_seed_by_number() -> None:
+    for path in _doc_files():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            match = NUMBERED_CITATION.search(line)
+            assert match is None, (f"{path.relative_to(ROOT)}:{number} cites "
+                                   f"{match.group(0)!r}: say what was asked instead")
+
+
+def test_relative_links_between_docs_resolve() -> None:
+    for path in _doc_files():
+        text = FENCE.sub("", path.read_text(encoding="utf-8"))
+        for target in LINK.findall(text):
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s), mailto: not ours to check
+            file_part, _, anchor = target.partition("#")
+            linked = (path.parent / file_part).resolve() if file_part else path
+            where = f"{path.relative_to(ROOT)} links to {target}"
+            assert linked.exists(), f"{where}: no such file"
+            if anchor and linked.suffix == ".md":
+                assert anchor in _anchors(linked), f"{where}: no such heading"

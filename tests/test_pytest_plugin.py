@@ -93,6 +93,6 @@ def test_assert_decisions_lists_every_difference(pytester: pytest.Pytester) -> N
     assert "nothing: no decision" in str(raised.value)
 
 
-def test_the_readme_shows_the_example_as_it_is() -> None:
-    readme = (EXAMPLE.parent.parent.parent / "README.md").read_text(encoding="utf-8")
-    assert "```python\n" + EXAMPLE.read_text(encoding="utf-8") + "```" in readme
+def test_the_docs_show_the_example_as_it_is() -> None:
+    page = (EXAMPLE.parent.parent.parent / "docs" / "pytest-plugin.md").read_text(encoding="utf-8")
+    assert "```python\n" + EXAMPLE.read_text(encoding="utf-8") + "```" in page

@@ -1,4 +1,4 @@
-"""Time travel with ctxledger's pytest fixtures and freezegun (the README's example)."""
+"""Time travel with ctxledger's pytest fixtures and freezegun (docs/pytest-plugin.md's example)."""
 
 from datetime import UTC, datetime, timedelta
 

@@ -18,9 +18,10 @@ from helpers.assertions import one_error_line
 from typer.testing import CliRunner
 
 from ctxledger import InvalidArgument, Ledger
-from ctxledger.cli import app, hoist_db
-from ctxledger.cli_errors import DEBUG_ENV_VAR
-from ctxledger.config import ENV_VAR
+from ctxledger._config import ENV_VAR
+from ctxledger.cli import app
+from ctxledger.cli._errors import DEBUG_ENV_VAR
+from ctxledger.cli._options import hoist_db
 
 READ_COMMANDS = [
     ["events"], ["state", "s1"], ["assemble", "s1", "--profile", "card"], ["verify"],

@@ -12,10 +12,10 @@ from helpers.usage_log import StepClock, write_usage_log
 from typer.testing import CliRunner, Result
 
 from ctxledger import Ledger
+from ctxledger._config import ENV_VAR
 from ctxledger.cli import app
-from ctxledger.cli_errors import DEBUG_ENV_VAR
-from ctxledger.config import ENV_VAR
-from ctxledger.render_usage import sparkline
+from ctxledger.cli._errors import DEBUG_ENV_VAR
+from ctxledger.render._usage import sparkline
 
 NOW = "2026-03-06T03:00:00Z"
 

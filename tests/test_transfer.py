@@ -13,10 +13,10 @@ from freezegun import freeze_time
 from typer.testing import CliRunner, Result
 
 from ctxledger import Ledger
+from ctxledger._config import ENV_VAR
 from ctxledger.cli import app
-from ctxledger.cli_errors import DEBUG_ENV_VAR
-from ctxledger.config import ENV_VAR
-from ctxledger.demo import EXAMPLES_DIR, ScriptedClock, load_examples, read_examples
+from ctxledger.cli._errors import DEBUG_ENV_VAR
+from ctxledger.io._examples import EXAMPLES_DIR, ScriptedClock, load_examples, read_examples
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 from helpers.assertions import one_error_line
+from helpers.scenario import StepClock, load_scenario
 from typer.testing import CliRunner, Result
 
 from ctxledger import Ledger, LedgerError
+from ctxledger._config import ENV_VAR
 from ctxledger.cli import app
-from ctxledger.cli_errors import DEBUG_ENV_VAR
-from ctxledger.config import ENV_VAR
-from ctxledger.why import decision_numbers
-from helpers.scenario import StepClock, load_scenario
+from ctxledger.cli._errors import DEBUG_ENV_VAR
+from ctxledger.timetravel._why import decision_numbers
 
 CUSTOM = {"profile": "card", "compression_level": "none"}
 

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from ctxledger._ledger import Ledger
 from ctxledger.assembler.api import policy_for
-from ctxledger.ledger import Ledger
+from ctxledger.jobs._usage import scope_exists
 from ctxledger.projections.read_view import load_settings
 from ctxledger.projections.session_stats import sessions
 from ctxledger.store.errors import LedgerError
-from ctxledger.usage import scope_exists
 
 
 def nearest_rank(values: Sequence[int], percentile: float) -> int | None:

@@ -247,8 +247,6 @@ def test_missing_input_file_is_a_domain_error(cli: Run, tmp_path: Path) -> None:
     pytest.param(["append", ""], id="empty-stream"),
     pytest.param(["events", "--format", "xml"], id="unknown-format"),
     pytest.param(["events", "--after", "-3"], id="negative-after"),
-    pytest.param(["state", "chat-1", "--now", "yesterday"], id="bad-now"),
-    pytest.param(["state", "chat-1", "--now", "2025-05-01T10:00:00"], id="naive-now"),
     pytest.param(["frobnicate"], id="unknown-command"),
 ])
 def test_usage_errors_exit_2_and_write_nothing(cli: Run, sqlite_url: str,

@@ -27,6 +27,9 @@ from ctxledger.cli._options import (
 )
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from ctxledger._ledger import Ledger
     from ctxledger.timetravel._audit import WhatIfReport
 
 # rich, pydantic and the assembler are imported inside the commands: registering them
@@ -60,6 +63,23 @@ def _print_what_if(report: WhatIfReport, format: JsonOrText) -> None:
         stdout().print(what_if_table(report))
 
 
+def _print_timeline(ledger: Ledger, session: str, profile: str, cut: int | datetime | None,
+                    policy: str | None, format: JsonOrText) -> None:
+    """``replay --timeline``: every step's assembly, with a bar for long timelines."""
+    from ctxledger import render
+    from ctxledger.render._replay import timeline_record, timeline_table
+
+    with progress_bar("replaying") as bar:
+        steps = ledger.timeline(
+            session, profile=profile, until=cut, policy=policy,
+            progress=lambda done, total: bar(done, total)
+            if total >= TIMELINE_PROGRESS_FROM else None)
+    if format is JsonOrText.json:
+        typer.echo(render.dumps([timeline_record(s) for s in steps], indent=2))
+    else:
+        stdout().print(timeline_table(steps, title=f"timeline {session} ({profile})"))
+
+
 def replay(
     ctx: typer.Context,
     session: Session,
@@ -80,10 +100,8 @@ def replay(
     format: FormatOption = JsonOrText.json,
 ) -> None:
     """Derive a session's context again from a prefix of the log, in a scratch store."""
-    from ctxledger import render
     from ctxledger.io._input import read_policy
     from ctxledger.render._assembly import assembly_view
-    from ctxledger.render._replay import timeline_record, timeline_table
 
     check_profile(profile)
     cut = parse_until(until)
@@ -97,15 +115,7 @@ def replay(
                            format)
             return
         if timeline:
-            with progress_bar("replaying") as bar:
-                steps = ledger.timeline(
-                    session, profile=profile, until=cut, policy=policy_text,
-                    progress=lambda done, total: bar(done, total)
-                    if total >= TIMELINE_PROGRESS_FROM else None)
-            if format is JsonOrText.json:
-                typer.echo(render.dumps([timeline_record(s) for s in steps], indent=2))
-            else:
-                stdout().print(timeline_table(steps, title=f"timeline {session} ({profile})"))
+            _print_timeline(ledger, session, profile, cut, policy_text, format)
             return
         result = ledger.replay(session, until=cut, profile=profile, policy=policy_text,
                                now=when)

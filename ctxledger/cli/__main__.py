@@ -2,4 +2,5 @@
 
 from ctxledger.cli._app import main
 
-main()
+if __name__ == "__main__":  # importing the module (as a walk over the package does) runs nothing
+    main()

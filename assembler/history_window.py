@@ -22,10 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxledger.assembler.engine import Candidate, Engine
+from ctxledger.assembler.message_ranges import DROPPED_RANGE_ITEM
 from ctxledger.projections.view import Message
-
-DROPPED_RANGE_ITEM = "history:dropped"
-"""Item id of the decision covering the messages older than the window."""
 
 
 def message_item(message: Message) -> str:

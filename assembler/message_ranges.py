@@ -10,10 +10,13 @@ the one that covers ``message:<id>`` takes the message's ``seq``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ctxledger.assembler.history_window import DROPPED_RANGE_ITEM
-from ctxledger.assembler.model import Decision
+if TYPE_CHECKING:
+    from ctxledger.assembler.model import Decision  # whose ``decision`` imports this module
 
+DROPPED_RANGE_ITEM = "history:dropped"
+"""Item id of the decision covering the messages older than the history window."""
 MESSAGE_PREFIX = "message:"
 """Item ids of chat messages: ``message:<message_id>``."""
 SUMMARIZED_PREFIX = "summarized:"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from registry import AtMost, Comparison, Context, Measure, Reported, leg
 
-from ctxledger.demo import EXAMPLES_DIR, ScriptedClock, load_examples, read_examples
+from ctxledger.io._examples import EXAMPLES_DIR, ScriptedClock, load_examples, read_examples
 
 FULL_RUNS = 10
 QUICK_RUNS = 3

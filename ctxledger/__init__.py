@@ -1,7 +1,9 @@
 """ctxledger: an event-sourced session store for LLM applications.
 
-``from ctxledger import Ledger`` is all most users need. Names are imported on first use
-(PEP 562), so ``ctxledger --version`` starts without loading the database stack.
+``from ctxledger import Ledger`` is all most users need; the types its methods take and
+return (``Assembly``, ``WhyReport``, ``UsageReport``, ``VerifyReport``...) are here too, to
+annotate with. Names are imported on first use (PEP 562), so ``ctxledger --version``
+starts without loading the database stack.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ if not os.path.isdir(os.path.join(__path__[0], "store")) and os.path.isfile(
 from ctxledger.store.lazy import lazy_exports  # noqa: E402 (needs the path above)
 
 if TYPE_CHECKING:
-    from ctxledger.ledger import Ledger
+    from ctxledger._ledger import Ledger
+    from ctxledger.assembler.model import Assembly, Decision, Section
+    from ctxledger.assembler.policy import Policy, PolicyError
+    from ctxledger.jobs._rollup import RolledDay, RollupPolicy, RollupReport
+    from ctxledger.jobs._usage import DayUsage, Series, UsageReport
+    from ctxledger.projections.runner import ProjectionStatus
+    from ctxledger.projections.view import SessionView, ViewRequest
     from ctxledger.store.anchor import Anchor
     from ctxledger.store.errors import (
         ConcurrencyError,
@@ -35,22 +43,50 @@ if TYPE_CHECKING:
     )
     from ctxledger.store.records import AppendResult, RecordedEvent
     from ctxledger.store.seal import Seal, SealSettings
+    from ctxledger.store.verify import VerifyReport
+    from ctxledger.timetravel._audit import (
+        AuditEntry,
+        AuditReport,
+        DecisionChange,
+        WhatIfReport,
+    )
+    from ctxledger.timetravel._fork import ForkError
+    from ctxledger.timetravel._replay import ReplayError, TimelineStep
+    from ctxledger.timetravel._why import WhyError, WhyReport, WhyRun, WhyStep
 
+# Every name a user meets: what ``Ledger`` takes and returns, and what it raises.
 _SOURCES = {
-    "Ledger": "ctxledger.ledger", "Anchor": "ctxledger.store.anchor",
-    "ConcurrencyError": "ctxledger.store.errors", "DatabaseMissing": "ctxledger.store.errors",
-    "EventValidationError": "ctxledger.store.errors", "IdempotencyError": "ctxledger.store.errors",
-    "IntegrityViolation": "ctxledger.store.errors", "InvalidArgument": "ctxledger.store.errors",
-    "LedgerError": "ctxledger.store.errors", "SchemaMissing": "ctxledger.store.errors",
-    "StreamRuleError": "ctxledger.store.errors",
-    "AppendResult": "ctxledger.store.records", "RecordedEvent": "ctxledger.store.records",
-    "Seal": "ctxledger.store.seal", "SealSettings": "ctxledger.store.seal",
+    **dict.fromkeys(["Ledger"], "ctxledger._ledger"),
+    **dict.fromkeys(["Assembly", "Decision", "Section"], "ctxledger.assembler.model"),
+    **dict.fromkeys(["Policy", "PolicyError"], "ctxledger.assembler.policy"),
+    **dict.fromkeys(["RollupPolicy", "RollupReport", "RolledDay"], "ctxledger.jobs._rollup"),
+    **dict.fromkeys(["UsageReport", "DayUsage", "Series"], "ctxledger.jobs._usage"),
+    **dict.fromkeys(["ProjectionStatus"], "ctxledger.projections.runner"),
+    **dict.fromkeys(["SessionView", "ViewRequest"], "ctxledger.projections.view"),
+    **dict.fromkeys(["Anchor"], "ctxledger.store.anchor"),
+    **dict.fromkeys(["ConcurrencyError", "DatabaseMissing", "EventValidationError",
+                     "IdempotencyError", "IntegrityViolation", "InvalidArgument",
+                     "LedgerError", "SchemaMissing", "StreamRuleError"],
+                    "ctxledger.store.errors"),
+    **dict.fromkeys(["AppendResult", "RecordedEvent"], "ctxledger.store.records"),
+    **dict.fromkeys(["Seal", "SealSettings"], "ctxledger.store.seal"),
+    **dict.fromkeys(["VerifyReport"], "ctxledger.store.verify"),
+    **dict.fromkeys(["AuditEntry", "AuditReport", "DecisionChange", "WhatIfReport"],
+                    "ctxledger.timetravel._audit"),
+    **dict.fromkeys(["ForkError"], "ctxledger.timetravel._fork"),
+    **dict.fromkeys(["ReplayError", "TimelineStep"], "ctxledger.timetravel._replay"),
+    **dict.fromkeys(["WhyError", "WhyReport", "WhyRun", "WhyStep"], "ctxledger.timetravel._why"),
 }
 
 __all__ = [
-    "Anchor", "AppendResult", "ConcurrencyError", "DatabaseMissing", "EventValidationError",
-    "IdempotencyError", "IntegrityViolation", "InvalidArgument", "Ledger", "LedgerError",
-    "RecordedEvent", "SchemaMissing", "Seal", "SealSettings", "StreamRuleError",
+    "Anchor", "AppendResult", "Assembly", "AuditEntry", "AuditReport", "ConcurrencyError",
+    "DatabaseMissing", "DayUsage", "Decision", "DecisionChange", "EventValidationError",
+    "ForkError", "IdempotencyError", "IntegrityViolation", "InvalidArgument", "Ledger",
+    "LedgerError", "Policy", "PolicyError", "ProjectionStatus", "RecordedEvent",
+    "ReplayError", "RolledDay", "RollupPolicy", "RollupReport", "SchemaMissing", "Seal",
+    "SealSettings", "Section", "Series", "SessionView", "StreamRuleError", "TimelineStep",
+    "UsageReport", "VerifyReport", "ViewRequest", "WhatIfReport", "WhyError", "WhyReport",
+    "WhyRun", "WhyStep",
 ]
 __version__ = "0.1.0"
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from ctxledger.ledger import Ledger
+    from ctxledger._ledger import Ledger
     from ctxledger.testing import EventBuilders
 
 

@@ -15,8 +15,8 @@ from ctxledger.store.errors import EventValidationError
 from ctxledger.store.validate import describe_validation_error
 
 if TYPE_CHECKING:
+    from ctxledger._ledger import Ledger
     from ctxledger.assembler.model import Assembly
-    from ctxledger.ledger import Ledger
 
 
 def memory_ledger(clock: Clock = system_clock) -> Ledger:
@@ -25,8 +25,8 @@ def memory_ledger(clock: Clock = system_clock) -> Ledger:
     The schema is migrated once per process into a template and copied per ledger. The
     default clock reads the time at every append, so ``freezegun`` controls it.
     """
-    from ctxledger.ledger import Ledger
-    from ctxledger.scratch import scratch_engine
+    from ctxledger._ledger import Ledger
+    from ctxledger._scratch import scratch_engine
 
     ledger = Ledger(scratch_engine(), clock=clock)
     # Fixture setup runs before a freeze in the test body: get the models defined now.

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ctxledger.projections.setting_values import AGENT_MANIFESTS
+from ctxledger.projections.setting_names import AGENT_MANIFESTS
 from ctxledger.store.errors import LedgerError
 
 STATE_KEYS: tuple[str, ...] = (

@@ -1,6 +1,6 @@
 """Which events count toward their scope: the one rule for events a fork copied.
 
-A fork (``ctxledger.fork``) copies a session's prefix into a new session. The copies are
+A fork (``ctxledger.timetravel._fork``) copies a session's prefix into a new session. The copies are
 the original's history again, not new activity: unless the fork was made to count
 (``fork_counts`` in their metadata), they make the new session's own state (its
 messages, items, settings, card...) but add nothing to what the scope aggregates over

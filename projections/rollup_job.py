@@ -10,7 +10,7 @@
 A day is ``[00:00, 24:00)`` UTC of ``recorded_at`` (``used_at`` for tool uses). Reads go
 through ``ix_events_recorded_at`` (tool uses: one key seek per known tool in each use table),
 so a day costs what it holds, never the history.
-This module only computes and writes rows; ``ctxledger.rollup`` runs the job around it
+This module only computes and writes rows; ``ctxledger.jobs._rollup`` runs the job around it
 (lock, one transaction per day, the ``rollup.completed`` event).
 """
 

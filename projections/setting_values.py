@@ -18,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ctxledger.projections.setting_names import AGENT_MANIFESTS
 from ctxledger.store.errors import EventValidationError, LedgerError
 from ctxledger.store.log import EventCheck
 from ctxledger.store.records import NewEvent
-
-AGENT_MANIFESTS = "agent_manifests"
-"""The setting that replaces or adds agent manifests (``projections.agents``)."""
 
 SettingValidator = Callable[[Any], object]
 """Raises ``LedgerError`` or ``ValueError`` (one line) when a value is invalid."""

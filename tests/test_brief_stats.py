@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxledger import Ledger, LedgerError
-from ctxledger.brief_stats import brief_stats, nearest_rank
 from ctxledger.cli import app
+from ctxledger.jobs._brief_stats import brief_stats, nearest_rank
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 WORDS = ("ash", "banner", "cinder", "drum", "ember", "frost", "gate", "harbor", "iron",

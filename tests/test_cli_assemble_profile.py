@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxledger import Ledger, LedgerError
+from ctxledger._config import ENV_VAR
 from ctxledger.cli import app
-from ctxledger.cli_errors import DEBUG_ENV_VAR
-from ctxledger.config import ENV_VAR
+from ctxledger.cli._errors import DEBUG_ENV_VAR
 
 NOW = "2026-03-01T12:00:00Z"
 

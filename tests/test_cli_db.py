@@ -18,9 +18,10 @@ from helpers.assertions import one_error_line
 from typer.testing import CliRunner
 
 from ctxledger import InvalidArgument, Ledger
-from ctxledger.cli import app, hoist_db
-from ctxledger.cli_errors import DEBUG_ENV_VAR
-from ctxledger.config import ENV_VAR
+from ctxledger._config import ENV_VAR
+from ctxledger.cli import app
+from ctxledger.cli._errors import DEBUG_ENV_VAR
+from ctxledger.cli._options import hoist_db
 
 READ_COMMANDS = [
     ["events"], ["state", "s1"], ["assemble", "s1", "--profile", "card"], ["verify"],
@@ -285,10 +286,9 @@ def test_huge_cli_positions_are_answered_not_crashed(runner: CliRunner, tmp_path
     until = runner.invoke(app, ["export", "--until", huge, "--db", url])
     assert until.exit_code == 0 and len(until.stdout.splitlines()) == 1, until.stderr
     # Digits of other scripts are not a position (int() would read them as one).
-    wide = runner.invoke(app, ["export", "--until", "\uff11", "--db", url])
-    assert wide.exit_code == 2 and "'--until'" in wide.stderr
-    one_error_line(runner.invoke(app, ["replay", "s1", "--until", "\uff11", "--db", url]),
-                   "neither a log position nor an ISO-8601 time")
+    for command in (["export"], ["replay", "s1"]):
+        one_error_line(runner.invoke(app, [*command, "--until", "\uff11", "--db", url]),
+                       "neither a log position nor an ISO-8601 time")
 
 
 def test_negative_cli_limits_are_usage_errors(runner: CliRunner, tmp_path: Path) -> None:

@@ -19,10 +19,10 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from ctxledger import EventValidationError, Ledger, SchemaMissing
+from ctxledger._config import ENV_VAR
 from ctxledger.cli import app
-from ctxledger.cli_errors import DEBUG_ENV_VAR
-from ctxledger.config import ENV_VAR
-from ctxledger.render import events_table
+from ctxledger.cli._errors import DEBUG_ENV_VAR
+from ctxledger.render._common import events_table
 from ctxledger.store.log import EventLog
 from ctxledger.store.records import RecordedEvent
 
@@ -123,7 +123,7 @@ def test_events_writes_each_page_before_reading_the_next(
     total = PAGE * 5 + 2
     with Ledger.open(db_url, load_vocabulary=False) as ledger:
         ledger.append("s1", [MESSAGE] * total)
-    monkeypatch.setattr("ctxledger.transfer.EXPORT_PAGE", PAGE)
+    monkeypatch.setattr("ctxledger.io._transfer.EXPORT_PAGE", PAGE)
     reads = _record_reads(monkeypatch)
     args = ["events", *([stream] if stream else []), "--format", fmt, "--db", db_url]
     result = runner.invoke(app, args)

@@ -12,11 +12,11 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from ctxledger import Ledger
+from ctxledger._config import ENV_VAR
+from ctxledger._demo import load_and_assemble_examples
 from ctxledger.assembler.profiles import profile_names
 from ctxledger.cli import app
-from ctxledger.cli_errors import DEBUG_ENV_VAR
-from ctxledger.config import ENV_VAR
-from ctxledger.demo import load_and_assemble_examples
+from ctxledger.cli._errors import DEBUG_ENV_VAR
 
 Run = Callable[..., Result]
 

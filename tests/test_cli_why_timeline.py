@@ -10,9 +10,9 @@ from typing import Any
 from typer.testing import CliRunner, Result
 
 from ctxledger import Ledger
+from ctxledger._config import ENV_VAR
 from ctxledger.cli import app
-from ctxledger.cli_errors import DEBUG_ENV_VAR
-from ctxledger.config import ENV_VAR
+from ctxledger.cli._errors import DEBUG_ENV_VAR
 
 
 def _cli(db_url: str, *args: str) -> Result:

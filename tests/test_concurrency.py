@@ -22,7 +22,7 @@ from helpers.processes import HANG_GUARD_SECONDS, Child
 from helpers.tables import assert_projections_equal_rebuild
 
 from ctxledger import AppendResult, ConcurrencyError, Ledger
-from ctxledger.migrate import current_revision, head_revision
+from ctxledger._migrate import current_revision, head_revision
 
 EVENTS_PER_WRITER = 1000
 BATCH = 10

@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from ctxledger import Ledger
+from ctxledger._config import ENV_VAR
 from ctxledger.cli import app
-from ctxledger.cli_errors import DEBUG_ENV_VAR
-from ctxledger.config import ENV_VAR
-from ctxledger.demo import EXAMPLES_DIR, ExampleEvent, read_example_file, read_examples
+from ctxledger.cli._errors import DEBUG_ENV_VAR
+from ctxledger.io._examples import EXAMPLES_DIR, ExampleEvent, read_example_file, read_examples
 from ctxledger.store.catalog import CATALOG, ItemKind
 from ctxledger.store.streams import stream_kind
 

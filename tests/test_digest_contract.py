@@ -20,9 +20,9 @@ import pytest
 import sqlalchemy as sa
 
 from ctxledger import Ledger
+from ctxledger._demo import load_and_assemble_examples
 from ctxledger.assembler.digest import canonical_payload, compute_digest
 from ctxledger.assembler.model import FORMAT_VERSION
-from ctxledger.demo import load_and_assemble_examples
 from ctxledger.projections.view import ViewRequest
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

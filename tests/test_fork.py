@@ -13,13 +13,13 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxledger import Ledger
+from ctxledger._config import ENV_VAR
+from ctxledger._demo import example_assemblies
 from ctxledger.assembler.model import Assembly
 from ctxledger.cli import app
-from ctxledger.config import ENV_VAR
-from ctxledger.demo import (
+from ctxledger.io._examples import (
     EXAMPLES_DIR,
     ScriptedClock,
-    example_assemblies,
     example_files,
     load_examples,
     read_examples,

@@ -41,7 +41,7 @@ SCRIPT = textwrap.dedent('''
     START = datetime.fromisoformat(%(start)r)
     from freezegun import freeze_time
     if STYLE == "import-before":
-        import ctxledger.ledger  # noqa: F401  (loaded outside the freeze)
+        import ctxledger._ledger  # noqa: F401  (loaded outside the freeze)
 
     def advance(frozen, offset):
         """Move the frozen clock to START + offset (tick=True runs a little ahead)."""

@@ -316,9 +316,9 @@ def test_other_reported_inputs_get_one_line_not_an_internal_error(tmp_path: Path
     policy = tmp_path / "policy.json"
     policy.write_bytes(b"\xff\xfe{}")
     attempts = [
-        (["--db", url, "state", "s", "--now", "0001-01-01T00:00:00Z"], 2),
-        (["--db", url, "state", "s", "--now", "0001-01-01T00:00:00+01:00"], 2),
-        (["--db", url, "assemble", "s", "--now", "9999-12-31T23:59:59Z"], 2),
+        (["--db", url, "state", "s", "--now", "0001-01-01T00:00:00Z"], 1),
+        (["--db", url, "state", "s", "--now", "0001-01-01T00:00:00+01:00"], 1),
+        (["--db", url, "assemble", "s", "--now", "9999-12-31T23:59:59Z"], 1),
         (["--db", url, "assemble", "s", "--policy", str(policy)], 1),
         (["--db", "postgresql+psycopg://u@localhost:port/db", "verify"], 1),
         (["--db", url, "verify", "--anchor", '{"anchor": "ctxledger-anchor/1"}'], 1),

@@ -151,7 +151,7 @@ def test_assemble_text_shows_breakdown_and_history(chat_db: str) -> None:
 @pytest.mark.parametrize(("args", "code", "needle"), [
     (["assemble", "nobody"], 1, "unknown session 'nobody'"),
     (["assemble", "chat", "--profile", "poem"], 2, "poem"),
-    (["assemble", "chat", "--now", "yesterday"], 2, "ISO-8601"),
+    (["assemble", "chat", "--now", "yesterday"], 1, "ISO-8601"),
     (["assemble", "chat", "--policy", "/nonexistent/p.json"], 1, "cannot read policy file"),
 ])
 def test_assemble_bad_input(chat_db: str, args: list[str], code: int, needle: str) -> None:

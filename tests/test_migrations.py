@@ -19,7 +19,7 @@ from helpers.legacy import LegacyEvent, append_through_api, insert_legacy
 from helpers.tables import assert_projections_equal_rebuild, dump_projections, raw_events
 
 from ctxledger import Ledger
-from ctxledger.migrate import alembic_config, current_revision, head_revision, upgrade
+from ctxledger._migrate import alembic_config, current_revision, head_revision, upgrade
 from ctxledger.projections.checkpoints import checkpoints
 from ctxledger.projections.view import ViewRequest
 from ctxledger.store.engine import create_engine

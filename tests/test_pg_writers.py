@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from helpers.tables import assert_projections_equal_rebuild
 
 from ctxledger import AppendResult, Ledger
-from ctxledger.migrate import upgrade
+from ctxledger._migrate import upgrade
 from ctxledger.store.engine import create_engine
 from ctxledger.store.seal import SealSettings, list_seals
 

@@ -31,7 +31,7 @@ from ctxledger.assembler.profiles import _PROFILES, Profile
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.tokens import TokenCounter
 from ctxledger.projections.view import SessionView, ViewRequest
-from ctxledger.render_assembly import assembly_view
+from ctxledger.render._assembly import assembly_view
 from ctxledger.store.errors import LedgerError
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

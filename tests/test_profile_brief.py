@@ -20,7 +20,7 @@ from ctxledger.assembler.model import Assembly, Decision
 from ctxledger.assembler.profiles.brief import BriefModeError, BriefPolicy
 from ctxledger.assembler.profiles.brief.index_cache import IndexMemo, SnippetIndex
 from ctxledger.cli import app
-from ctxledger.demo import EXAMPLES_DIR, ScriptedClock, load_examples, read_examples
+from ctxledger.io._examples import EXAMPLES_DIR, ScriptedClock, load_examples, read_examples
 from ctxledger.projections.view import ViewRequest
 
 NOW = datetime(2025, 4, 21, tzinfo=UTC)

@@ -59,7 +59,7 @@ def test_fixtures_do_not_shadow_the_users_and_each_test_gets_a_new_ledger(
 
 def test_the_plugin_module_is_import_light() -> None:
     code = ("import sys, ctxledger.pytest_plugin as p; "
-            "heavy = [m for m in ('sqlalchemy', 'pydantic', 'tiktoken', 'ctxledger.ledger')"
+            "heavy = [m for m in ('sqlalchemy', 'pydantic', 'tiktoken', 'ctxledger._ledger')"
             " if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

@@ -8,13 +8,13 @@ from datetime import datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from helpers.scenario import Recorded, StepClock, load_scenario
 
 from ctxledger import Ledger
 from ctxledger.assembler.profiles import profile_names
 from ctxledger.projections.base import metadata as projection_metadata
-from ctxledger.replay import ReplayError, read_prefix
 from ctxledger.store.errors import LedgerError
-from helpers.scenario import Recorded, StepClock, load_scenario
+from ctxledger.timetravel._replay import ReplayError, read_prefix
 
 SESSIONS = ("chat-1", "alice-2", "mover")
 
@@ -207,7 +207,7 @@ def test_bad_replays_are_one_line_domain_errors(
 
 
 def test_which_profiles_read_the_scopes_other_sessions() -> None:
-    from ctxledger.replay import scope_wide
+    from ctxledger.timetravel._replay import scope_wide
 
     assert scope_wide("session") and not scope_wide("card")
 
@@ -215,8 +215,8 @@ def test_which_profiles_read_the_scopes_other_sessions() -> None:
 def test_each_profile_declares_its_inputs_and_peers_only_when_it_reads_them() -> None:
     """A timeline steps on peers' events only for a profile whose replay reads them."""
     from ctxledger.assembler.profiles import get_profile
-    from ctxledger.replay import scope_wide
     from ctxledger.store.catalog import CATALOG
+    from ctxledger.timetravel._replay import scope_wide
 
     for name in profile_names():
         inputs = get_profile(name).inputs
@@ -229,10 +229,10 @@ def test_each_profile_declares_its_inputs_and_peers_only_when_it_reads_them() ->
 
 def test_every_example_assembly_replays_to_its_digest(db_url: str) -> None:
     """The example sessions (one per profile, snippets and all) replay exactly."""
-    from ctxledger.demo import (
+    from ctxledger._demo import example_assemblies
+    from ctxledger.io._examples import (
         EXAMPLES_DIR,
         ScriptedClock,
-        example_assemblies,
         example_files,
         load_examples,
         read_examples,

@@ -24,14 +24,14 @@ from helpers.usage_log import (
 )
 
 from ctxledger import Ledger
-from ctxledger.projections.tool_usage import tool_usage, tool_uses
-from ctxledger.projections.usage_rollups import JOB_TABLES
-from ctxledger.rollup import (
+from ctxledger.jobs._rollup import (
     ROLLUP_ID_NAMESPACE,
     RollupPolicy,
     rollup_event_id,
     run_rollup,
 )
+from ctxledger.projections.tool_usage import tool_usage, tool_uses
+from ctxledger.projections.usage_rollups import JOB_TABLES
 from ctxledger.store.errors import LedgerError
 
 FIRST = date(2026, 3, 2)

@@ -29,10 +29,10 @@ from helpers.usage_log import (
 )
 
 from ctxledger import Ledger
+from ctxledger.jobs._rollup import RollupPolicy, run_rollup
+from ctxledger.jobs._usage import UsageReport
 from ctxledger.projections.tool_usage import USE_TABLES
-from ctxledger.rollup import RollupPolicy, run_rollup
 from ctxledger.store.errors import LedgerError
-from ctxledger.usage import UsageReport
 
 FIRST = date(2026, 3, 2)
 

@@ -27,8 +27,8 @@ from helpers.usage_log import (
 )
 
 from ctxledger import Ledger
-from ctxledger.config import ENV_VAR
-from ctxledger.scheduler import (
+from ctxledger._config import ENV_VAR
+from ctxledger.jobs._scheduler import (
     JOB_FUNC,
     JOB_ID,
     JOBS_TABLE,

@@ -8,9 +8,9 @@ from alembic.migration import MigrationContext
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 
 import ctxledger.projections.registry  # defines every projection table
-from ctxledger import migrate
+from ctxledger import _migrate as migrate
+from ctxledger.jobs._scheduler import JOBS_TABLE
 from ctxledger.projections.base import metadata as projection_metadata
-from ctxledger.scheduler import JOBS_TABLE
 from ctxledger.store.engine import create_engine
 from ctxledger.store.schema import metadata as store_metadata
 

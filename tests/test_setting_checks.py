@@ -18,11 +18,11 @@ import sqlalchemy as sa
 from typer.testing import CliRunner, Result
 
 from ctxledger import Ledger
+from ctxledger._config import ENV_VAR
 from ctxledger.assembler.policy import PolicyError
 from ctxledger.assembler.profiles import get_profile, profile_names
 from ctxledger.cli import app
-from ctxledger.cli_errors import DEBUG_ENV_VAR
-from ctxledger.config import ENV_VAR
+from ctxledger.cli._errors import DEBUG_ENV_VAR
 from ctxledger.store.errors import EventValidationError
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ctxledger import migrate
+from ctxledger import _migrate as migrate
 
 HEAVY = ("sqlalchemy", "rich", "pydantic", "tiktoken", "alembic", "numpy", "bm25s",
-         "psycopg", "ctxledger.assembler.api", "ctxledger.ledger",
+         "psycopg", "ctxledger.assembler.api", "ctxledger._ledger",
          "sqlalchemy.dialects.postgresql", "ctxledger.store.catalog",
          "ctxledger.store.validate", "ctxledger.projections.agents")
 

@@ -13,8 +13,8 @@ from freezegun import freeze_time
 from typer.testing import CliRunner
 
 from ctxledger import Ledger
+from ctxledger._config import ENV_VAR
 from ctxledger.cli import app
-from ctxledger.config import ENV_VAR
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

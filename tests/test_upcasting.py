@@ -15,7 +15,7 @@ from helpers.legacy import LegacyEvent, LegacyRow, append_through_api, insert_le
 from helpers.tables import dump_projections
 
 from ctxledger import EventValidationError, Ledger
-from ctxledger.migrate import upgrade
+from ctxledger._migrate import upgrade
 from ctxledger.store.engine import create_engine
 from ctxledger.store.upcasting import upcast
 

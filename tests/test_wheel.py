@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import ctxledger
-from ctxledger.migrate import head_revision
+from ctxledger._migrate import head_revision
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDERS = ("store", "projections", "assembler", "migrations")
@@ -36,7 +36,7 @@ from pathlib import Path
 import ctxledger, ctxledger.store as store, ctxledger.projections as projections
 import ctxledger.assembler as assembler
 from ctxledger import Ledger, LedgerError
-from ctxledger.migrate import head_revision, script_location
+from ctxledger._migrate import head_revision, script_location
 
 def modules():
     # The package's own files. In a checkout its path also holds the root, where only the

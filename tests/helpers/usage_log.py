@@ -13,13 +13,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger import Ledger
+from ctxledger.jobs._rollup import RollupPolicy, RollupReport
 from ctxledger.projections.usage_rollups import (
     usage_daily_messages,
     usage_daily_servers,
     usage_daily_tokens,
     usage_daily_tools,
 )
-from ctxledger.rollup import RollupPolicy, RollupReport
 from ctxledger.store.streams import stream_kind
 
 DIGEST = "0" * 64

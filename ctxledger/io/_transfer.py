@@ -1,7 +1,7 @@
 """Moving a log between databases: ``export`` writes multi-stream JSONL, ``import`` loads it.
 
 A line is ``{"stream", "type", "data"[, "id", "metadata", "at"]}``: the format of the
-files in ``examples/``, read by the demo's own reader (``ctxledger.demo.parse_log_line``).
+files in ``examples/``, read by the demo's own reader (``ctxledger.io._examples.parse_log_line``).
 ``export`` writes every field, so that ``export | import --trust-timestamps`` into an empty
 database reproduces every event's id, metadata, recorded time and stream version, and so
 every hash, on SQLite and PostgreSQL alike.
@@ -22,10 +22,10 @@ from datetime import datetime
 from itertools import groupby
 from typing import Any
 
-from ctxledger.cli_input import InputLine, decoded_lines, validate_lines
-from ctxledger.demo import ExampleError, LogLine, ScriptedClock, parse_log_line
-from ctxledger.ledger import Ledger
-from ctxledger.setting_checks import check_event
+from ctxledger._ledger import Ledger
+from ctxledger._setting_checks import check_event
+from ctxledger.io._examples import ExampleError, LogLine, ScriptedClock, parse_log_line
+from ctxledger.io._input import InputLine, decoded_lines, validate_lines
 from ctxledger.store.clock import format_utc
 from ctxledger.store.errors import BatchEventError, EventValidationError, LedgerError
 from ctxledger.store.read import stored_event_ids

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from ctxledger import migrate
-from ctxledger.config import resolve_db_url
+from ctxledger import _migrate as migrate
+from ctxledger._config import resolve_db_url
+from ctxledger._setting_checks import check_event
 from ctxledger.projections.base import Projection
 from ctxledger.projections.read_view import load_session_view, read_snapshot
 from ctxledger.projections.registry import builtin_projections
 from ctxledger.projections.runner import ProjectionRunner, ProjectionStatus
 from ctxledger.projections.view import SessionView, ViewRequest
-from ctxledger.setting_checks import check_event
 from ctxledger.store.anchor import Anchor, read_anchor
 from ctxledger.store.clock import Clock, format_utc, system_clock
 from ctxledger.store.engine import (
@@ -38,12 +38,12 @@ from ctxledger.store.verify import VerifyReport
 if TYPE_CHECKING:
     from ctxledger.assembler import Assembly, Policy, TokenCounter
     from ctxledger.assembler.memo import SessionMemos
-    from ctxledger.audit import AuditReport, WhatIfReport
+    from ctxledger.jobs._rollup import RollupPolicy, RollupReport
+    from ctxledger.jobs._usage import UsageReport
     from ctxledger.projections.token_cache import CacheWrite
-    from ctxledger.replay import TimelineStep
-    from ctxledger.rollup import RollupPolicy, RollupReport
-    from ctxledger.usage import UsageReport
-    from ctxledger.why import WhyReport
+    from ctxledger.timetravel._audit import AuditReport, WhatIfReport
+    from ctxledger.timetravel._replay import TimelineStep
+    from ctxledger.timetravel._why import WhyReport
 
 # The assembler (numpy, bm25s, tiktoken), the rollup and the usage report are imported by
 # the methods that use them: a CLI call that only reads state must not pay for them.
@@ -52,7 +52,7 @@ RebuildProgress = Callable[[int, int], None]
 # Beyond this many cached counts a long-lived counter starts afresh (bounded memory).
 _COUNTER_MEMO_LIMIT = 200_000
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("ctxledger.ledger")  # the public name, not the module's
 _ONE_EVENT = (Mapping, NewEvent)  # built once: ``A | B`` in isinstance makes a union per call
 
 
@@ -72,7 +72,7 @@ class Ledger:
         self.runner = ProjectionRunner(
             projections if projections is not None else builtin_projections(), clock=clock)
         # Setting values that could never work (agent manifests, policy settings) are
-        # refused by a hook every append path runs (see ctxledger.setting_checks).
+        # refused by a hook every append path runs (see ctxledger._setting_checks).
         self.log = EventLog(engine, clock=clock, max_event_bytes=max_event_bytes,
                             in_transaction=self.runner.apply_inline, seal=seal,
                             check=check_event, shared_keys=self.runner.shared_keys)
@@ -223,6 +223,7 @@ class Ledger:
         saved afterwards, so the next assembly only counts what changed. Safe to call
         from several threads at once.
         """
+        from ctxledger._token_store import TableTokenStore
         from ctxledger.assembler import Policy
         from ctxledger.assembler.api import (
             assemble_with_caches,
@@ -230,7 +231,6 @@ class Ledger:
             policy_for,
             request_for,
         )
-        from ctxledger.token_store import TableTokenStore
 
         when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn, read_snapshot(conn):
@@ -256,7 +256,7 @@ class Ledger:
     def _message_seqs(self, session: str, position: int) -> Callable[[str], int | None]:
         """The lookup ``Assembly.decision`` places a message with: the session's stream up
         to ``position`` is read once, at the first message it asks about."""
-        from ctxledger.message_index import MessageIndex
+        from ctxledger._message_index import MessageIndex
 
         found: list[MessageIndex] = []
 
@@ -318,7 +318,7 @@ class Ledger:
         settings give now is stored if its version is the assembly's. ``event_id`` makes
         recording the same assembly twice idempotent.
         """
-        from ctxledger.audit import recorded_policy
+        from ctxledger.timetravel._audit import recorded_policy
 
         data: dict[str, Any] = {
             "profile": assembly.profile, "policy_version": assembly.policy_version,
@@ -353,7 +353,7 @@ class Ledger:
         ``now`` defaults to the ``recorded_at`` of the prefix's last event, ``policy`` to
         the one the prefix's settings give.
         """
-        from ctxledger import replay as _replay
+        from ctxledger.timetravel import _replay
 
         with self.log.connection() as conn, read_snapshot(conn):
             return _replay.replay(conn, session, profile=profile, until=until,
@@ -365,7 +365,7 @@ class Ledger:
                  policy: Policy | Mapping[str, Any] | str | None = None,
                  progress: Callable[[int, int], None] | None = None) -> list[TimelineStep]:
         """The assembly after each message of ``session`` (folded once, assembled per step)."""
-        from ctxledger import replay as _replay
+        from ctxledger.timetravel import _replay
 
         with self.log.connection() as conn, read_snapshot(conn):
             return _replay.timeline(conn, session, profile=profile, until=until,
@@ -377,7 +377,7 @@ class Ledger:
             policy: Policy | Mapping[str, Any] | str | None = None) -> WhyReport:
         """``item``'s decisions across the session's timeline, collapsed into runs."""
         from ctxledger.assembler.policy import PolicyError
-        from ctxledger.why import WhyError, explain_item
+        from ctxledger.timetravel._why import WhyError, explain_item
 
         steps = self.timeline(session, profile=profile, until=until, policy=policy)
         try:
@@ -397,7 +397,7 @@ class Ledger:
     def audit(self, session: str | None = None) -> AuditReport:
         """Derive every recorded ``context.assembled`` again (one session's, or all) and
         say whether each digest and policy still match."""
-        from ctxledger.audit import audit_log
+        from ctxledger.timetravel._audit import audit_log
 
         with self.log.connection() as conn, read_snapshot(conn):
             return audit_log(conn, session, clock_now=self.clock())
@@ -406,7 +406,7 @@ class Ledger:
                 profile: str | None = None, until: int | datetime | None = None
                 ) -> WhatIfReport:
         """The decisions that change when ``session``'s timeline is replayed under ``policy``."""
-        from ctxledger.audit import compare_timelines
+        from ctxledger.timetravel._audit import compare_timelines
 
         chosen = _as_policy(policy)
         assert chosen is not None
@@ -424,8 +424,8 @@ class Ledger:
 
         The copies count toward the scope's usage (tool usage, observations, ended
         sessions, rollups) only with ``count=True``; events appended to the fork later
-        always do (``ctxledger.fork``)."""
-        from ctxledger.fork import ForkError, fork_events
+        always do (``ctxledger.timetravel._fork``)."""
+        from ctxledger.timetravel._fork import ForkError, fork_events
 
         if self.log.stream_version(new_session) > 0:
             raise ForkError(f"stream {new_session!r} already exists: fork onto a new one")
@@ -470,17 +470,17 @@ class Ledger:
                policy: RollupPolicy | None = None) -> RollupReport:
         """Roll up every complete UTC day before ``now`` (default: the clock) not rolled up
         yet, oldest first, roll up again the days that received events since, and prune
-        old raw tool-usage rows (SPEC §5; ``ctxledger.rollup``). Running it again changes
+        old raw tool-usage rows (SPEC §5; ``ctxledger.jobs._rollup``). Running it again changes
         nothing. ``now`` later than the clock, or before the first event, raises
         ``LedgerError``."""
-        from ctxledger.rollup import run_rollup
+        from ctxledger.jobs._rollup import run_rollup
 
         return run_rollup(self, now=now, policy=policy)
 
     def usage(self, scope: str, *, days: int = 7, now: datetime | None = None) -> UsageReport:
         """Daily message, tool and token figures of ``scope`` over the last ``days`` days up
         to ``now``: rolled-up days from the rollups, the rest (today) from raw rows."""
-        from ctxledger.usage import usage_report
+        from ctxledger.jobs._usage import usage_report
 
         return usage_report(self, scope, days=days, now=now)
 
@@ -509,7 +509,7 @@ class Ledger:
                     f"projection {status.name} is at position {status.position} but the log "
                     f"ends at {status.head}: events were removed")
         if deep:
-            from ctxledger.deep_verify import compare_with_rebuild
+            from ctxledger._deep_verify import compare_with_rebuild
 
             found = compare_with_rebuild(self.log, self.runner.projections, self.clock)
             report.deep = "differs" if found else "ok"

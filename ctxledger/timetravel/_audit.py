@@ -33,10 +33,10 @@ import sqlalchemy as sa
 from ctxledger.assembler.api import parse_policy
 from ctxledger.assembler.model import Assembly, Decision
 from ctxledger.assembler.policy import Policy
-from ctxledger.replay import ReplayError, TimelineStep, policy_data, replay
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.read import read_all, read_stream_until
 from ctxledger.store.records import RecordedEvent
+from ctxledger.timetravel._replay import ReplayError, TimelineStep, policy_data, replay
 
 AuditStatus = Literal["match", "digest_mismatch", "policy_mismatch", "superseded", "copied",
                       "error"]

@@ -1,4 +1,5 @@
-"""JSONL input for ``ctxledger append``: decode it, and name the line of a bad event.
+"""JSONL input (``ctxledger append``; each line of ``import``): decode it, and name the
+line of a bad event.
 
 The whole input is one atomic batch. Decoding errors (not UTF-8, not JSON, not an object)
 are found here, and event errors by ``validate_lines``, which names the offending line,
@@ -71,15 +72,14 @@ def parse_jsonl(raw_lines: Iterable[bytes]) -> list[InputLine]:
 
 
 def validate_lines(stream_id: str, lines: Iterable[InputLine], max_event_bytes: int,
-                   check: EventCheck | None = None) -> int:
-    """Validate each line as an event of ``stream_id``; returns how many were checked.
+                   check: EventCheck | None = None) -> None:
+    """Validate each line as an event of ``stream_id``.
 
     Uses the store's own validation (the same that ``append`` runs, with the log's
     ``check`` of setting values), so the error is the store's, prefixed with the line
     number. Also rejects an event id used twice, naming both lines.
     """
     first_line_of_id: dict[str, int] = {}
-    count = 0
     for line in lines:
         try:
             event = coerce_new_event(line.event)
@@ -94,8 +94,6 @@ def validate_lines(stream_id: str, lines: Iterable[InputLine], max_event_bytes: 
             if earlier != line.number:
                 raise InputError(f"line {line.number}: event id {normalized.event_id}"
                                  f" is already used on line {earlier}")
-        count += 1
-    return count
 
 
 def _json_kind(value: object) -> str:

@@ -9,9 +9,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ctxledger.rollup import RolledDay, RollupReport
+from ctxledger.jobs._rollup import RolledDay, RollupReport
+from ctxledger.jobs._usage import Series, UsageReport
 from ctxledger.store.clock import format_utc
-from ctxledger.usage import Series, UsageReport
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 """Bars of a sparkline, lowest to highest; a day with no use shows ``·``."""

@@ -1,39 +1,43 @@
-"""CLI commands for SPEC §4: ``replay``, ``why``, ``audit`` and ``fork``.
+"""Time travel (SPEC §4): ``replay``, ``why``, ``audit`` and ``fork``.
 
-Registered on ``ctxledger.cli.app`` when that module is imported; each command is a thin
-shell over ``Ledger`` (the domain logic is in ``ctxledger.replay``, ``why``, ``audit``
-and ``fork``).
+Each command is a thin shell over ``Ledger``; the domain logic is in
+``ctxledger.timetravel``.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctxledger.cli import (
+from ctxledger._open import open_existing
+from ctxledger.cli._console import progress_bar, stdout
+from ctxledger.cli._errors import fail
+from ctxledger.cli._options import (
+    FormatOption,
     JsonOrText,
-    _db,
-    _progress,
-    _stdout,
-    app,
-    as_position,
+    Session,
+    check_profile,
+    db_of,
+    parse_optional_time,
+    parse_until,
     session_profile,
 )
-from ctxledger.cli_errors import fail, open_existing, reports_errors
 
 if TYPE_CHECKING:
-    from ctxledger.audit import WhatIfReport
+    from datetime import datetime
+
+    from ctxledger._ledger import Ledger
+    from ctxledger.timetravel._audit import WhatIfReport
 
 # rich, pydantic and the assembler are imported inside the commands: registering them
-# must not slow down ``ctxledger --version`` (see ``ctxledger.cli``).
+# must not slow down ``ctxledger --version``.
 
 TIMELINE_PROGRESS_FROM = 200
 """Timelines at least this many messages long show a progress bar on stderr."""
 
-Session = Annotated[str, typer.Argument(help="The session stream.", metavar="SESSION")]
 UntilOption = Annotated[str | None, typer.Option(
     "--until", metavar="POS|ISO",
     help="Stop at this log position, or at the last event recorded by this time"
@@ -47,53 +51,35 @@ DEFAULT_PROFILE = "card"
 PolicyOption = Annotated[Path | None, typer.Option(
     "--policy", metavar="FILE", dir_okay=False,
     help="A whole policy as JSON, instead of the one the prefix's settings give.")]
-FormatOption = Annotated[JsonOrText, typer.Option("--format", help="json (default) or text.")]
-
-
-def parse_until(value: str | None) -> int | datetime | None:
-    """``--until``: a position (digits) or an aware ISO-8601 time (else exit 1)."""
-    position = None if value is None else as_position(value.strip())
-    if position is None:
-        return _parse_time(value, "--until", "neither a log position nor an ISO-8601 time")
-    return position
-
-
-def _parse_time(value: str | None, option: str,
-                not_a_time: str = "not an ISO-8601 time") -> datetime | None:
-    """An aware ISO-8601 time, in UTC; a bad or naive one is a one-line error (exit 1)."""
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise fail(f"{option} {value!r} is {not_a_time}") from None
-    if parsed.tzinfo is None:
-        raise fail(f"{option} {value!r} needs a zone, such as Z or +00:00")
-    return parsed.astimezone(UTC)
 
 
 def _print_what_if(report: WhatIfReport, format: JsonOrText) -> None:
     from ctxledger import render
-    from ctxledger.render_replay import what_if_table
+    from ctxledger.render._replay import what_if_table
 
     if format is JsonOrText.json:
         typer.echo(render.dumps(report.to_json(), indent=2))
     else:
-        _stdout().print(what_if_table(report))
+        stdout().print(what_if_table(report))
 
 
-def _check_profile(profile: str | None) -> None:
-    from ctxledger.assembler.profiles import profile_names
+def _print_timeline(ledger: Ledger, session: str, profile: str, cut: int | datetime | None,
+                    policy: str | None, format: JsonOrText) -> None:
+    """``replay --timeline``: every step's assembly, with a bar for long timelines."""
+    from ctxledger import render
+    from ctxledger.render._replay import timeline_record, timeline_table
 
-    if profile is not None and profile not in profile_names():
-        raise typer.BadParameter(f"{profile!r} is not one of {', '.join(profile_names())}",
-                                 param_hint="'--profile'")
+    with progress_bar("replaying") as bar:
+        steps = ledger.timeline(
+            session, profile=profile, until=cut, policy=policy,
+            progress=lambda done, total: bar(done, total)
+            if total >= TIMELINE_PROGRESS_FROM else None)
+    if format is JsonOrText.json:
+        typer.echo(render.dumps([timeline_record(s) for s in steps], indent=2))
+    else:
+        stdout().print(timeline_table(steps, title=f"timeline {session} ({profile})"))
 
 
-
-
-@app.command()
-@reports_errors
 def replay(
     ctx: typer.Context,
     session: Session,
@@ -114,43 +100,31 @@ def replay(
     format: FormatOption = JsonOrText.json,
 ) -> None:
     """Derive a session's context again from a prefix of the log, in a scratch store."""
-    from ctxledger import render
-    from ctxledger.cli_input import read_policy
-    from ctxledger.render_assembly import assembly_view
-    from ctxledger.render_replay import timeline_record, timeline_table
+    from ctxledger.io._input import read_policy
+    from ctxledger.render._assembly import assembly_view
 
-    _check_profile(profile)
+    check_profile(profile)
     cut = parse_until(until)
-    when = _parse_time(now, "--now")
+    when = parse_optional_time(now, "--now")
     policy_text = read_policy(policy)
     diff_text = read_policy(diff)
-    with open_existing(_db(ctx)) as ledger:
+    with open_existing(db_of(ctx)) as ledger:
         profile, _ = session_profile(ledger, session, profile, fallback=DEFAULT_PROFILE)
         if diff_text is not None:
             _print_what_if(ledger.what_if(session, diff_text, profile=profile, until=cut),
                            format)
             return
         if timeline:
-            with _progress("replaying") as bar:
-                steps = ledger.timeline(
-                    session, profile=profile, until=cut, policy=policy_text,
-                    progress=lambda done, total: bar(done, total)
-                    if total >= TIMELINE_PROGRESS_FROM else None)
-            if format is JsonOrText.json:
-                typer.echo(render.dumps([timeline_record(s) for s in steps], indent=2))
-            else:
-                _stdout().print(timeline_table(steps, title=f"timeline {session} ({profile})"))
+            _print_timeline(ledger, session, profile, cut, policy_text, format)
             return
         result = ledger.replay(session, until=cut, profile=profile, policy=policy_text,
                                now=when)
     if format is JsonOrText.json:
         typer.echo(result.model_dump_json(indent=2))
     else:
-        _stdout().print(assembly_view(result, show_text=True))
+        stdout().print(assembly_view(result, show_text=True))
 
 
-@app.command()
-@reports_errors
 def why(
     ctx: typer.Context,
     session: Session,
@@ -166,23 +140,21 @@ def why(
     The timeline steps on each event that changes the profile's inputs; runs of steps
     with the same decision are grouped, and each step shows its own numbers."""
     from ctxledger import render
-    from ctxledger.cli_input import read_policy
-    from ctxledger.render_replay import why_view
+    from ctxledger.io._input import read_policy
+    from ctxledger.render._replay import why_view
 
-    _check_profile(profile)
+    check_profile(profile)
     cut = parse_until(until)
     policy_text = read_policy(policy)
-    with open_existing(_db(ctx)) as ledger:
+    with open_existing(db_of(ctx)) as ledger:
         profile, _ = session_profile(ledger, session, profile, fallback=DEFAULT_PROFILE)
         report = ledger.why(session, item, profile=profile, until=cut, policy=policy_text)
     if format is JsonOrText.json:
         typer.echo(render.dumps(report.to_json(), indent=2))
     else:
-        _stdout().print(why_view(report))
+        stdout().print(why_view(report))
 
 
-@app.command()
-@reports_errors
 def audit(
     ctx: typer.Context,
     session: Annotated[str | None, typer.Argument(
@@ -198,15 +170,14 @@ def audit(
 ) -> None:
     """Derive every recorded context.assembled again; exit 1 unless all match."""
     from ctxledger import render
-    from ctxledger.cli_input import read_policy
-    from ctxledger.render_replay import audit_table
+    from ctxledger.io._input import read_policy
+    from ctxledger.render._replay import audit_table
 
     policy_text = read_policy(policy)
     if policy_text is not None and session is None:
         raise typer.BadParameter("a what-if (--policy) needs a SESSION", param_hint="SESSION")
-    if profile is not None:
-        _check_profile(profile)
-    with open_existing(_db(ctx)) as ledger:
+    check_profile(profile)
+    with open_existing(db_of(ctx)) as ledger:
         if policy_text is not None:
             assert session is not None
             _print_what_if(ledger.what_if(session, policy_text, profile=profile), format)
@@ -215,14 +186,12 @@ def audit(
     if format is JsonOrText.json:
         typer.echo(render.dumps(report.to_json(), indent=2))
     else:
-        _stdout().print(audit_table(report))
+        stdout().print(audit_table(report))
     if not report.ok:
         bad = sum(1 for e in report.entries if not e.ok)
         raise fail(f"audit: {bad} of {len(report.entries)} record(s) do not match")
 
 
-@app.command()
-@reports_errors
 def fork(
     ctx: typer.Context,
     session: Session,
@@ -240,7 +209,12 @@ def fork(
     from ctxledger import render
 
     # A fork copies an existing session, so a missing database is an error, not created.
-    with open_existing(_db(ctx)) as ledger:
+    with open_existing(db_of(ctx)) as ledger:
         result = ledger.fork(session, new_session, at, count=count)
     typer.echo(render.dumps({**render.append_record(result), "forked_from": session,
                              "at": at, "counted": count}))
+
+
+COMMANDS: dict[str, Callable[..., None]] = {
+    "replay": replay, "why": why, "audit": audit, "fork": fork}
+"""This group's commands by name, in ``--help`` order."""

@@ -1,199 +1,40 @@
-"""``ctxledger demo``: load the example sessions into a ledger and show what it holds.
-
-Example files (``examples/*.jsonl``) hold one event a line::
-
-    {"stream": "chat-1", "at": "2025-03-14T19:02:00Z", "type": "...", "data": {...}}
-
-with optional ``id`` and ``metadata``. The demo drives the ledger's injectable clock so
-each event's ``recorded_at`` is its ``at``: timelines that span days (tool usage windows,
-previous sessions) come out as written. Events of all files are appended in ``at`` order
-(ties by file name, then line), so positions and recorded times rise together.
+"""``ctxledger demo``: load the example sessions into a ledger and show what it holds:
+each file's events and sessions' state, the assembly each file exists for, a replay, a
+``why`` and an audit, the nightly rollup and a usage report, then ``verify``.
 """
 
 from __future__ import annotations
 
-import json
 import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.rule import Rule
 
 from ctxledger import render
+from ctxledger._ledger import Ledger
+from ctxledger._open import open_ledger, safe_url
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.profiles import profile_names
-from ctxledger.cli_errors import open_ledger, safe_url
-from ctxledger.ledger import Ledger
-from ctxledger.render_assembly import assembly_view
-from ctxledger.render_usage import rollup_summary, usage_view
+from ctxledger.io._examples import (
+    EXAMPLE_ID_NAMESPACE,
+    EXAMPLES_DIR,
+    ExampleError,
+    ExampleEvent,
+    ScriptedClock,
+    example_files,
+    load_examples,
+    read_examples,
+)
+from ctxledger.render._assembly import assembly_view
+from ctxledger.render._usage import rollup_summary, usage_view
 from ctxledger.store.clock import format_utc
-from ctxledger.store.errors import LedgerError
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.streams import stream_kind
-
-
-def _examples_dir() -> Path:
-    here = Path(__file__).resolve().parent
-    # Inside an installed package if the build ships them there, else the source checkout.
-    for candidate in (here / "examples", here.parent / "examples"):
-        if candidate.is_dir():
-            return candidate
-    return here.parent / "examples"
-
-
-EXAMPLES_DIR = _examples_dir()
-"""The example sessions: ``ctxledger/examples`` when packaged, else the checkout's."""
-
-EXAMPLE_ID_NAMESPACE = uuid.UUID("5b0e3c1e-7d4f-4c57-9a43-2f6f1d0c8e21")
-"""Event ids default to uuid5(namespace, "file:line"), so loading twice is idempotent."""
-
-_LINE_KEYS = frozenset({"stream", "at", "type", "data", "id", "metadata"})
-
-
-class ExampleError(LedgerError):
-    """An example file is malformed or one of its events is rejected; names file and line."""
-
-
-@dataclass(frozen=True, slots=True)
-class ExampleEvent:
-    """One line of an example file, ready to append."""
-
-    file: str
-    line: int
-    stream: str
-    at: datetime
-    event: dict[str, Any]
-    """``{"type", "data", "id"[, "metadata"]}`` as ``Ledger.append`` takes it."""
-
-
-class ScriptedClock:
-    """A clock that says whatever time it was last set to (the current example's ``at``)."""
-
-    def __init__(self, start: datetime) -> None:
-        self._now = start
-
-    def set(self, when: datetime) -> None:
-        """Move the clock to ``when`` (an aware UTC datetime)."""
-        self._now = when
-
-    def __call__(self) -> datetime:
-        return self._now
-
-
-def parse_at(value: object, where: str) -> datetime:
-    """An ISO-8601 timestamp with an explicit zone, converted to UTC."""
-    if not isinstance(value, str):
-        raise ExampleError(f"{where}: 'at' must be an ISO-8601 string")
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise ExampleError(f"{where}: 'at' is not ISO-8601: {value!r}") from None
-    if parsed.tzinfo is None:
-        raise ExampleError(f"{where}: 'at' needs a zone, e.g. {value}Z")
-    return parsed.astimezone(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    """One line of a multi-stream JSONL log (an example file, or ``ctxledger import``)."""
-
-    file: str
-    line: int
-    stream: str
-    at: datetime | None
-    """The line's ``at`` (None when absent)."""
-    event: dict[str, Any]
-    """``{"type", "data", "id"[, "metadata"]}`` as ``Ledger.append`` takes it."""
-
-
-def parse_log_line(file: str, number: int, text: str, *, where: str | None = None) -> LogLine:
-    """Decode one line ``{stream, type, data[, id, metadata, at]}``; the event itself is
-    validated by the store. A missing ``id`` becomes uuid5(namespace, "FILE:LINE"), so
-    loading the same file twice is idempotent. ``where`` prefixes errors (default
-    ``"FILE line N"``)."""
-    where = where or f"{file} line {number}"
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ExampleError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-    except (RecursionError, ValueError):  # nested too deeply; an integer of 4300+ digits
-        raise ExampleError(f"{where}: invalid JSON: nested too deeply or a huge number"
-                           ) from None
-    if not isinstance(raw, dict):
-        raise ExampleError(f"{where}: expected a JSON object")
-    unknown = sorted(set(raw) - _LINE_KEYS)
-    if unknown:
-        raise ExampleError(f"{where}: unknown key(s): {', '.join(unknown)}")
-    stream = raw.get("stream")
-    if not isinstance(stream, str) or not stream:
-        raise ExampleError(f"{where}: 'stream' must be a non-empty string")
-    at = None if raw.get("at") is None else parse_at(raw.get("at"), where)
-    event: dict[str, Any] = {
-        "type": raw.get("type"),
-        "data": raw.get("data", {}),
-        "id": raw.get("id") or str(uuid.uuid5(EXAMPLE_ID_NAMESPACE, f"{file}:{number}")),
-    }
-    if "metadata" in raw:
-        event["metadata"] = raw["metadata"]
-    return LogLine(file, number, stream, at, event)
-
-
-def parse_example_line(file: str, number: int, text: str) -> ExampleEvent:
-    """Decode one example line (``parse_log_line``, with ``at`` required)."""
-    line = parse_log_line(file, number, text)
-    if line.at is None:
-        raise ExampleError(f"{file} line {number}: 'at' must be an ISO-8601 string")
-    return ExampleEvent(line.file, line.line, line.stream, line.at, line.event)
-
-
-def read_example_file(path: Path) -> list[ExampleEvent]:
-    """Every event of one example file; times must not go backwards within a file."""
-    events: list[ExampleEvent] = []
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not text.strip():
-            continue
-        event = parse_example_line(path.name, number, text)
-        if events and event.at < events[-1].at:
-            raise ExampleError(f"{path.name} line {number}: 'at' goes back in time"
-                               f" (line {events[-1].line} is later)")
-        events.append(event)
-    return events
-
-
-def example_files(directory: Path) -> list[Path]:
-    """The ``*.jsonl`` files of ``directory`` in name order."""
-    if not directory.is_dir():
-        raise ExampleError(f"no examples directory at {directory}")
-    files = sorted(directory.glob("*.jsonl"))
-    if not files:
-        raise ExampleError(f"no example files (*.jsonl) in {directory}")
-    return files
-
-
-def read_examples(files: Sequence[Path]) -> list[ExampleEvent]:
-    """The events of every file, in append order: by ``at``, then file name, then line."""
-    events = [event for path in files for event in read_example_file(path)]
-    return sorted(events, key=lambda e: (e.at, e.file, e.line))
-
-
-def load_examples(ledger: Ledger, clock: ScriptedClock,
-                  examples: Sequence[ExampleEvent]) -> dict[int, ExampleEvent]:
-    """Append each example at its own time; returns the example behind each position."""
-    by_position: dict[int, ExampleEvent] = {}
-    for example in examples:
-        clock.set(example.at)
-        try:
-            result = ledger.append(example.stream, [example.event])
-        except LedgerError as exc:
-            raise ExampleError(f"{example.file} line {example.line}: {exc}") from None
-        by_position[result.positions[0]] = example
-    return by_position
 
 
 def run_demo(console: Console, *, db_url: str | None = None,
@@ -329,7 +170,7 @@ def _replay_why_audit(console: Console, ledger: Ledger,
                       by_position: Mapping[int, ExampleEvent]) -> None:
     """Record each example assembly as the app would, replay it from the log, explain
     one decision across its session's timeline, and audit every record."""
-    from ctxledger.render_replay import audit_table, why_view
+    from ctxledger.render._replay import audit_table, why_view
 
     found = example_assemblies(ledger, by_position)
     console.print(Rule("replay, why, audit"))
@@ -352,6 +193,8 @@ def _replay_why_audit(console: Console, ledger: Ledger,
     console.print(audit_table(report))
     if not report.ok:
         raise ExampleError("audit found records that do not match")
+
+
 USAGE_EXAMPLE = "session.jsonl"
 """The coding-agent example, whose days of tool use the demo rolls up and reports."""
 

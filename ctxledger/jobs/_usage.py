@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Literal
 import sqlalchemy as sa
 from pydantic import BaseModel
 
-from ctxledger.config import MAX_USAGE_DAYS
+from ctxledger._config import MAX_USAGE_DAYS
+from ctxledger.jobs._rollup import mcp_server_of
 from ctxledger.projections import rollup_job as job
 from ctxledger.projections.session_stats import sessions
-from ctxledger.rollup import mcp_server_of
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.schema import events
@@ -26,7 +26,7 @@ from ctxledger.store.streams import SCOPE_PREFIX
 from ctxledger.store.time_fields import Instant
 
 if TYPE_CHECKING:
-    from ctxledger.ledger import Ledger
+    from ctxledger._ledger import Ledger
 
 MAX_DAYS = MAX_USAGE_DAYS
 """The longest span ``usage`` reports, so a typo cannot ask for a century of raw reads."""

@@ -1,7 +1,7 @@
 """Replay: a past assembly derived again from a prefix of the log (SPEC §4).
 
 A replay folds the prefix's events into a *scratch* store (an in-memory SQLite copy of
-the schema, ``ctxledger.scratch``) with the same reducers, then loads the same read view
+the schema, ``ctxledger._scratch``) with the same reducers, then loads the same read view
 from it and assembles. Live projection tables are never read or written; only the event
 log (through the ``(stream_id, stream_version)`` index) and the token-count cache (keyed
 by content hash, so any count in it is right) are read.
@@ -29,13 +29,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ctxledger._message_index import MessageIndex, message_id_of
+from ctxledger._scratch import scratch_engine
+from ctxledger._token_store import TableTokenStore
 from ctxledger.assembler.api import assemble_with_caches, policy_for, request_for
 from ctxledger.assembler.inputs import Inputs, Where
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles import get_profile
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.message_index import MessageIndex, message_id_of
 from ctxledger.projections.checkpoints import checkpoints
 from ctxledger.projections.read_view import load_session_view
 from ctxledger.projections.registry import builtin_projections
@@ -44,7 +46,6 @@ from ctxledger.projections.runner import ProjectionRunner
 from ctxledger.projections.scope_members import members_until
 from ctxledger.projections.session_scopes import DEFAULT_SCOPE
 from ctxledger.projections.view import SessionView, ViewRequest
-from ctxledger.scratch import scratch_engine
 from ctxledger.store.canonical import canonical_json
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.errors import LedgerError
@@ -52,7 +53,6 @@ from ctxledger.store.read import head_position, position_at, read_stream_until, 
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import events as log_events
 from ctxledger.store.streams import SCOPE_PREFIX
-from ctxledger.token_store import TableTokenStore
 
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 

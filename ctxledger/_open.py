@@ -1,36 +1,23 @@
-"""How the CLI reports failures: one line on stderr starting ``error: ``, then exit 1.
+"""Opening a ledger by URL, every way a database can be unusable reported as one line.
 
-Bad input and unusable databases (see ``open_ledger``) are expected failures and never
-show a traceback. Anything else is a bug: it is reported on one line too, and
-``CTXLEDGER_DEBUG=1`` re-raises it so the traceback can be read.
+A missing driver, an unreachable server, a schema from a newer release: each becomes
+``DatabaseUnavailable`` (a ``LedgerError``) naming the URL, password masked. The CLI and
+the demo open their ledgers here.
 """
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
-import typer
-
-from ctxledger.config import resolve_db_url
+from ctxledger._config import resolve_db_url
 from ctxledger.store.errors import LedgerError
 
 if TYPE_CHECKING:
-    from ctxledger.ledger import Ledger
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-DEBUG_ENV_VAR = "CTXLEDGER_DEBUG"
-EXIT_ERROR = 1
-"""Exit code for a domain error (bad input, conflict, failed verification, bad database).
-Usage errors exit 2, raised by the CLI framework itself."""
+    from ctxledger._ledger import Ledger
 
 _MAX_MESSAGE = 400
 
@@ -56,7 +43,7 @@ class _NeverRaised(Exception):
     """Stands for Alembic's ``CommandError`` while Alembic is not imported."""
 
 
-def _alembic_command_error() -> type[Exception]:
+def alembic_command_error() -> type[Exception]:
     """Alembic's ``CommandError``, without importing Alembic (about 200 ms) to learn it:
     when Alembic was never imported, nothing can have raised it."""
     module = sys.modules.get("alembic.util.exc")
@@ -85,7 +72,7 @@ def database_errors(url: str) -> Iterator[None]:
     """Turn every way a database can be unusable into ``DatabaseUnavailable`` naming ``url``."""
     import sqlalchemy as sa
 
-    CommandError = _alembic_command_error()
+    CommandError = alembic_command_error()
     try:
         yield
     except LedgerError:
@@ -105,7 +92,7 @@ def open_ledger(explicit_url: str | None, **options: Any) -> Ledger:
     ``explicit_url`` falls back to ``CTXLEDGER_DB`` and then the default SQLite file.
     Write commands use this: a database that does not exist yet is created.
     """
-    from ctxledger.ledger import Ledger
+    from ctxledger._ledger import Ledger
 
     url = resolve_db_url(explicit_url)
     with database_errors(url):
@@ -116,49 +103,3 @@ def open_existing(explicit_url: str | None, **options: Any) -> Ledger:
     """``open_ledger`` for read commands: a database that does not exist is an error
     (``no ctxledger database at ...``), never created by a read."""
     return open_ledger(explicit_url, create=False, **options)
-
-
-def explain(exc: BaseException) -> str | None:
-    """The one-line message for an expected failure, or None when ``exc`` is a bug."""
-    if isinstance(exc, LedgerError):
-        return one_line(str(exc))
-    import sqlalchemy as sa
-
-    CommandError = _alembic_command_error()
-    if isinstance(exc, sa.exc.SQLAlchemyError):
-        return f"database error: {database_error_message(exc)}"
-    if isinstance(exc, CommandError):
-        return f"database schema: {one_line(str(exc))}"
-    if isinstance(exc, OSError):
-        return one_line(str(exc))
-    return None
-
-
-def fail(message: str) -> typer.Exit:
-    """Print ``error: message`` on stderr and return the exit to raise."""
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code=EXIT_ERROR)
-
-
-def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
-    """Wrap a CLI command so every failure ends as one ``error:`` line and exit code 1."""
-
-    @functools.wraps(command)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except BrokenPipeError:
-            raise  # the reader went away (``| head``); the framework exits quietly
-        except (typer.Exit, typer.Abort, typer.TyperException):
-            # Exits and usage errors belong to the CLI framework (usage errors exit 2).
-            raise
-        except Exception as exc:
-            message = explain(exc)
-            if message is None:
-                if os.environ.get(DEBUG_ENV_VAR) == "1":
-                    raise
-                message = (f"internal error: {type(exc).__name__}: {one_line(str(exc))}"
-                           f" (set {DEBUG_ENV_VAR}=1 to see the traceback)")
-            raise fail(message) from None
-
-    return wrapper

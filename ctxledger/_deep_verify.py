@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ctxledger import migrate
+from ctxledger import _migrate as migrate
 from ctxledger.projections.base import Projection
 from ctxledger.projections.read_view import read_snapshot
 from ctxledger.projections.runner import ProjectionRunner

@@ -21,7 +21,7 @@ _template: tuple[sa.Engine, sqlite3.Connection] | None = None
 
 def _build_template() -> tuple[sa.Engine, sqlite3.Connection]:
     # Imported here: the migrations and projections are only needed the first time.
-    from ctxledger import migrate
+    from ctxledger import _migrate as migrate
     from ctxledger.projections.registry import builtin_projections
     from ctxledger.projections.runner import ProjectionRunner
 

@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
+from ctxledger._config import DEFAULT_RETENTION_DAYS
 from ctxledger.assembler.policy import PolicyError
 from ctxledger.assembler.profiles.session import SessionPolicy
 from ctxledger.assembler.profiles.session.tool_ranking import server_of
-from ctxledger.config import DEFAULT_RETENTION_DAYS
 from ctxledger.projections import rollup_job as job
 from ctxledger.projections.session_stats import sessions
 from ctxledger.projections.settings import scope_settings, session_settings
@@ -52,7 +52,7 @@ from ctxledger.store.streams import SYSTEM_STREAM
 from ctxledger.store.time_fields import Instant
 
 if TYPE_CHECKING:
-    from ctxledger.ledger import Ledger
+    from ctxledger._ledger import Ledger
 
 ROLLUP_ID_NAMESPACE = uuid.UUID("0c8f5d52-3f0e-4f38-9a43-6b1f4e7d2a90")
 """``rollup.completed`` ids are uuid5(namespace, "rollup.completed/<day>")."""

@@ -6,15 +6,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
 from ctxledger.assembler.api import policy_for
-from ctxledger.ledger import Ledger
+from ctxledger.jobs._usage import scope_exists
 from ctxledger.projections.read_view import load_settings
 from ctxledger.projections.session_stats import sessions
 from ctxledger.store.errors import LedgerError
-from ctxledger.usage import scope_exists
+
+if TYPE_CHECKING:
+    from ctxledger._ledger import Ledger  # passed in: the jobs never open a ledger
 
 
 def nearest_rank(values: Sequence[int], percentile: float) -> int | None:

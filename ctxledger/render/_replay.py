@@ -8,10 +8,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ctxledger.audit import AuditReport, WhatIfReport
-from ctxledger.replay import TimelineStep
 from ctxledger.store.clock import format_utc
-from ctxledger.why import WhyReport
+from ctxledger.timetravel._audit import AuditReport, WhatIfReport
+from ctxledger.timetravel._replay import TimelineStep
+from ctxledger.timetravel._why import WhyReport
 
 _STATUS_STYLE = {"match": "green", "copied": "dim", "digest_mismatch": "red",
                  "policy_mismatch": "red", "superseded": "yellow", "error": "red"}

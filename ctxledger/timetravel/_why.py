@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from ctxledger._message_index import message_id_of
 from ctxledger.assembler.message_ranges import MESSAGE_PREFIX
 from ctxledger.assembler.model import Decision, DetailValue
-from ctxledger.message_index import message_id_of
-from ctxledger.replay import TimelineStep
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.records import RecordedEvent
+from ctxledger.timetravel._replay import TimelineStep
 
 
 class WhyError(LedgerError):

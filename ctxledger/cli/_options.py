@@ -1,0 +1,220 @@
+"""What the commands share of their arguments: ``--db`` (and where it may be written),
+``--format``, the one parser of times and positions, the profile checks, input files.
+
+A bad time or position is a domain error (exit 1, one ``error:`` line) with the same
+words on every command; only the CLI framework's own checks exit 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from typer.core import TyperGroup
+
+from ctxledger.cli._errors import fail
+
+if TYPE_CHECKING:
+    from ctxledger._ledger import Ledger
+
+
+class JsonOrText(StrEnum):
+    """Output format of commands that print one document."""
+
+    json = "json"
+    text = "text"
+
+
+class JsonlOrText(StrEnum):
+    """Output format of commands that print a stream of records."""
+
+    jsonl = "jsonl"
+    text = "text"
+
+
+FormatOption = Annotated[JsonOrText, typer.Option("--format", help="json (default) or text.")]
+Session = Annotated[str, typer.Argument(help="The session stream.", metavar="SESSION")]
+
+
+# -- --db ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Global options, shared with every command through the click context."""
+
+    db: str | None
+
+
+DB_OPTION = "--db"
+
+
+def db_of(ctx: typer.Context) -> str | None:
+    """The global ``--db`` given to this invocation (None: ``$CTXLEDGER_DB`` or default)."""
+    options = ctx.find_object(Options)
+    return options.db if options is not None else None
+
+
+def _command_index(args: list[str]) -> int | None:
+    """Where the command name is in ``args``, past the global options (None: no command)."""
+    index = 0
+    while index < len(args):
+        token = args[index]
+        if token == "--":
+            return None
+        if token == DB_OPTION:
+            index += 2
+            continue
+        if not token.startswith("-"):
+            return index
+        index += 1
+    return None
+
+
+def hoist_db(args: list[str], group: TyperGroup) -> list[str]:
+    """``args`` with every ``--db URL`` given after the command moved before it.
+
+    ``--db`` is a global option, but people write it where they think of it
+    (``ctxledger state s1 --db URL``). A command with its own ``--db`` (``demo``) keeps
+    it; ``--`` ends the search; a ``--db`` with no value is left for click to report.
+    """
+    index = _command_index(args)
+    if index is None:
+        return args
+    command = group.commands.get(args[index])
+    if command is None or any(DB_OPTION in p.opts for p in command.params):
+        return args
+    front, rest = args[:index], []
+    tail = args[index + 1:]
+    position = 0
+    while position < len(tail):
+        token = tail[position]
+        if token == "--":
+            rest.extend(tail[position:])
+            break
+        if token == DB_OPTION and position + 1 < len(tail):
+            front += [token, tail[position + 1]]
+            position += 2
+            continue
+        if token.startswith(DB_OPTION + "="):
+            front.append(token)
+        else:
+            rest.append(token)
+        position += 1
+    return [*front, args[index], *rest]
+
+
+# -- times and positions ------------------------------------------------------------------
+
+
+def as_position(text: str) -> int | None:
+    """``text`` as a log position when it is ASCII digits, else None (a time, or bad).
+    ASCII only: ``int`` would also read other scripts' digits ("１") as a position."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def parse_time(value: str, option: str, not_a_time: str = "not an ISO-8601 time"
+               ) -> datetime:
+    """``--now`` and the like: an ISO-8601 time with a zone, in the range every backend
+    stores, as UTC. Anything else is a one-line error (exit 1) naming the option."""
+    from ctxledger.store.strict import EARLIEST_TIME, LATEST_TIME
+
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise fail(f"{option} {value!r} is {not_a_time}") from None
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        raise fail(f"{option} {value!r} needs a zone, such as Z or +00:00")
+    try:
+        utc = parsed.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not EARLIEST_TIME <= utc < LATEST_TIME:
+        raise fail(f"{option} {value!r} is outside {EARLIEST_TIME:%Y-%m-%d} .."
+                   f" {LATEST_TIME:%Y-%m-%d}")
+    return utc
+
+
+def parse_optional_time(value: str | None, option: str) -> datetime | None:
+    """``parse_time``, with an option not given staying None."""
+    return None if value is None else parse_time(value, option)
+
+
+def parse_until(value: str | None) -> int | datetime | None:
+    """``--until``: a log position (ASCII digits) or a time (``parse_time``)."""
+    if value is None:
+        return None
+    position = as_position(value.strip())
+    if position is not None:
+        return position
+    return parse_time(value, "--until", "neither a log position nor an ISO-8601 time")
+
+
+def parse_hhmm(value: str, option: str) -> tuple[int, int]:
+    """A time of day ``HH:MM`` (24-hour, UTC); anything else is a one-line error."""
+    hour, sep, minute = value.partition(":")
+    if (sep and hour.isascii() and hour.isdigit() and minute.isascii() and minute.isdigit()
+            and len(minute) == 2 and int(hour) < 24 and int(minute) < 60):
+        return int(hour), int(minute)
+    raise fail(f"{option} {value!r} is not a time of day: expected HH:MM (UTC)")
+
+
+# -- profiles -----------------------------------------------------------------------------
+
+
+def check_profile(profile: str | None) -> None:
+    """A ``--profile`` that names no registered profile is a usage error."""
+    from ctxledger.assembler.profiles import profile_names
+
+    if profile is not None and profile not in profile_names():
+        raise typer.BadParameter(f"{profile!r} is not one of {', '.join(profile_names())}",
+                                 param_hint="'--profile'")
+
+
+def session_profile(ledger: Ledger, session: str, given: str | None, *,
+                    fallback: str | None = None) -> tuple[str, str]:
+    """The profile a command uses, and where it comes from: ``--profile``, else the
+    session's ``profile`` setting (at the head), else ``fallback``; with no fallback a
+    missing setting is a usage error. A setting that names no profile is an error."""
+    from ctxledger.assembler.profiles import profile_names
+    from ctxledger.assembler.setting_check import PROFILE_SETTING
+
+    if given is not None:
+        return given, "--profile"
+    value = ledger.view(session).settings.get(PROFILE_SETTING)
+    if value is None and fallback is not None:
+        return fallback, "the default"
+    if value is None:
+        raise typer.BadParameter(
+            f"is required: the session has no {PROFILE_SETTING!r} setting",
+            param_hint="'--profile'")
+    known = profile_names()
+    if not isinstance(value, str) or value not in known:
+        raise fail(f"the session's {PROFILE_SETTING!r} setting is {value!r},"
+                   f" not one of {', '.join(known)}")
+    return value, "the session's profile setting"
+
+
+# -- input and streams --------------------------------------------------------------------
+
+
+def read_input(file: str) -> bytes:
+    """The bytes of a ``FILE|-`` argument ('-' reads stdin); unreadable is one line."""
+    if file == "-":
+        return typer.get_binary_stream("stdin").read()
+    try:
+        return Path(file).read_bytes()
+    except OSError as exc:
+        raise fail(f"cannot read {file}: {exc.strerror or exc}") from None
+
+
+def check_stream(ledger: Ledger, stream: str | None) -> None:
+    """Fail when ``stream`` was never written: a typo must not read as an empty stream.
+
+    Called only when nothing was found, so a listing pays nothing for it."""
+    if stream is not None and ledger.log.stream_version(stream) == 0:
+        raise fail(f"unknown stream {stream!r}: it has no events")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeVar, cast
 
+from ctxledger.assembler.caches import CacheWrite
 from ctxledger.assembler.digest import seal
 from ctxledger.assembler.memo import CanonicalMemo, SessionMemos
 from ctxledger.assembler.model import (
@@ -43,7 +44,6 @@ from ctxledger.assembler.model import (
 )
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.token_cache import CacheWrite
 from ctxledger.store.clock import format_utc
 
 SCORE_DIGITS = 6

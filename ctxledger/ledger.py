@@ -37,9 +37,9 @@ from ctxledger.store.verify import VerifyReport
 
 if TYPE_CHECKING:
     from ctxledger.assembler import Assembly, Policy, TokenCounter
+    from ctxledger.assembler.caches import CacheWrite
     from ctxledger.assembler.memo import SessionMemos
     from ctxledger.audit import AuditReport, WhatIfReport
-    from ctxledger.projections.token_cache import CacheWrite
     from ctxledger.replay import TimelineStep
     from ctxledger.rollup import RollupPolicy, RollupReport
     from ctxledger.usage import UsageReport
@@ -298,12 +298,12 @@ class Ledger:
         # A cache write failing (e.g. the database is busy) must not fail the assembly the
         # caller already has: the next assembly computes the same numbers again.
         from ctxledger.projections.token_cache import store_counts
+        from ctxledger.token_store import save_cache_writes
 
         try:
             with self.log.transaction() as conn:
                 store_counts(conn, counts)
-                for write in caches:
-                    write.persist(conn)
+                save_cache_writes(conn, caches)
         except sa.exc.OperationalError as exc:
             _log.warning("token caches not saved (%s); the next assembly recounts",
                          str(exc).splitlines()[0])

@@ -30,6 +30,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ctxledger.assembler.caches import HistoryMemoRow
 from ctxledger.assembler.engine import (
     Candidate,
     Engine,
@@ -56,7 +57,6 @@ from ctxledger.assembler.profiles.card.report import (
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.template import substitute_macros
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.token_cache import HistoryMemoWrite
 from ctxledger.projections.view import History, Message, SessionView, ViewRequest
 
 if TYPE_CHECKING:
@@ -299,7 +299,7 @@ class CardProfile(Profile):
         replaced = (history.prefix_tokens or 0) + sum(counter.count(line) for line in lines)
         if (history.prefix_through_seq, history.prefix_tokens) != (summary.through_seq,
                                                                    replaced):
-            engine.remember(HistoryMemoWrite(
+            engine.remember(HistoryMemoRow(
                 stream_id=view.stream_id, encoding=counter.encoding,
                 through_seq=summary.through_seq,
                 retracted_count=history.summarized_retracted, tokens=replaced))

@@ -40,6 +40,16 @@ class MmrItem:
     vector: Counter[str]
 
 
+def relevance_items(candidates: Sequence[tuple[str, float, float, Counter[str]]]
+                    ) -> list[MmrItem]:
+    """MMR's items from ``(id, retrieval score, trust, term vector)``: relevance is
+    retrieval × trust, scaled so that the best is 1 (every one 0 when none scores)."""
+    weighted = [round_score(score * trust) for _, score, trust, _ in candidates]
+    top = max(weighted, default=0.0)
+    return [MmrItem(item_id, trust, round_score(value / top) if top > 0 else 0.0, vector)
+            for (item_id, _, trust, vector), value in zip(candidates, weighted, strict=True)]
+
+
 @dataclass(frozen=True, slots=True)
 class MmrPick:
     """A selected item with its MMR score at the time it was picked (``rank`` from 1)."""

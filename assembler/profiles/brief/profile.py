@@ -50,7 +50,7 @@ from ctxledger.assembler.profiles.brief.analyzer import Analyzer, analyzer_for
 from ctxledger.assembler.profiles.brief.bm25 import Scorer, Scores, fuse, rank_order
 from ctxledger.assembler.profiles.brief.fog import Fog
 from ctxledger.assembler.profiles.brief.index_cache import MEMO, SnippetIndex
-from ctxledger.assembler.profiles.brief.mmr import MmrItem, cosine, select
+from ctxledger.assembler.profiles.brief.mmr import cosine, relevance_items, select
 from ctxledger.assembler.profiles.brief.policy import BriefPolicy
 from ctxledger.assembler.profiles.brief.report import BriefReport, SnippetRow
 from ctxledger.assembler.profiles.brief.sanitize import Sanitizer, change_detail
@@ -338,11 +338,8 @@ def _snippets(engine: Engine, index: SnippetIndex | None, scores: Scores | None,
             continue
         eligible.append((snippet, candidate, score, round_score(source.trust)))
         vectors[candidate.id] = Counter(index.terms[int(doc)])  # the analyzer's, cached
-    weighted = [round_score(score * trust) for _, _, score, trust in eligible]
-    top = max(weighted, default=0.0)
-    items = [MmrItem(candidate.id, trust, round_score(value / top) if top > 0 else 0.0,
-                     vectors[candidate.id])
-             for (_, candidate, _, trust), value in zip(eligible, weighted, strict=True)]
+    items = relevance_items([(candidate.id, score, trust, vectors[candidate.id])
+                             for _, candidate, score, trust in eligible])
     picked = select(items, lam=policy.mmr_lambda, limit=policy.max_snippets)
     by_id = {candidate.id: (snippet, candidate, score)
              for snippet, candidate, score, _ in eligible}

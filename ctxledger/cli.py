@@ -39,6 +39,7 @@ from ctxledger.cli_errors import (
 from ctxledger.config import (
     DEFAULT_DB_URL,
     DEFAULT_RETENTION_DAYS,
+    DEFAULT_USAGE_DAYS,
     ENV_VAR,
     MAX_USAGE_DAYS,
     resolve_db_url,
@@ -730,7 +731,7 @@ def usage(
     scope: Annotated[str, typer.Option("--scope", metavar="S", help="The scope to report.")],
     days: Annotated[int, typer.Option(
         "--days", min=1, max=MAX_USAGE_DAYS, metavar="N",
-        help="How many UTC days, ending today.")] = 7,
+        help="How many UTC days, ending today.")] = DEFAULT_USAGE_DAYS,
     now: Annotated[str | None, typer.Option(
         "--now", metavar="ISO", help="The end of the report (default: now).")] = None,
     format: FormatOption = JsonOrText.json,

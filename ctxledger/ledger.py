@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from ctxledger import migrate
-from ctxledger.config import resolve_db_url
+from ctxledger.config import DEFAULT_USAGE_DAYS, resolve_db_url
 from ctxledger.projections.base import Projection
 from ctxledger.projections.read_view import load_session_view, read_snapshot
 from ctxledger.projections.registry import builtin_projections
@@ -477,7 +477,8 @@ class Ledger:
 
         return run_rollup(self, now=now, policy=policy)
 
-    def usage(self, scope: str, *, days: int = 7, now: datetime | None = None) -> UsageReport:
+    def usage(self, scope: str, *, days: int = DEFAULT_USAGE_DAYS,
+              now: datetime | None = None) -> UsageReport:
         """Daily message, tool and token figures of ``scope`` over the last ``days`` days up
         to ``now``: rolled-up days from the rollups, the rest (today) from raw rows."""
         from ctxledger.usage import usage_report

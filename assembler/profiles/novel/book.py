@@ -49,7 +49,7 @@ from ctxledger.assembler.profiles.novel.ranked import Ranked, ShownRanked
 from ctxledger.assembler.profiles.novel.readout import read_out
 from ctxledger.assembler.profiles.novel.sandwich import SECTION_SUFFIX
 from ctxledger.assembler.profiles.novel.shed import Shed, range_decision
-from ctxledger.assembler.profiles.novel.tiers import CHAPTER_KINDS
+from ctxledger.assembler.profiles.novel.tiers import CHAPTER_KINDS, current_chapter
 from ctxledger.projections.view import Item, SessionView
 from ctxledger.store.canonical import canonical_json
 
@@ -131,7 +131,7 @@ class BookState:
             self._index(item_id, found)
         engine.counter.prefetch([item.content for item in changed.values() if item])
 
-        chapter = 1 if view.chapter is None else view.chapter
+        chapter = current_chapter(view.chapter)
         plans = self.of_kind["scene_plan"]
         # The latest put, ties by item_id (``latest_scene_plan``); the first exemplar:
         # looked for again only when an item of that kind changed.
@@ -215,8 +215,8 @@ class BookState:
                 if len(self.memo) > 2 * len(self.by_id) + 256:
                     self.memo = {k: v for k, v in self.memo.items()
                                  if self.prepared.get(v.item.item_id) is v}
-            found = self.memo[key] = prepare(item, self.chapter or 1, self.plan, self.arc,
-                                             self.first_exemplar, self.policy,
+            found = self.memo[key] = prepare(item, current_chapter(self.chapter), self.plan,
+                                             self.arc, self.first_exemplar, self.policy,
                                              engine.counter)
             built[0] += 1
         return found

@@ -35,7 +35,7 @@ from ctxledger.assembler.profiles.novel.sandwich import (
     SECTION_SUFFIX,
     SECTION_TIERS,
 )
-from ctxledger.assembler.profiles.novel.tiers import summary_window
+from ctxledger.assembler.profiles.novel.tiers import current_chapter, summary_window
 from ctxledger.projections.view import SessionView
 from ctxledger.store.canonical import canonical_json
 
@@ -109,7 +109,7 @@ def read_out(state: BookState, engine: Engine, view: SessionView,
         if tier_json:
             row_json.append(tier_json)
     report = NovelReport.model_construct(
-        chapter=state.chapter or 1, moved=view.chapter is not None, scene=view.scene,
+        chapter=current_chapter(state.chapter), moved=view.chapter is not None, scene=view.scene,
         warm_window=policy.warm_window, window=summary_window(state.chapter, policy),
         tiers=tier_reports, total_tokens=sum(tier.tokens for tier in tier_reports),
         total_budget=policy.total_budget, prefix=[p.item.item_id for p in prefix],

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ctxledger.assembler.engine import ranked, round_score
+from ctxledger.assembler.ranking import ranked, round_score
 
 
 def cosine(first: Mapping[str, int], second: Mapping[str, int]) -> float:

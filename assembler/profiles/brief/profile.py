@@ -30,17 +30,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ctxledger.assembler.engine import (
-    Candidate,
-    Engine,
-    Frame,
-    Piece,
-    SectionLayout,
-    ShedStep,
-    joined,
-    ranked,
-    round_score,
-)
+from ctxledger.assembler.budget import ShedStep
+from ctxledger.assembler.candidates import Candidate, Frame, Piece, SectionLayout, joined
+from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
@@ -54,6 +46,7 @@ from ctxledger.assembler.profiles.brief.mmr import cosine, relevance_items, sele
 from ctxledger.assembler.profiles.brief.policy import BriefPolicy
 from ctxledger.assembler.profiles.brief.report import BriefReport, SnippetRow
 from ctxledger.assembler.profiles.brief.sanitize import Sanitizer, change_detail
+from ctxledger.assembler.ranking import ranked, round_score
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.text import shorten_to
 from ctxledger.assembler.tokens import TokenCounter

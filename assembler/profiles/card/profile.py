@@ -31,16 +31,10 @@ from datetime import datetime
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ctxledger.assembler.budget import ShedStep
 from ctxledger.assembler.caches import HistoryMemoRow
-from ctxledger.assembler.engine import (
-    Candidate,
-    Engine,
-    Frame,
-    Piece,
-    SectionLayout,
-    ShedStep,
-    joined,
-)
+from ctxledger.assembler.candidates import Candidate, Frame, Piece, SectionLayout, joined
+from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.history_window import (
     WindowMessage,

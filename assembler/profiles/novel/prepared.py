@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ctxledger.assembler.engine import Candidate, detail_values
+from ctxledger.assembler.candidates import Candidate
+from ctxledger.assembler.details import detail_values
 from ctxledger.assembler.model import Decision, DetailValue, SectionItem
 from ctxledger.assembler.profiles.novel.policy import NovelPolicy
 from ctxledger.assembler.profiles.novel.priorities import priority_of, rank_key

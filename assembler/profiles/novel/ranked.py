@@ -16,7 +16,7 @@ from collections.abc import Hashable
 from itertools import accumulate, filterfalse, repeat, takewhile
 from operator import add, attrgetter, itemgetter
 
-from ctxledger.assembler.engine import EngineError
+from ctxledger.assembler.errors import EngineError
 from ctxledger.assembler.profiles.novel.prepared import Key, Prepared
 from ctxledger.assembler.profiles.novel.report import NovelItemRow
 

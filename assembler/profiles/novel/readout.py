@@ -20,7 +20,7 @@ from ctxledger.assembler.digest import (
     seal_known,
 )
 from ctxledger.assembler.engine import Engine
-from ctxledger.assembler.model import Assembly, Section, TokenTotals
+from ctxledger.assembler.model import Assembly, Decision, Section, TokenTotals
 from ctxledger.assembler.profiles.novel.policy import TIERS
 from ctxledger.assembler.profiles.novel.prepared import Prepared
 from ctxledger.assembler.profiles.novel.ranked import ITEM_ID, TOKENS, ShownRanked
@@ -36,6 +36,7 @@ from ctxledger.assembler.profiles.novel.sandwich import (
     SECTION_TIERS,
 )
 from ctxledger.assembler.profiles.novel.tiers import current_chapter, summary_window
+from ctxledger.assembler.tokens import TokenCounter
 from ctxledger.projections.view import SessionView
 from ctxledger.store.canonical import canonical_json
 
@@ -58,7 +59,28 @@ def read_out(state: BookState, engine: Engine, view: SessionView,
     made: dict[Hashable, Hashable] = {
         SECTION_PREFIX: tuple(map(id, prefix)), "cold": (cold.kept_version, cold.cut),
         "warm": (warm.kept_version, warm.cut), SECTION_SUFFIX: state.suffix.version}
-    framing_each = counter.count(policy.separator) if policy.separator else 0
+    sections, section_json, texts = _sections(state, counter, members, made)
+    totals = _totals(state, counter, sections,
+                     order_count=sum(len(part) for part in members.values()))
+    report, report_json = _report(state, view, prefix)
+    decisions, decision_json = _decisions(state)
+    assembly = Assembly.model_construct(
+        profile="novel", policy_version=policy.version, session=view.stream_id,
+        position=view.position, now=now, text=policy.separator.join(texts),
+        sections=sections, tokens=totals, decisions=decisions, warnings=_warnings(state),
+        report=report, digest="")
+    return seal_known(assembly, {
+        "sections": "[" + ",".join(section_json) + "]",
+        "decisions": "[" + ",".join(decision_json) + "]",
+        "report": report_json})
+
+
+def _sections(state: BookState, counter: TokenCounter, members: dict[str, list[Prepared]],
+              made: dict[Hashable, Hashable]) -> tuple[list[Section], list[str], list[str]]:
+    """The non-empty sections in prompt order, with their JSON and texts; each remade only
+    when what it shows changed (after a put: one section)."""
+    separator = state.policy.separator
+    framing_each = counter.count(separator) if separator else 0
     sections: list[Section] = []
     section_json: list[str] = []
     texts: list[str] = []
@@ -66,39 +88,50 @@ def read_out(state: BookState, engine: Engine, view: SessionView,
     for name, tier in SECTION_TIERS:
         if not members[name]:
             continue
-        # Remade only when what it shows changed (after a put: one section).
         source = (made[name], opening, framing_each)
         known = state.sections.get(name)
         if known is None or known[0] != source:
             known = state.sections[name] = (source, *_section(
-                name, tier, members[name], policy.separator, framing_each, opening))
+                name, tier, members[name], separator, framing_each, opening))
         opening = False
         sections.append(known[1])
         section_json.append(known[2])
         texts.append(known[3])
-    text = policy.separator.join(texts)
-    order_count = sum(len(part) for part in members.values())
+    return sections, section_json, texts
+
+
+def _totals(state: BookState, counter: TokenCounter, sections: list[Section], *,
+            order_count: int) -> TokenTotals:
+    """Tokens by section and by tier, and the counting methods used."""
+    policy = state.policy
     by_section = {section.name: section.tokens for section in sections}
     tier_tokens: dict[str, int] = {}
     for section in sections:
         tier = section.tier or ""
         tier_tokens[tier] = tier_tokens.get(tier, 0) + section.tokens
-    sheds = [state.sheds[tier] for tier in ("cold", "warm", "hot")]
     methods = {method for method, count in state.methods.items() if count > 0}
-    if any(shed.dropped is not None for shed in sheds):
+    if any(state.sheds[tier].dropped is not None for tier in ("cold", "warm", "hot")):
         methods.add(counter.measure("").method)  # a range decision has no text
     if policy.separator and order_count > 1:
         methods.add(counter.measure(policy.separator).method)
-    totals = TokenTotals(encoding=counter.encoding, sections=by_section, tiers=tier_tokens,
-                         framing=0, total=sum(by_section.values()),
-                         methods=sorted(methods))
-    warnings: list[str] = []
+    return TokenTotals(encoding=counter.encoding, sections=by_section, tiers=tier_tokens,
+                       framing=0, total=sum(by_section.values()), methods=sorted(methods))
+
+
+def _warnings(state: BookState) -> list[str]:
+    """Hot over its budget with nothing left it may drop."""
     hot_shed = state.sheds["hot"]
-    if not hot_shed.fits:
-        warnings.append(
-            f"hot tier is {hot_shed.size} tokens, over its budget of "
-            f"{policy.hot_budget}: scene plans, exemplars, anti-exemplars and "
-            "characters are never dropped or shortened, so it overshoots")
+    if hot_shed.fits:
+        return []
+    return [f"hot tier is {hot_shed.size} tokens, over its budget of "
+            f"{state.policy.hot_budget}: scene plans, exemplars, anti-exemplars and "
+            "characters are never dropped or shortened, so it overshoots"]
+
+
+def _report(state: BookState, view: SessionView,
+            prefix: list[Prepared]) -> tuple[NovelReport, Fragment]:
+    """The report and its canonical JSON, the item rows joined from the tiers' own."""
+    policy = state.policy
     tier_reports = [_tier_report(state, tier) for tier in TIERS]
     # Rank order within each tier, tiers in report order: one list of references.
     rows: list[NovelItemRow] = []
@@ -109,8 +142,9 @@ def read_out(state: BookState, engine: Engine, view: SessionView,
         if tier_json:
             row_json.append(tier_json)
     report = NovelReport.model_construct(
-        chapter=current_chapter(state.chapter), moved=view.chapter is not None, scene=view.scene,
-        warm_window=policy.warm_window, window=summary_window(state.chapter, policy),
+        chapter=current_chapter(state.chapter), moved=view.chapter is not None,
+        scene=view.scene, warm_window=policy.warm_window,
+        window=summary_window(state.chapter, policy),
         tiers=tier_reports, total_tokens=sum(tier.tokens for tier in tier_reports),
         total_budget=policy.total_budget, prefix=[p.item.item_id for p in prefix],
         suffix=list(map(ITEM_ID, state.suffix.preps)), items=rows,
@@ -119,24 +153,23 @@ def read_out(state: BookState, engine: Engine, view: SessionView,
         key: canonical_json(value)
         for key, value in report.model_dump(mode="json", exclude={"items"}).items()}
     report_parts["items"] = array_fragment(row_json)
-    # The engine's order: the items in put order (the kept ones: the dropped are
-    # covered by their tier's range), then the ranges in the order they were shed.
+    return report, object_fragment(report_parts)
+
+
+def _decisions(state: BookState) -> tuple[list[Decision], list[str]]:
+    """The engine's order: the items in put order (the kept ones: the dropped are covered
+    by their tier's range), then the ranges in the order they were shed; with the JSON."""
     if state.kept_joined is None:
         state.kept_joined = ",".join(state.kept_json)
     decisions = list(state.kept_decisions)
     decision_json = [state.kept_joined] if state.kept_joined else []
-    for shed in sheds:
-        if shed.dropped is not None:
-            decisions.append(shed.dropped[0])
-            decision_json.append(shed.dropped[1])
-    assembly = Assembly.model_construct(
-        profile="novel", policy_version=policy.version, session=view.stream_id,
-        position=view.position, now=now, text=text, sections=sections, tokens=totals,
-        decisions=decisions, warnings=warnings, report=report, digest="")
-    return seal_known(assembly, {
-        "sections": "[" + ",".join(section_json) + "]",
-        "decisions": "[" + ",".join(decision_json) + "]",
-        "report": object_fragment(report_parts)})
+    for tier in ("cold", "warm", "hot"):
+        dropped = state.sheds[tier].dropped
+        if dropped is not None:
+            decisions.append(dropped[0])
+            decision_json.append(dropped[1])
+    return decisions, decision_json
+
 
 def _section(name: str, tier: str, members: list[Prepared], separator: str,
              framing_each: int, opening: bool) -> tuple[Section, str, str]:

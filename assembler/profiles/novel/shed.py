@@ -9,8 +9,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import cast
 
+from ctxledger.assembler.details import detail_values
 from ctxledger.assembler.digest import canonical_text, json_object
-from ctxledger.assembler.engine import detail_values
 from ctxledger.assembler.model import Decision, DetailScalar, DetailValue
 from ctxledger.assembler.profiles.novel.prepared import Prepared
 from ctxledger.store.canonical import canonical_json

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ctxledger.assembler.engine import ranked
 from ctxledger.assembler.profiles.novel.policy import NovelPolicy
+from ctxledger.assembler.ranking import ranked
 from ctxledger.projections.view import Item
 
 HOT_KINDS = frozenset({"exemplar", "anti_exemplar", "scene_plan", "emotional_directive"})

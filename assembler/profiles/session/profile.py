@@ -25,15 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
-from ctxledger.assembler.engine import (
-    Candidate,
-    Engine,
-    Frame,
-    Piece,
-    SectionLayout,
-    ShedStep,
-    joined,
-)
+from ctxledger.assembler.budget import ShedStep
+from ctxledger.assembler.candidates import Candidate, Frame, Piece, SectionLayout, joined
+from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly

@@ -59,6 +59,17 @@ class _Slot:
     of its own in the output."""
 
 
+@dataclass(slots=True)
+class _LaidOut:
+    """The pieces walked in prompt order: section items, framing tokens by section (None:
+    the context), the texts to join, and the counting methods met."""
+
+    items: dict[str, list[SectionItem]]
+    framing: dict[str | None, int]
+    texts: list[str]
+    methods: set[str]
+
+
 class Engine:
     """Collects candidates and decisions for one assembly, then builds the ``Assembly``."""
 
@@ -372,12 +383,30 @@ class Engine:
         known = [part.name for part in sections]
         if len(set(known)) != len(known):
             raise EngineError("a section is named twice")
-        items: dict[str, list[SectionItem]] = {name: [] for name in known}
-        framing: dict[str | None, int] = {name: 0 for name in known}
+        laid = self._lay_out(pieces, known)
+        for item in self._order:
+            laid.methods.add(self.counter.measure(self._slots[item].candidate.text).method)
+        built, tokens = self._totals(sections, laid)
+        decisions = [self._final_decision(slot) for slot in map(self._slots.__getitem__,
+                                                                self._order)
+                     if not slot.covered]
+        sealed = seal(Assembly(
+            profile=profile, policy_version=policy_version, session=session,
+            position=position, now=now, text="".join(laid.texts), sections=built,
+            tokens=tokens, decisions=decisions, warnings=list(warnings), report=report,
+            digest=""), self._memo)
+        if self._memo is not None:
+            self._memo.assembled()
+        return sealed
+
+    def _lay_out(self, pieces: Sequence[Piece], known: Sequence[str]) -> _LaidOut:
+        """Walk the pieces in prompt order: each kept candidate under its section, each
+        frame's tokens to its section (None: the context); exactly the kept candidates,
+        each once, with the text they were decided with."""
+        laid = _LaidOut({name: [] for name in known}, {name: 0 for name in known}, [], set())
+        items, framing, texts, methods = laid.items, laid.framing, laid.texts, laid.methods
         framing[None] = 0
-        texts: list[str] = []
         laid_out: list[str] = []
-        methods: set[str] = set()
         for piece in pieces:
             if isinstance(piece, Frame):
                 if piece.section not in framing:
@@ -406,12 +435,15 @@ class Engine:
         if sorted(kept_ids) != sorted(laid_out):
             missing = sorted(set(kept_ids) - set(laid_out))
             raise EngineError(f"kept candidates missing from the layout: {missing}")
-        for item in self._order:
-            methods.add(self.counter.measure(self._slots[item].candidate.text).method)
+        return laid
 
+    def _totals(self, sections: Sequence[SectionLayout],
+                laid: _LaidOut) -> tuple[list[Section], TokenTotals]:
+        """The non-empty sections in prompt order, and the tokens by section and tier."""
         built: list[Section] = []
+        framing = laid.framing
         for part in sections:
-            members = items[part.name]
+            members = laid.items[part.name]
             if not members and not framing[part.name]:
                 continue
             built.append(Section(
@@ -423,21 +455,10 @@ class Engine:
         for section in built:
             if section.tier is not None:
                 tiers[section.tier] = tiers.get(section.tier, 0) + section.tokens
-        tokens = TokenTotals(
+        return built, TokenTotals(
             encoding=self.counter.encoding, sections=by_section, tiers=tiers,
             framing=framing[None], total=framing[None] + sum(by_section.values()),
-            methods=sorted(methods))
-        decisions = [self._final_decision(slot) for slot in map(self._slots.__getitem__,
-                                                                self._order)
-                     if not slot.covered]
-        sealed = seal(Assembly(
-            profile=profile, policy_version=policy_version, session=session,
-            position=position, now=now, text="".join(texts), sections=built, tokens=tokens,
-            decisions=decisions, warnings=list(warnings), report=report, digest=""),
-            self._memo)
-        if self._memo is not None:
-            self._memo.assembled()
-        return sealed
+            methods=sorted(laid.methods))
 
     # -- internals ----------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Profile ``brief`` (Novel Engine, seed 003): the TurnBrief for one persona agent.
+"""Profile ``brief`` (Novel Engine): the TurnBrief for one persona agent.
 
 Rules (SPEC §3 "Profile brief"):
 

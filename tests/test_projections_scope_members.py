@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sqlalchemy as sa
+from helpers.legacy import append_legacy
 
 from ctxledger import Ledger
 from ctxledger.projections.scope_members import members_until, scope_members
-from tests.helpers.legacy import append_legacy
 
 
 def _rows(ledger: Ledger) -> list[tuple[str, str, int]]:

@@ -8,13 +8,13 @@ from datetime import datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from helpers.scenario import Recorded, StepClock, load_scenario
 
 from ctxledger import Ledger
 from ctxledger.assembler.profiles import profile_names
 from ctxledger.projections.base import metadata as projection_metadata
 from ctxledger.replay import ReplayError, read_prefix
 from ctxledger.store.errors import LedgerError
-from tests.helpers.scenario import Recorded, StepClock, load_scenario
 
 SESSIONS = ("chat-1", "alice-2", "mover")
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from helpers.assertions import one_error_line
+from helpers.scenario import StepClock, load_scenario
 from typer.testing import CliRunner, Result
 
 from ctxledger import Ledger, LedgerError
@@ -17,7 +18,6 @@ from ctxledger.cli import app
 from ctxledger.cli_errors import DEBUG_ENV_VAR
 from ctxledger.config import ENV_VAR
 from ctxledger.why import decision_numbers
-from tests.helpers.scenario import StepClock, load_scenario
 
 CUSTOM = {"profile": "card", "compression_level": "none"}
 

@@ -124,7 +124,7 @@ def load_scenario(ledger: Ledger, clock: StepClock,
     The session that changes scope (a second ``session.started``, which the stream rules
     now refuse) is written as an older release wrote it: replay must still fold such logs.
     """
-    from tests.helpers.legacy import append_legacy
+    from helpers.legacy import append_legacy
 
     positions = []
     started: set[str] = set()

@@ -52,7 +52,7 @@ class Ranked:
         made again only then."""
         self.rows: tuple[Hashable, list[NovelItemRow], str] | None = None
         """Its report rows in rank order and their JSON joined, and what they were read
-        from (``BookState._tier_rows``)."""
+        from (``readout._tier_rows``)."""
 
     def __len__(self) -> int:
         return len(self.keys)

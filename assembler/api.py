@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ctxledger.assembler.caches import CacheWrite
 from ctxledger.assembler.encodings import EncodingLoader
 from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
@@ -33,7 +34,6 @@ from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy, PolicyError
 from ctxledger.assembler.profiles import get_profile
 from ctxledger.assembler.tokens import TokenCounter, TokenCountStore
-from ctxledger.projections.token_cache import CacheWrite
 from ctxledger.projections.view import SessionView, ViewRequest
 from ctxledger.store.clock import ensure_utc
 

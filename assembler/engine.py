@@ -13,29 +13,30 @@ joining them, so the text is exactly the kept items plus their framing; it check
 every candidate was decided and that exactly the kept ones are laid out, totals the
 tokens (items plus framing, where each stands), and seals the result with its digest.
 
-Budgets are in tokens or characters (``Unit``); what counts against a budget is a
-``Measure`` of the kept candidates, so a profile can measure a sum of items or the length
-of the text it would render. ``ranked`` is the one ranking helper: scores rounded before
-they are compared, then explicit tie-breakers, and a tie on the whole key is an error.
+The terms it works in have their own modules: ``candidates`` (``Candidate``, ``Frame``,
+``SectionLayout``), ``budget`` (``Measure``, ``Additive``, ``ShedStep``), ``details`` (how
+a decision's details are recorded) and ``ranking`` (``ranked``, ``round_score``).
 """
 
 from __future__ import annotations
 
-import itertools
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeVar, cast
+from typing import cast
 
+from ctxledger.assembler.budget import Additive, Measure, ShedResult, ShedStep
+from ctxledger.assembler.caches import CacheWrite
+from ctxledger.assembler.candidates import Candidate, Frame, Piece, SectionLayout, Unit
+from ctxledger.assembler.details import TYPE_CODES, DetailInput, detail_value, detail_values
 from ctxledger.assembler.digest import seal
+from ctxledger.assembler.errors import EngineError
 from ctxledger.assembler.memo import CanonicalMemo, SessionMemos
 from ctxledger.assembler.model import (
     KEPT_ACTIONS,
     Action,
     Assembly,
     Decision,
-    DetailScalar,
     DetailValue,
     Section,
     SectionItem,
@@ -43,194 +44,6 @@ from ctxledger.assembler.model import (
 )
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.token_cache import CacheWrite
-from ctxledger.store.clock import format_utc
-
-SCORE_DIGITS = 6
-"""Decimal places every float is rounded to before it enters the output."""
-
-Unit = Literal["tokens", "chars"]
-
-DetailInput = int | float | str | bool | datetime | None | Sequence[Any]
-
-T = TypeVar("T")
-
-
-class EngineError(RuntimeError):
-    """A profile broke the engine's contract (a bug, not bad input)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """Something that may go into the context: an item with its text and size."""
-
-    id: str
-    section: str
-    text: str
-    tokens: int
-    tier: str | None = None
-    priority: int | None = None
-
-    @property
-    def chars(self) -> int:
-        """Length of ``text`` in characters."""
-        return len(self.text)
-
-    def size(self, unit: Unit) -> int:
-        """Its size in ``unit``."""
-        return self.tokens if unit == "tokens" else self.chars
-
-
-Measure = Callable[[Sequence[Candidate]], int]
-"""The size that counts against a budget, given the candidates currently kept."""
-
-
-@dataclass(frozen=True, slots=True)
-class Additive:
-    """A ``Measure`` that is a sum: the kept candidates' sizes in ``unit``, plus
-    ``per_item`` for each (e.g. a separator's tokens), less ``first_free`` once when
-    anything is kept (e.g. the prompt's first item has no separator before it).
-
-    Because removing or adding items changes it by their own share only, the budget
-    helpers update it by difference instead of re-measuring everything kept at each step
-    (a 5,000-item tier would otherwise cost quadratic time).
-    """
-
-    unit: Unit
-    per_item: int = 0
-    first_free: int = 0
-
-    def __call__(self, kept: Sequence[Candidate]) -> int:
-        """The size of ``kept``."""
-        if not kept:
-            return 0
-        return (sum(candidate.size(self.unit) for candidate in kept)
-                + self.per_item * len(kept) - self.first_free)
-
-    def share(self, candidate: Candidate) -> int:
-        """What ``candidate`` adds to a non-empty total."""
-        return candidate.size(self.unit) + self.per_item
-
-
-def total_of(unit: Unit) -> Measure:
-    """A ``Measure`` summing the kept candidates' sizes in ``unit``."""
-    return Additive(unit)
-
-
-Shrink = Callable[[Candidate, int], str]
-"""Given a candidate and the overflow (in the budget's unit), its shortened text."""
-
-
-@dataclass(frozen=True, slots=True)
-class ShedStep:
-    """One step of a shedding order: drop ``items`` together, or shorten one of them."""
-
-    items: tuple[Candidate, ...]
-    shrink: Shrink | None = None
-    """When set, the (single) item is shortened to fit instead of dropped."""
-    reason: str | None = None
-    """Overrides the shed's reason code for this step."""
-
-
-@dataclass(frozen=True, slots=True)
-class ShedResult:
-    """What is left after shedding and whether it fits."""
-
-    kept: list[Candidate]
-    size: int
-    fits: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """Text of the prompt that belongs to no item: a header, a separator, a template's
-    literal words. ``section`` attributes its tokens to a section (None: the context)."""
-
-    text: str
-    section: str | None = None
-
-
-Piece = Candidate | Frame
-"""One part of the rendered prompt, in order."""
-
-
-@dataclass(frozen=True, slots=True)
-class SectionLayout:
-    """A section as laid out in the prompt: its name, tier and order among sections."""
-
-    name: str
-    tier: str | None = None
-
-
-def joined(parts: Iterable[Sequence[Piece]], separator: str,
-           section: str | None = None) -> list[Piece]:
-    """The non-empty ``parts`` one after another with a ``Frame(separator)`` between."""
-    out: list[Piece] = []
-    for part in parts:
-        if not part:
-            continue
-        if out:
-            out.append(Frame(separator, section))
-        out.extend(part)
-    return out
-
-
-def ranked(items: Iterable[T], key: Callable[[T], tuple[Any, ...]]) -> list[T]:
-    """``items`` sorted by ``key`` ascending, as a total order.
-
-    Floats in the key are rounded (``round_score``) before they are compared, so two
-    scores that differ only by float noise tie and the explicit tie-breakers that follow
-    decide; negate a score to rank it descending. Two items with equal whole keys are an
-    ``EngineError``: the key must end in something unique (a name, an id, a position).
-    """
-    def rounded(item: T) -> tuple[Any, ...]:
-        return tuple(round_score(part) if isinstance(part, float) else part
-                     for part in key(item))
-
-    keyed = sorted(((rounded(item), item) for item in items), key=lambda pair: pair[0])
-    for (first, _), (second, _) in itertools.pairwise(keyed):
-        if first == second:
-            raise EngineError(f"ranking key {first!r} is not unique: add a tie-breaker")
-    return [item for _, item in keyed]
-
-
-def round_score(value: float) -> float:
-    """``value`` rounded to ``SCORE_DIGITS`` places (and -0.0 made 0.0)."""
-    rounded = round(value, SCORE_DIGITS)
-    return rounded + 0.0
-
-
-def _detail_scalar(value: Any) -> DetailScalar:
-    if isinstance(value, datetime):
-        return format_utc(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise EngineError(f"non-finite number in a decision detail: {value!r}")
-        return round_score(value)
-    if value is None or isinstance(value, int | str | bool):
-        return value
-    raise EngineError(f"a decision detail must be a scalar, got {type(value).__name__}")
-
-
-_TYPE_CODES: dict[type, int] = {int: 0, float: 1, bool: 2, str: 3, type(None): 4}
-"""Detail value types as plain numbers, for memo keys (``Engine._final_decision``)."""
-
-_PLAIN = (int, str, bool, type(None))
-"""Detail values passed through as they are (checked first: an ABC ``isinstance`` such
-as ``Sequence`` costs far more, and every candidate has several details)."""
-
-
-def detail_values(detail: Mapping[str, DetailInput]) -> dict[str, DetailValue]:
-    """Decision details as they are recorded (datetimes formatted, floats rounded)."""
-    return {key: _detail_value(value) for key, value in detail.items()}
-
-
-def _detail_value(value: DetailInput) -> DetailValue:
-    if type(value) in _PLAIN:
-        return value  # type: ignore[return-value]
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        return [_detail_scalar(part) for part in value]
-    return _detail_scalar(value)
 
 
 @dataclass(slots=True)
@@ -244,6 +57,17 @@ class _Slot:
     covered: bool = False
     """Dropped under a range decision (``shed_until_fits(collapse=...)``): no decision
     of its own in the output."""
+
+
+@dataclass(slots=True)
+class _LaidOut:
+    """The pieces walked in prompt order: section items, framing tokens by section (None:
+    the context), the texts to join, and the counting methods met."""
+
+    items: dict[str, list[SectionItem]]
+    framing: dict[str | None, int]
+    texts: list[str]
+    methods: set[str]
 
 
 class Engine:
@@ -534,8 +358,8 @@ class Engine:
         # A shed step's drop: the sizes around it, and what the item was before.
         slot = self._slot(item)
         detail = dict(slot.detail)
-        detail.update({"size_before": _detail_value(before), "size_after": _detail_value(after),
-                       "limit": _detail_value(limit), "unit": unit,
+        detail.update({"size_before": detail_value(before), "size_after": detail_value(after),
+                       "limit": detail_value(limit), "unit": unit,
                        "previous_action": slot.action, "previous_reason": slot.reason})
         slot.action = "dropped"
         slot.reason = reason
@@ -559,12 +383,30 @@ class Engine:
         known = [part.name for part in sections]
         if len(set(known)) != len(known):
             raise EngineError("a section is named twice")
-        items: dict[str, list[SectionItem]] = {name: [] for name in known}
-        framing: dict[str | None, int] = {name: 0 for name in known}
+        laid = self._lay_out(pieces, known)
+        for item in self._order:
+            laid.methods.add(self.counter.measure(self._slots[item].candidate.text).method)
+        built, tokens = self._totals(sections, laid)
+        decisions = [self._final_decision(slot) for slot in map(self._slots.__getitem__,
+                                                                self._order)
+                     if not slot.covered]
+        sealed = seal(Assembly(
+            profile=profile, policy_version=policy_version, session=session,
+            position=position, now=now, text="".join(laid.texts), sections=built,
+            tokens=tokens, decisions=decisions, warnings=list(warnings), report=report,
+            digest=""), self._memo)
+        if self._memo is not None:
+            self._memo.assembled()
+        return sealed
+
+    def _lay_out(self, pieces: Sequence[Piece], known: Sequence[str]) -> _LaidOut:
+        """Walk the pieces in prompt order: each kept candidate under its section, each
+        frame's tokens to its section (None: the context); exactly the kept candidates,
+        each once, with the text they were decided with."""
+        laid = _LaidOut({name: [] for name in known}, {name: 0 for name in known}, [], set())
+        items, framing, texts, methods = laid.items, laid.framing, laid.texts, laid.methods
         framing[None] = 0
-        texts: list[str] = []
         laid_out: list[str] = []
-        methods: set[str] = set()
         for piece in pieces:
             if isinstance(piece, Frame):
                 if piece.section not in framing:
@@ -593,12 +435,15 @@ class Engine:
         if sorted(kept_ids) != sorted(laid_out):
             missing = sorted(set(kept_ids) - set(laid_out))
             raise EngineError(f"kept candidates missing from the layout: {missing}")
-        for item in self._order:
-            methods.add(self.counter.measure(self._slots[item].candidate.text).method)
+        return laid
 
+    def _totals(self, sections: Sequence[SectionLayout],
+                laid: _LaidOut) -> tuple[list[Section], TokenTotals]:
+        """The non-empty sections in prompt order, and the tokens by section and tier."""
         built: list[Section] = []
+        framing = laid.framing
         for part in sections:
-            members = items[part.name]
+            members = laid.items[part.name]
             if not members and not framing[part.name]:
                 continue
             built.append(Section(
@@ -610,21 +455,10 @@ class Engine:
         for section in built:
             if section.tier is not None:
                 tiers[section.tier] = tiers.get(section.tier, 0) + section.tokens
-        tokens = TokenTotals(
+        return built, TokenTotals(
             encoding=self.counter.encoding, sections=by_section, tiers=tiers,
             framing=framing[None], total=framing[None] + sum(by_section.values()),
-            methods=sorted(methods))
-        decisions = [self._final_decision(slot) for slot in map(self._slots.__getitem__,
-                                                                self._order)
-                     if not slot.covered]
-        sealed = seal(Assembly(
-            profile=profile, policy_version=policy_version, session=session,
-            position=position, now=now, text="".join(texts), sections=built, tokens=tokens,
-            decisions=decisions, warnings=list(warnings), report=report, digest=""),
-            self._memo)
-        if self._memo is not None:
-            self._memo.assembled()
-        return sealed
+            methods=sorted(laid.methods))
 
     # -- internals ----------------------------------------------------------------------
 
@@ -657,7 +491,7 @@ class Engine:
         try:
             key = ("decision", candidate.id, candidate.section, action, slot.reason,
                    candidate.priority, len(detail), *detail, *detail.values(),
-                   *map(_TYPE_CODES.__getitem__, map(type, detail.values())))
+                   *map(TYPE_CODES.__getitem__, map(type, detail.values())))
             decision = memo.intern(key, build)
         except (KeyError, TypeError):  # a list in the detail: built afresh, not interned
             return build()
@@ -677,7 +511,7 @@ class Engine:
         # A later decision (e.g. dropped by a total budget after a section admitted it)
         # replaces the earlier one but keeps its numbers, so "why" can show both.
         merged = dict(slot.detail)
-        merged.update({key: _detail_value(value) for key, value in detail.items()})
+        merged.update({key: detail_value(value) for key, value in detail.items()})
         slot.action = action
         slot.reason = reason
         slot.detail = merged
@@ -687,5 +521,5 @@ class Engine:
         slot = self._slot(candidate)
         # A new dict: the old one may be shared (``include_details``).
         slot.detail = {**slot.detail,
-                       **{key: _detail_value(value) for key, value in detail.items()}}
+                       **{key: detail_value(value) for key, value in detail.items()}}
         slot.shared = False

@@ -1,4 +1,5 @@
-"""Errors the assembler raises on bad input (one-line messages, ``LedgerError`` family)."""
+"""Errors the assembler raises: bad input (``AssemblyError``, one-line messages, of the
+``LedgerError`` family) and a profile breaking the engine's contract (``EngineError``)."""
 
 from __future__ import annotations
 
@@ -8,3 +9,7 @@ from ctxledger.store.errors import LedgerError
 class AssemblyError(LedgerError):
     """An assembly cannot be made from this input (unknown profile or session, a read view
     that does not hold what the profile needs, a counter for another encoding...)."""
+
+
+class EngineError(RuntimeError):
+    """A profile broke the engine's contract (a bug, not bad input)."""

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ctxledger.assembler.engine import Candidate, Engine
+from ctxledger.assembler.candidates import Candidate
+from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.message_ranges import DROPPED_RANGE_ITEM
 from ctxledger.projections.view import Message
 

@@ -2,7 +2,7 @@
 
 Everything here is data with a fixed order: sections in prompt order, items in rendered
 order, decisions in the order the candidates were considered. Floats that reach the output
-are rounded (``assembler.engine.SCORE_DIGITS``) so the canonical JSON, and therefore the
+are rounded (``assembler.ranking.SCORE_DIGITS``) so the canonical JSON, and therefore the
 digest, is the same in every process.
 """
 

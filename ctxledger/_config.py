@@ -20,4 +20,6 @@ def resolve_db_url(explicit: str | None = None) -> str:
 DEFAULT_RETENTION_DAYS = 30
 """Raw tool-usage rows the rollup keeps, in rolled days (``RollupPolicy.retention_days``)."""
 MAX_USAGE_DAYS = 366
-"""The longest span ``usage`` reports."""
+"""The longest span ``usage`` reports, so a typo cannot ask for a century of raw reads."""
+DEFAULT_USAGE_DAYS = 7
+"""The span ``usage`` reports by default, in UTC days ending today."""

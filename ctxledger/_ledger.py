@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from ctxledger import _migrate as migrate
-from ctxledger._config import resolve_db_url
+from ctxledger._config import DEFAULT_USAGE_DAYS, resolve_db_url
 from ctxledger._setting_checks import check_event
 from ctxledger.projections.base import Projection
 from ctxledger.projections.read_view import load_session_view, read_snapshot
@@ -37,10 +37,10 @@ from ctxledger.store.verify import VerifyReport
 
 if TYPE_CHECKING:
     from ctxledger.assembler import Assembly, Policy, TokenCounter
+    from ctxledger.assembler.caches import CacheWrite
     from ctxledger.assembler.memo import SessionMemos
     from ctxledger.jobs._rollup import RollupPolicy, RollupReport
     from ctxledger.jobs._usage import UsageReport
-    from ctxledger.projections.token_cache import CacheWrite
     from ctxledger.timetravel._audit import AuditReport, WhatIfReport
     from ctxledger.timetravel._replay import TimelineStep
     from ctxledger.timetravel._why import WhyReport
@@ -298,12 +298,12 @@ class Ledger:
         # A cache write failing (e.g. the database is busy) must not fail the assembly the
         # caller already has: the next assembly computes the same numbers again.
         from ctxledger.projections.token_cache import store_counts
+        from ctxledger._token_store import save_cache_writes
 
         try:
             with self.log.transaction() as conn:
                 store_counts(conn, counts)
-                for write in caches:
-                    write.persist(conn)
+                save_cache_writes(conn, caches)
         except sa.exc.OperationalError as exc:
             _log.warning("token caches not saved (%s); the next assembly recounts",
                          str(exc).splitlines()[0])
@@ -477,7 +477,8 @@ class Ledger:
 
         return run_rollup(self, now=now, policy=policy)
 
-    def usage(self, scope: str, *, days: int = 7, now: datetime | None = None) -> UsageReport:
+    def usage(self, scope: str, *, days: int = DEFAULT_USAGE_DAYS,
+              now: datetime | None = None) -> UsageReport:
         """Daily message, tool and token figures of ``scope`` over the last ``days`` days up
         to ``now``: rolled-up days from the rollups, the rest (today) from raw rows."""
         from ctxledger.jobs._usage import usage_report

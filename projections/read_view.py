@@ -10,11 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-import orjson
 import sqlalchemy as sa
 
 from ctxledger.projections.card import card_fields
@@ -28,24 +25,22 @@ from ctxledger.projections.knowledge import (
     personas,
 )
 from ctxledger.projections.observations import observations
+from ctxledger.projections.read_history import load_history
 from ctxledger.projections.registry import builtin_names
 from ctxledger.projections.session_scopes import DEFAULT_SCOPE
-from ctxledger.projections.session_stats import ROLES, messages, sessions
+from ctxledger.projections.session_stats import ROLES, sessions
 from ctxledger.projections.settings import scope_settings, session_settings
-from ctxledger.projections.token_cache import load_history_memo
 from ctxledger.projections.tool_registry import scope_tools
-from ctxledger.projections.tool_usage import tool_usage, tool_uses, tool_uses_late
+from ctxledger.projections.tool_usage import load_tool_usage
+from ctxledger.projections.tool_window import window_bounds
 from ctxledger.projections.view import (
     Document,
     Entity,
     EntityFact,
     History,
-    HistoryMeasure,
-    HistorySummary,
     Item,
     ItemSet,
     ItemsProbe,
-    Message,
     MessageCounts,
     Observation,
     Persona,
@@ -56,11 +51,8 @@ from ctxledger.projections.view import (
     SnippetProbe,
     Source,
     Tool,
-    ToolUsage,
     ViewRequest,
 )
-from ctxledger.store.clock import ensure_utc
-from ctxledger.store.errors import LedgerError
 from ctxledger.store.read import head_position
 from ctxledger.store.schema import events
 from ctxledger.store.streams import SCOPE_PREFIX
@@ -92,7 +84,7 @@ def load_session_view(conn: sa.Connection, stream_id: str,
     An unknown session gives ``exists=False`` in scope ``default`` (scope-wide sections,
     such as settings defaults, tools and observations, are still loaded).
     """
-    window = _usage_window(request)
+    window = window_bounds(request.now, request.usage_window)
     with read_snapshot(conn):
         session = conn.execute(
             sa.select(sessions).where(sessions.c.stream_id == stream_id)).mappings().first()
@@ -144,20 +136,6 @@ def load_session_view(conn: sa.Connection, stream_id: str,
         )
 
 
-def _usage_window(request: ViewRequest) -> tuple[datetime, datetime] | None:
-    if request.usage_window is None:
-        return None
-    if request.now is None:
-        raise LedgerError("a usage window needs 'now': set ViewRequest.now")
-    if request.usage_window.total_seconds() < 0:
-        raise LedgerError("the usage window must not be negative")
-    try:
-        now = ensure_utc(request.now, "now")
-    except ValueError as exc:
-        raise LedgerError(str(exc)) from None
-    return now - request.usage_window, now
-
-
 def load_position(conn: sa.Connection) -> int:
     """The position every built-in projection has reached (0 if one was never built)."""
     names = builtin_names()
@@ -202,189 +180,6 @@ def load_card(conn: sa.Connection, stream_id: str) -> dict[str, Any]:
             for row in sorted(rows, key=lambda row: str(row.field))}
 
 
-# -- history ------------------------------------------------------------------------------
-
-# A message row holds what the event lacks; the content, name and time are the event's,
-# read by position (the log's primary key) in the same query.
-_MESSAGE_SELECT = sa.select(
-    messages.c.seq, messages.c.message_id, messages.c.role, messages.c.position,
-    events.c.data, events.c.recorded_at,
-).select_from(messages.join(events, events.c.position == messages.c.position))
-
-
-def _message(row: Row) -> Message:
-    # message.appended is at its first schema version: its stored data is current.
-    data = orjson.loads(row["data"])
-    return Message(seq=int(row["seq"]), message_id=row["message_id"], role=row["role"],
-                   name=data.get("name"), content=data["content"],
-                   position=int(row["position"]), recorded_at=row["recorded_at"])
-
-
-def _messages(conn: sa.Connection, stream_id: str, after_seq: int | None = None,
-              through_seq: int | None = None) -> tuple[Message, ...]:
-    """Non-retracted messages with ``after_seq < seq <= through_seq``, in seq order."""
-    query = _MESSAGE_SELECT.where(messages.c.stream_id == stream_id,
-                                  messages.c.retracted.is_(False))
-    if after_seq is not None:
-        query = query.where(messages.c.seq > after_seq)
-    if through_seq is not None:
-        query = query.where(messages.c.seq <= through_seq)
-    # seq is the stream version: unique within a session, so it is a total order.
-    rows = conn.execute(query.order_by(messages.c.seq)).mappings()
-    return tuple(_message(row) for row in rows)
-
-
-# The history window is read newest first in pages that grow, so a short window costs a
-# query or two and a long one O(log) queries, never the whole history.
-_FIRST_PAGE = 32
-_MAX_PAGE = 512
-
-
-@dataclass(frozen=True, slots=True)
-class _Window:
-    messages: tuple[Message, ...]
-    """Loaded messages, in seq order."""
-    unloaded: int
-    oldest_unloaded: Message | None
-
-
-_NO_SEQ_BELOW = 2**31 - 1
-"""An upper seq bound above every real one (so one prepared statement serves all pages)."""
-
-_WINDOW_PAGE = (
-    _MESSAGE_SELECT
-    .where(messages.c.stream_id == sa.bindparam("stream_id"),
-           messages.c.retracted.is_(False),
-           messages.c.seq > sa.bindparam("after_seq"),
-           messages.c.seq < sa.bindparam("below_seq"))
-    .order_by(messages.c.seq.desc())
-    .limit(sa.bindparam("page"))
-)
-
-
-def _window(conn: sa.Connection, stream_id: str, after_seq: int | None, budget: int,
-            measure: HistoryMeasure) -> tuple[list[Message], bool]:
-    """Messages after ``after_seq``, newest first, until ``measure`` of them is over
-    ``budget`` (that message included); also whether the range's start was reached."""
-    loaded: list[Message] = []
-    used = 0
-    below = _NO_SEQ_BELOW
-    page = _FIRST_PAGE
-    while True:
-        batch = [_message(row) for row in conn.execute(_WINDOW_PAGE, {
-            "stream_id": stream_id, "after_seq": -1 if after_seq is None else after_seq,
-            "below_seq": below, "page": page}).mappings()]
-        if not batch:
-            return loaded, True
-        costs = list(measure(batch))
-        if len(costs) != len(batch):
-            raise LedgerError("history_measure must give one cost per message")
-        for message, cost in zip(batch, costs, strict=True):
-            loaded.append(message)
-            used += cost
-            if used > budget:
-                return loaded, False
-        if len(batch) < page:
-            return loaded, True
-        below = batch[-1].seq
-        # Size the next page from the average cost so far: about what is still missing.
-        average = max(1, used // len(loaded))
-        page = min(_MAX_PAGE, max(_FIRST_PAGE, (budget - used) // average + 8))
-
-
-def _load_window(conn: sa.Connection, session: Row, after_seq: int | None,
-                 request: ViewRequest) -> _Window:
-    """The history window for ``request``, with the count and oldest of what it left out."""
-    stream_id = session["stream_id"]
-    if request.history_budget is None or request.history_measure is None:
-        return _Window(_messages(conn, stream_id, after_seq=after_seq), 0, None)
-    newest_first, reached = _window(conn, stream_id, after_seq, request.history_budget,
-                                    request.history_measure)
-    loaded = tuple(reversed(newest_first))
-    if reached or not loaded:
-        return _Window(loaded, 0, None)
-    older = [messages.c.stream_id == stream_id, messages.c.retracted.is_(False),
-             messages.c.seq < loaded[0].seq]
-    if after_seq is not None:
-        older.append(messages.c.seq > after_seq)
-    if after_seq is None:
-        # Every non-retracted message is in range: the session row counts them.
-        unloaded = int(session["messages_total"]) - len(loaded)
-    else:
-        # A gap between a summary and the window: counted over the gap alone, which the
-        # assembly reports as something to summarize.
-        unloaded = int(conn.execute(
-            sa.select(sa.func.count()).select_from(messages).where(*older)).scalar_one())
-    if unloaded <= 0:
-        return _Window(loaded, 0, None)
-    oldest = conn.execute(_MESSAGE_SELECT.where(*older).order_by(messages.c.seq)
-                          .limit(1)).mappings().first()
-    return _Window(loaded, unloaded, None if oldest is None else _message(oldest))
-
-
-def load_history(conn: sa.Connection, session: Row, request: ViewRequest) -> History:
-    """The chat history for ``request.history`` (``tail`` or ``full``), windowed when the
-    request has a ``history_budget``."""
-    stream_id = session["stream_id"]
-    summary = None
-    if session["summary_position"] is not None:
-        summary = HistorySummary(
-            summary=session["summary_text"],
-            through_message_id=session["summary_through_message_id"],
-            through_seq=session["summary_through_seq"],
-            position=int(session["summary_position"]))
-    through = None if summary is None else summary.through_seq
-    total = int(session["messages_total"])
-    if request.history == "full" or through is None:
-        window = _load_window(conn, session, None, request)
-        loaded = window.messages
-        complete = window.unloaded == 0
-        if through is None:
-            summarized = 0
-        elif complete:
-            summarized = sum(1 for m in loaded if m.seq <= through)
-        else:
-            summarized = int(conn.execute(
-                sa.select(sa.func.count()).select_from(messages).where(
-                    messages.c.stream_id == stream_id, messages.c.retracted.is_(False),
-                    messages.c.seq <= through)).scalar_one())
-        return History(summary=summary, messages=loaded, complete=complete,
-                       summarized_count=summarized, unloaded=window.unloaded,
-                       oldest_unloaded=window.oldest_unloaded)
-    window = _load_window(conn, session, through, request)
-    tail = window.messages
-    # messages_total counts the session's non-retracted messages, so the summarized ones
-    # are the rest: no need to count the (possibly long) summarized prefix.
-    summarized = total - len(tail) - window.unloaded
-    prefix_tokens: int | None = None
-    prefix_through = 0
-    summarized_messages: tuple[Message, ...] = ()
-    total_retracted = int(session["messages_retracted"])
-
-    def retracted_at(seq: int) -> int:
-        # Retracted messages with seq <= `seq`: the total minus those after it (a range
-        # of the (stream_id, seq) index that is the tail when `seq` is a recent summary).
-        after = conn.execute(sa.select(sa.func.count()).select_from(messages).where(
-            messages.c.stream_id == stream_id, messages.c.seq > seq,
-            messages.c.retracted.is_(True))).scalar_one()
-        return total_retracted - int(after)
-
-    summarized_retracted = retracted_at(through)
-    if request.token_encoding is not None:
-        memo = load_history_memo(conn, stream_id=stream_id, encoding=request.token_encoding,
-                                 through_seq=through, retracted_at=retracted_at)
-        if memo is not None:
-            prefix_tokens, prefix_through = memo.tokens, memo.through_seq
-        summarized_messages = _messages(conn, stream_id, after_seq=prefix_through,
-                                        through_seq=through)
-    return History(summary=summary, messages=tail,
-                   complete=summarized == 0 and window.unloaded == 0,
-                   summarized_count=summarized, prefix_tokens=prefix_tokens,
-                   prefix_through_seq=prefix_through, summarized_retracted=summarized_retracted,
-                   summarized_messages=summarized_messages, unloaded=window.unloaded,
-                   oldest_unloaded=window.oldest_unloaded)
-
-
 # -- tools --------------------------------------------------------------------------------
 
 def load_tools(conn: sa.Connection, scope: str) -> tuple[Tool, ...]:
@@ -395,73 +190,6 @@ def load_tools(conn: sa.Connection, scope: str) -> tuple[Tool, ...]:
                               server_name=r["server_name"], description=r["description"],
                               position=int(r["position"])) for r in rows),
                         key=lambda tool: tool.name))
-
-
-def _of_tool(table: sa.Table) -> sa.ColumnElement[bool]:
-    """``table``'s uses of the outer ``tool_usage`` row's tool (a correlated key prefix)."""
-    return sa.and_(table.c.scope == tool_usage.c.scope,
-                   table.c.tool_name == tool_usage.c.tool_name,
-                   table.c.server_name == tool_usage.c.server_name)
-
-
-def _use_seek(column: sa.ColumnElement[Any], bound: sa.ColumnElement[bool],
-              newest: bool) -> sa.ScalarSelect[Any]:
-    """``column`` of the tool's newest in-order use satisfying ``bound`` (oldest if not
-    ``newest``): one seek on the ``tool_uses`` key."""
-    order = ((tool_uses.c.used_at.desc(), tool_uses.c.seq.desc()) if newest
-             else (tool_uses.c.used_at.asc(), tool_uses.c.seq.asc()))
-    return (sa.select(column).where(_of_tool(tool_uses), bound)
-            .order_by(*order).limit(1).scalar_subquery())
-
-
-def _late_in(window: tuple[datetime, datetime],
-             figure: sa.ColumnElement[Any]) -> sa.ScalarSelect[Any]:
-    """``figure`` over the tool's late uses inside ``window``: a range of the
-    ``tool_uses_late`` key, which holds only uses that came out of time order."""
-    lo, hi = window
-    late = tool_uses_late.c
-    return (sa.select(figure).where(_of_tool(tool_uses_late), late.used_at >= lo,
-                                    late.used_at <= hi).scalar_subquery())
-
-
-def load_tool_usage(conn: sa.Connection, scope: str,
-                    window: tuple[datetime, datetime] | None) -> tuple[ToolUsage, ...]:
-    """Usage of every tool used in the scope, by name then server; window counts when a
-    window is given.
-
-    In-order uses of a tool are numbered 1, 2, 3... in time order, so their count in
-    ``[lo, hi]`` is the number of the last one at or before ``hi`` minus that of the
-    first one at or after ``lo``, plus one; the late uses inside the window are added.
-    """
-    columns: list[Any] = [tool_usage.c.tool_name, tool_usage.c.server_name,
-                          tool_usage.c.lifetime_count, tool_usage.c.last_used]
-    if window is not None:
-        lo, hi = window
-        columns += [
-            _use_seek(tool_uses.c.seq, tool_uses.c.used_at >= lo, newest=False).label("first"),
-            _use_seek(tool_uses.c.seq, tool_uses.c.used_at <= hi, newest=True).label("last"),
-            _use_seek(tool_uses.c.used_at, tool_uses.c.used_at <= hi,
-                      newest=True).label("last_at"),
-            _late_in(window, sa.func.count()).label("late"),
-            _late_in(window, sa.func.max(tool_uses_late.c.used_at)).label("late_at"),
-        ]
-    rows = conn.execute(sa.select(*columns).where(tool_usage.c.scope == scope)).mappings()
-    out = []
-    for r in rows:
-        count, last_at = 0, None
-        if window is not None:
-            if r["first"] is not None and r["last"] is not None:
-                count = max(0, int(r["last"]) - int(r["first"]) + 1)
-                last_at = r["last_at"] if count else None
-            late = int(r["late"] or 0)
-            if late:
-                count += late
-                last_at = r["late_at"] if last_at is None else max(last_at, r["late_at"])
-        out.append(ToolUsage(tool_name=r["tool_name"], server_name=r["server_name"] or None,
-                             window_count=count, window_last_used=last_at,
-                             lifetime_count=int(r["lifetime_count"]),
-                             lifetime_last_used=r["last_used"]))
-    return tuple(sorted(out, key=lambda usage: (usage.tool_name, usage.server_name or "")))
 
 
 # -- scope-wide sections ------------------------------------------------------------------

@@ -7,19 +7,17 @@ and timestamps are ISO-8601 UTC strings, so the output is stable byte for byte.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from ctxledger.projections.compact import compact_dep_graph, compact_plan_state
 from ctxledger.projections.read_view import load_session_view
+from ctxledger.projections.tool_window import TOOL_WINDOW
 from ctxledger.projections.view import SessionView, ToolUsage, ViewRequest
 from ctxledger.store.clock import format_utc
 from ctxledger.store.errors import LedgerError
-
-TOP_TOOLS_WINDOW = timedelta(days=7)
-"""Tools are ranked by their uses over this window ending at ``now``."""
 
 TOP_TOOLS_LIMIT = 5
 
@@ -34,7 +32,7 @@ def session_state(conn: sa.Connection, stream_id: str, now: datetime,
     Raises ``LedgerError`` for a stream with no session events.
     """
     view = load_session_view(conn, stream_id, ViewRequest(
-        now=now, usage_window=TOP_TOOLS_WINDOW, documents=True))
+        now=now, usage_window=TOOL_WINDOW, documents=True))
     if not view.exists:
         raise LedgerError(f"unknown session {stream_id!r}: the stream has no session events")
     state = state_from_view(view)

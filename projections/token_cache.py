@@ -13,8 +13,7 @@ long as the content they describe does.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -135,32 +134,3 @@ def load_history_memo(conn: sa.Connection, *, stream_id: str, encoding: str,
     if row is None or retracted_at(int(row.through_seq)) != int(row.retracted_count):
         return None
     return HistoryMemo(int(row.through_seq), int(row.tokens))
-
-
-class CacheWrite(Protocol):
-    """A cache row an assembly computed on the way, for the facade to save afterwards.
-
-    Caches hold sums that are pure functions of the log (so a lost or stale write costs
-    time, never correctness) and never enter an assembly's digest.
-    """
-
-    def persist(self, conn: sa.Connection) -> None:
-        """Write the row (in the caller's transaction)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryMemoWrite:
-    """``store_history_memo`` as a ``CacheWrite``."""
-
-    stream_id: str
-    encoding: str
-    through_seq: int
-    retracted_count: int
-    tokens: int
-
-    def persist(self, conn: sa.Connection) -> None:
-        """Record the memo (replacing an older one for the same ``through_seq``)."""
-        store_history_memo(conn, stream_id=self.stream_id, encoding=self.encoding,
-                           through_seq=self.through_seq,
-                           retracted_count=self.retracted_count, tokens=self.tokens)

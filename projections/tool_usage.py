@@ -32,6 +32,8 @@ from ctxledger.projections.session_scopes import (
     session_scope,
     session_scope_table,
 )
+from ctxledger.projections.tool_window import Window
+from ctxledger.projections.view import ToolUsage
 from ctxledger.store.records import NewEvent, RecordedEvent
 from ctxledger.store.schema import UTCDateTime
 from ctxledger.store.streams import stream_kind
@@ -216,3 +218,72 @@ def prune_rolled_up_uses(event: RecordedEvent, rows: RowStore) -> None:
     for table in USE_TABLES:
         rows.delete_where(table, sa.and_(known_uses(table), table.c.used_at < cutoff),
                           lambda row: bool(row["used_at"] < cutoff))
+
+
+# -- reading: counts over a window ---------------------------------------------------
+
+def _of_tool(table: sa.Table) -> sa.ColumnElement[bool]:
+    """``table``'s uses of the outer ``tool_usage`` row's tool (a correlated key prefix)."""
+    return sa.and_(table.c.scope == tool_usage.c.scope,
+                   table.c.tool_name == tool_usage.c.tool_name,
+                   table.c.server_name == tool_usage.c.server_name)
+
+
+def _use_seek(column: sa.ColumnElement[Any], bound: sa.ColumnElement[bool],
+              newest: bool) -> sa.ScalarSelect[Any]:
+    """``column`` of the tool's newest in-order use satisfying ``bound`` (oldest if not
+    ``newest``): one seek on the ``tool_uses`` key."""
+    order = ((tool_uses.c.used_at.desc(), tool_uses.c.seq.desc()) if newest
+             else (tool_uses.c.used_at.asc(), tool_uses.c.seq.asc()))
+    return (sa.select(column).where(_of_tool(tool_uses), bound)
+            .order_by(*order).limit(1).scalar_subquery())
+
+
+def _late_in(window: Window,
+             figure: sa.ColumnElement[Any]) -> sa.ScalarSelect[Any]:
+    """``figure`` over the tool's late uses inside ``window``: a range of the
+    ``tool_uses_late`` key, which holds only uses that came out of time order."""
+    lo, hi = window
+    late = tool_uses_late.c
+    return (sa.select(figure).where(_of_tool(tool_uses_late), late.used_at >= lo,
+                                    late.used_at <= hi).scalar_subquery())
+
+
+def load_tool_usage(conn: sa.Connection, scope: str,
+                    window: Window | None) -> tuple[ToolUsage, ...]:
+    """Usage of every tool used in the scope, by name then server; window counts when a
+    window is given.
+
+    In-order uses of a tool are numbered 1, 2, 3... in time order, so their count in
+    ``[lo, hi]`` is the number of the last one at or before ``hi`` minus that of the
+    first one at or after ``lo``, plus one; the late uses inside the window are added.
+    """
+    columns: list[Any] = [tool_usage.c.tool_name, tool_usage.c.server_name,
+                          tool_usage.c.lifetime_count, tool_usage.c.last_used]
+    if window is not None:
+        lo, hi = window
+        columns += [
+            _use_seek(tool_uses.c.seq, tool_uses.c.used_at >= lo, newest=False).label("first"),
+            _use_seek(tool_uses.c.seq, tool_uses.c.used_at <= hi, newest=True).label("last"),
+            _use_seek(tool_uses.c.used_at, tool_uses.c.used_at <= hi,
+                      newest=True).label("last_at"),
+            _late_in(window, sa.func.count()).label("late"),
+            _late_in(window, sa.func.max(tool_uses_late.c.used_at)).label("late_at"),
+        ]
+    rows = conn.execute(sa.select(*columns).where(tool_usage.c.scope == scope)).mappings()
+    out = []
+    for r in rows:
+        count, last_at = 0, None
+        if window is not None:
+            if r["first"] is not None and r["last"] is not None:
+                count = max(0, int(r["last"]) - int(r["first"]) + 1)
+                last_at = r["last_at"] if count else None
+            late = int(r["late"] or 0)
+            if late:
+                count += late
+                last_at = r["late_at"] if last_at is None else max(last_at, r["late_at"])
+        out.append(ToolUsage(tool_name=r["tool_name"], server_name=r["server_name"] or None,
+                             window_count=count, window_last_used=last_at,
+                             lifetime_count=int(r["lifetime_count"]),
+                             lifetime_last_used=r["last_used"]))
+    return tuple(sorted(out, key=lambda usage: (usage.tool_name, usage.server_name or "")))

@@ -25,11 +25,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
 from ctxledger.store import pg_writes
-from ctxledger.store.canonical import GENESIS_HASH, event_hash
 from ctxledger.store.chain_key import ChainKey
 from ctxledger.store.clock import format_utc
 from ctxledger.store.engine import DriverStatement, driver_statement
 from ctxledger.store.errors import ConcurrencyError, EventValidationError, IdempotencyError
+from ctxledger.store.hash_chain import GENESIS_HASH, event_hash
 from ctxledger.store.read import recorded_event
 from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
 from ctxledger.store.schema import events

@@ -1,4 +1,4 @@
-"""Canonical JSON and the per-stream SHA-256 hash chain."""
+"""Canonical JSON (the bytes every hash is taken over) and SHA-256 of text."""
 
 from __future__ import annotations
 
@@ -8,11 +8,6 @@ import re
 from typing import Any, NoReturn
 
 import orjson
-
-from ctxledger.store.chain_key import ChainKey, link_hash
-
-GENESIS_HASH = "0" * 64
-"""``prev_hash`` of the first event in every stream."""
 
 # The reference form (hashes depend on it byte for byte): built once, not per call.
 _LEGACY = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
@@ -65,31 +60,3 @@ def _flat_without_floats(value: Any) -> bool:
 def sha256_hex(text: str) -> str:
     """Hex SHA-256 of ``text`` encoded as UTF-8."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def event_hash(
-    *,
-    prev_hash: str,
-    stream_id: str,
-    stream_version: int,
-    event_id: str,
-    type: str,
-    schema_version: int,
-    data_json: str,
-    metadata_json: str,
-    recorded_at: str,
-    key: ChainKey | None = None,
-) -> str:
-    """Chain hash of one event; every stored column except ``position`` is covered.
-
-    With ``key`` the link is an HMAC (see ``store.chain_key``).
-
-    ``position`` is left out on purpose: PostgreSQL may leave holes, and the chain
-    is per stream, so a stream's hashes must not depend on other streams' writes.
-    """
-    # Fields joined by a separator that canonical JSON never emits unescaped.
-    payload = "\x1f".join(
-        (prev_hash, stream_id, str(stream_version), event_id, type, str(schema_version),
-         data_json, metadata_json, recorded_at)
-    )
-    return link_hash(payload, key)

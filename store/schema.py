@@ -64,8 +64,6 @@ events = sa.Table(
 """The immutable event log. ``data`` and ``metadata`` hold canonical JSON text, the exact
 bytes the hash chain covers, so verification never depends on a JSON column's rewriting."""
 
-IMMUTABILITY_MESSAGE = "events are immutable: UPDATE and DELETE are rejected"
-
 seals = sa.Table(
     "seals",
     metadata,

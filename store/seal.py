@@ -29,10 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ctxledger.store import pg_writes
 from ctxledger.store.append import lock_for_append
-from ctxledger.store.canonical import GENESIS_HASH
 from ctxledger.store.chain_key import CHAIN_KEY_ENV, ChainKey
 from ctxledger.store.engine import driver_statement
 from ctxledger.store.errors import LedgerError
+from ctxledger.store.hash_chain import GENESIS_HASH
 from ctxledger.store.read import head_position
 from ctxledger.store.schema import events, seals
 

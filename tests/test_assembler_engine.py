@@ -7,22 +7,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from ctxledger.assembler.budget import Additive, ShedStep, total_of
+from ctxledger.assembler.candidates import Candidate, Frame, Piece, SectionLayout, joined
 from ctxledger.assembler.digest import compute_digest
-from ctxledger.assembler.engine import (
-    Additive,
-    Candidate,
-    Engine,
-    EngineError,
-    Frame,
-    Piece,
-    SectionLayout,
-    ShedStep,
-    joined,
-    ranked,
-    total_of,
-)
+from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.errors import EngineError
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.profiles.session import SessionReport
+from ctxledger.assembler.ranking import ranked
 from ctxledger.assembler.text import cut, shorten_to
 from ctxledger.assembler.tokens import CHARS4, TokenCounter
 

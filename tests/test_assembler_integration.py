@@ -19,6 +19,7 @@ from ctxledger.assembler.tokens import TokenCount, TokenCounter
 from ctxledger.projections.read_view import load_session_view
 from ctxledger.projections.token_cache import history_token_memo, load_counts, store_counts
 from ctxledger.projections.view import ViewRequest
+from ctxledger._token_store import save_cache_writes
 
 CARD = {"name": "Mara", "system_prompt": "You are {{char}}.",
         "description": "{{char}} captains an airship.", "personality": "Dry, decisive.",
@@ -46,8 +47,7 @@ def facade_assemble(ledger: Ledger, session: str, profile: str,
         view = load_session_view(conn, session, request_for(profile, policy, now, counter))
         assembly, caches = assemble_with_caches(view, profile, now, policy, counter)
         store_counts(conn, counter.new_counts())
-        for write in caches:
-            write.persist(conn)
+        save_cache_writes(conn, caches)
     return assembly, counter
 
 

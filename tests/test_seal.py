@@ -26,9 +26,9 @@ from typer.testing import CliRunner
 from ctxledger import Ledger, LedgerError
 from ctxledger.cli import app
 from ctxledger.store.anchor import Anchor, parse_anchor
-from ctxledger.store.canonical import GENESIS_HASH, event_hash
 from ctxledger.store.chain_key import CHAIN_KEY_ENV
 from ctxledger.store.clock import format_utc
+from ctxledger.store.hash_chain import GENESIS_HASH, event_hash
 from ctxledger.store.schema import events
 from ctxledger.store.seal import SealSettings, list_seals
 

@@ -9,8 +9,8 @@ import sqlalchemy as sa
 from helpers.tables import raw_events
 
 from ctxledger import Ledger
-from ctxledger.store.canonical import event_hash
 from ctxledger.store.clock import format_utc
+from ctxledger.store.hash_chain import event_hash
 from ctxledger.store.schema import events
 from ctxledger.store.verify import verify_log
 

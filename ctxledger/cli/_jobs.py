@@ -9,7 +9,12 @@ from typing import Annotated
 
 import typer
 
-from ctxledger._config import DEFAULT_RETENTION_DAYS, MAX_USAGE_DAYS, resolve_db_url
+from ctxledger._config import (
+    DEFAULT_RETENTION_DAYS,
+    DEFAULT_USAGE_DAYS,
+    MAX_USAGE_DAYS,
+    resolve_db_url,
+)
 from ctxledger._open import database_errors, open_existing, open_ledger
 from ctxledger.cli._console import stdout
 from ctxledger.cli._options import (
@@ -85,7 +90,7 @@ def usage(
     scope: Annotated[str, typer.Option("--scope", metavar="S", help="The scope to report.")],
     days: Annotated[int, typer.Option(
         "--days", min=1, max=MAX_USAGE_DAYS, metavar="N",
-        help="How many UTC days, ending today.")] = 7,
+        help="How many UTC days, ending today.")] = DEFAULT_USAGE_DAYS,
     now: Annotated[str | None, typer.Option(
         "--now", metavar="ISO", help="The end of the report (default: now).")] = None,
     format: FormatOption = JsonOrText.json,

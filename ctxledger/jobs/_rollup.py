@@ -45,7 +45,7 @@ from ctxledger.assembler.profiles.session.tool_ranking import server_of
 from ctxledger.projections import rollup_job as job
 from ctxledger.projections.session_stats import sessions
 from ctxledger.projections.settings import scope_settings, session_settings
-from ctxledger.projections.state import TOP_TOOLS_WINDOW
+from ctxledger.projections.tool_window import TOOL_WINDOW_DAYS
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.streams import SYSTEM_STREAM
@@ -136,7 +136,7 @@ def largest_usage_window(conn: sa.Connection) -> int:
         merged = by_session.setdefault(found.stream_id,
                                        dict(by_scope.get(found.scope or "", {})))
         merged[found.key] = json.loads(found.value)
-    windows = [SessionPolicy.defaults().usage_window_days, TOP_TOOLS_WINDOW.days]
+    windows = [TOOL_WINDOW_DAYS]  # the default: the state's and the session profile's
     for settings in [*by_scope.values(), *by_session.values()]:
         try:
             windows.append(SessionPolicy.from_settings(settings).usage_window_days)

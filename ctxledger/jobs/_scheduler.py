@@ -36,7 +36,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field
 
-from ctxledger._config import resolve_db_url
+from ctxledger._config import DEFAULT_RETENTION_DAYS, resolve_db_url
 from ctxledger._ledger import Ledger
 from ctxledger.jobs._rollup import RollupPolicy, run_rollup
 from ctxledger.store.engine import create_engine
@@ -60,7 +60,7 @@ class SchedulerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     hour: int = Field(default=3, ge=0, le=23)
     minute: int = Field(default=0, ge=0, le=59)
-    retention_days: int = Field(default=30, ge=1)
+    retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=1)
 
     def job_kwargs(self) -> dict[str, Any]:
         """The stored job's arguments: plain numbers, never a URL or a credential."""
@@ -83,7 +83,7 @@ _ledger_url: str | None = None
 _stop = threading.Event()
 
 
-def nightly_rollup(retention_days: int = 30) -> None:
+def nightly_rollup(retention_days: int = DEFAULT_RETENTION_DAYS) -> None:
     """The scheduled job: roll up every complete day not rolled up yet, then prune."""
     url = _ledger_url or resolve_db_url(None)
     with Ledger.open(url) as ledger:

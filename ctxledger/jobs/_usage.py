@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import sqlalchemy as sa
 from pydantic import BaseModel
 
-from ctxledger._config import MAX_USAGE_DAYS
+from ctxledger._config import DEFAULT_USAGE_DAYS, MAX_USAGE_DAYS
 from ctxledger.jobs._rollup import mcp_server_of
 from ctxledger.projections import rollup_job as job
 from ctxledger.projections.session_stats import sessions
@@ -27,10 +27,6 @@ from ctxledger.store.time_fields import Instant
 
 if TYPE_CHECKING:
     from ctxledger._ledger import Ledger
-
-MAX_DAYS = MAX_USAGE_DAYS
-"""The longest span ``usage`` reports, so a typo cannot ask for a century of raw reads."""
-
 
 class DayUsage(BaseModel):
     """One UTC day of a scope."""
@@ -77,14 +73,14 @@ def scope_exists(conn: sa.Connection, scope: str) -> bool:
                         ).first() is not None
 
 
-def usage_report(ledger: Ledger, scope: str, *, days: int = 7,
+def usage_report(ledger: Ledger, scope: str, *, days: int = DEFAULT_USAGE_DAYS,
                  now: datetime | None = None) -> UsageReport:
     """The figures of ``scope`` for the ``days`` UTC days up to ``now`` (default: clock).
 
-    Raises ``LedgerError`` for an unknown scope or a span outside 1..``MAX_DAYS``.
+    Raises ``LedgerError`` for an unknown scope or a span outside 1..``MAX_USAGE_DAYS``.
     """
-    if isinstance(days, bool) or not 1 <= days <= MAX_DAYS:
-        raise LedgerError(f"days must be between 1 and {MAX_DAYS} (got {days})")
+    if isinstance(days, bool) or not 1 <= days <= MAX_USAGE_DAYS:
+        raise LedgerError(f"days must be between 1 and {MAX_USAGE_DAYS} (got {days})")
     when = ensure_utc(now, "now") if now is not None else ledger.clock()
     last = when.date()
     first = last - job.DAY * (days - 1)

@@ -15,8 +15,9 @@ import sqlalchemy as sa
 
 from ctxledger import Ledger
 from ctxledger.projections.checkpoints import checkpoints
-from ctxledger.store.canonical import GENESIS_HASH, canonical_json, event_hash
+from ctxledger.store.canonical import canonical_json
 from ctxledger.store.clock import format_utc
+from ctxledger.store.hash_chain import GENESIS_HASH, event_hash
 from ctxledger.store.schema import events
 
 

@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from ctxledger.assembler.engine import round_score
+from ctxledger.assembler.ranking import round_score
 
 Scores = npt.NDArray[np.float64]
 

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ctxledger.assembler.engine import ranked, round_score
+from ctxledger.assembler.ranking import ranked, round_score
 
 
 def cosine(first: Mapping[str, int], second: Mapping[str, int]) -> float:
@@ -38,6 +38,16 @@ class MmrItem:
     trust: float
     relevance: float
     vector: Counter[str]
+
+
+def relevance_items(candidates: Sequence[tuple[str, float, float, Counter[str]]]
+                    ) -> list[MmrItem]:
+    """MMR's items from ``(id, retrieval score, trust, term vector)``: relevance is
+    retrieval × trust, scaled so that the best is 1 (every one 0 when none scores)."""
+    weighted = [round_score(score * trust) for _, score, trust, _ in candidates]
+    top = max(weighted, default=0.0)
+    return [MmrItem(item_id, trust, round_score(value / top) if top > 0 else 0.0, vector)
+            for (item_id, _, trust, vector), value in zip(candidates, weighted, strict=True)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Profile ``brief`` (Novel Engine, seed 003): the TurnBrief for one persona agent.
+"""Profile ``brief`` (Novel Engine): the TurnBrief for one persona agent.
 
 Rules (SPEC §3 "Profile brief"):
 
@@ -30,17 +30,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ctxledger.assembler.engine import (
-    Candidate,
-    Engine,
-    Frame,
-    Piece,
-    SectionLayout,
-    ShedStep,
-    joined,
-    ranked,
-    round_score,
-)
+from ctxledger.assembler.budget import ShedStep
+from ctxledger.assembler.candidates import Candidate, Frame, Piece, SectionLayout, joined
+from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
@@ -50,10 +42,11 @@ from ctxledger.assembler.profiles.brief.analyzer import Analyzer, analyzer_for
 from ctxledger.assembler.profiles.brief.bm25 import Scorer, Scores, fuse, rank_order
 from ctxledger.assembler.profiles.brief.fog import Fog
 from ctxledger.assembler.profiles.brief.index_cache import MEMO, SnippetIndex
-from ctxledger.assembler.profiles.brief.mmr import MmrItem, cosine, select
+from ctxledger.assembler.profiles.brief.mmr import cosine, relevance_items, select
 from ctxledger.assembler.profiles.brief.policy import BriefPolicy
 from ctxledger.assembler.profiles.brief.report import BriefReport, SnippetRow
 from ctxledger.assembler.profiles.brief.sanitize import Sanitizer, change_detail
+from ctxledger.assembler.ranking import ranked, round_score
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.text import shorten_to
 from ctxledger.assembler.tokens import TokenCounter
@@ -338,11 +331,8 @@ def _snippets(engine: Engine, index: SnippetIndex | None, scores: Scores | None,
             continue
         eligible.append((snippet, candidate, score, round_score(source.trust)))
         vectors[candidate.id] = Counter(index.terms[int(doc)])  # the analyzer's, cached
-    weighted = [round_score(score * trust) for _, _, score, trust in eligible]
-    top = max(weighted, default=0.0)
-    items = [MmrItem(candidate.id, trust, round_score(value / top) if top > 0 else 0.0,
-                     vectors[candidate.id])
-             for (_, candidate, _, trust), value in zip(eligible, weighted, strict=True)]
+    items = relevance_items([(candidate.id, score, trust, vectors[candidate.id])
+                             for _, candidate, score, trust in eligible])
     picked = select(items, lam=policy.mmr_lambda, limit=policy.max_snippets)
     by_id = {candidate.id: (snippet, candidate, score)
              for snippet, candidate, score, _ in eligible}

@@ -1,5 +1,6 @@
-"""The ``card`` profile's policy: compression levels, the expiration table, the memory
-template, and the context budget (SPEC §3 "Profile card"), as data with SPEC's defaults."""
+"""The ``card`` profile's policy: the compression level, the expiration table (its
+defaults and rule in ``card.expiry``), the memory template, and the context budget
+(SPEC §3 "Profile card"), as data with SPEC's defaults."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
@@ -16,10 +15,15 @@ from pydantic import (
 )
 
 from ctxledger.assembler.policy import Policy, PolicyError
+from ctxledger.assembler.profiles.card.expiry import (
+    DEFAULT_FIELDS,
+    LEVELS,
+    FieldRule,
+    expiry,
+    level_includes,
+    level_rank,
+)
 from ctxledger.assembler.template import Template, TemplateError, parse_template
-
-LEVELS: tuple[str, ...] = ("none", "chat_only", "chat_dialogue", "aggressive")
-"""CardShark's COMPRESSION_LEVEL_HIERARCHY: a higher index is more aggressive."""
 
 TEMPLATE_VARIABLES: tuple[str, ...] = (
     "system", "description", "personality", "scenario", "examples", "first_mes", "user",
@@ -34,35 +38,6 @@ DEFAULT_TEMPLATE = (
     "{{#if first_mes}}{{char}}'s first message:\n{{first_mes}}{{/if}}"
 )
 """Fields in SPEC order, each block present only when its field is (not expired, not empty)."""
-
-
-class FieldRule(BaseModel):
-    """How one card field expires (CardShark's ``FieldExpirationConfig`` plus its labels)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    key: str = Field(min_length=1)
-    """The Character Card V2 field, e.g. ``mes_example``."""
-    label: str
-    variable: str
-    """The template variable it fills, e.g. ``examples``."""
-    permanent: bool = False
-    expires_at_message: int | None = Field(default=None, ge=0)
-    min_level: str = "none"
-    """The lowest compression level that expires it."""
-
-
-DEFAULT_FIELDS: tuple[FieldRule, ...] = (
-    FieldRule(key="system_prompt", label="System Prompt", variable="system", permanent=True),
-    FieldRule(key="description", label="Description", variable="description", permanent=True),
-    FieldRule(key="personality", label="Personality", variable="personality", permanent=True),
-    FieldRule(key="scenario", label="Scenario", variable="scenario", expires_at_message=3,
-              min_level="aggressive"),
-    FieldRule(key="mes_example", label="Example Dialogue", variable="examples",
-              expires_at_message=5, min_level="chat_dialogue"),
-    FieldRule(key="first_mes", label="First Message", variable="first_mes",
-              expires_at_message=3, min_level="aggressive"),
-)
 
 
 class CardPolicy(Policy):
@@ -199,11 +174,11 @@ class CardPolicy(Policy):
 
     def level_rank(self, level: str) -> int:
         """Position of ``level`` in the hierarchy (0 = none)."""
-        return self.levels.index(level)
+        return level_rank(self.levels, level)
 
     def level_includes(self, current: str, required: str) -> bool:
         """True when ``current`` is at or above ``required`` (compressionLevelIncludes)."""
-        return self.level_rank(current) >= self.level_rank(required)
+        return level_includes(self.levels, current, required)
 
     def rule(self, key: str) -> FieldRule:
         """The expiration rule of field ``key``."""
@@ -214,17 +189,7 @@ class CardPolicy(Policy):
 
     def expiry(self, rule: FieldRule, level: str, message_count: int) -> tuple[bool, str]:
         """Whether ``rule``'s field is expired, with the reason code either way."""
-        if rule.permanent:
-            return False, "permanent"
-        if rule.expires_at_message is None:
-            return False, "no_expiry_threshold"
-        if level == self.levels[0]:
-            return False, "compression_off"
-        if not self.level_includes(level, rule.min_level):
-            return False, "level_below_minimum"
-        if message_count < rule.expires_at_message:
-            return False, "below_message_threshold"
-        return True, "expired_by_level_and_count"
+        return expiry(rule, self.levels, level, message_count)
 
     def should_expire(self, key: str, level: str, message_count: int) -> bool:
         """CardShark's ``shouldExpireField``: unknown fields never expire."""

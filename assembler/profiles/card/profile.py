@@ -26,21 +26,22 @@ Rules (SPEC §3 "Profile card"):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ctxledger.assembler.engine import (
-    Candidate,
-    Engine,
-    Frame,
-    Piece,
-    SectionLayout,
-    ShedStep,
-    joined,
-)
+from ctxledger.assembler.budget import ShedStep
+from ctxledger.assembler.caches import HistoryMemoRow
+from ctxledger.assembler.candidates import Candidate, Frame, Piece, SectionLayout, joined
+from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
-from ctxledger.assembler.history_window import WindowMessage, fill_window, message_item
+from ctxledger.assembler.history_window import (
+    WindowMessage,
+    WindowResult,
+    fill_window,
+    message_item,
+)
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.message_ranges import SUMMARIZED_PREFIX
 from ctxledger.assembler.model import Assembly
@@ -56,7 +57,6 @@ from ctxledger.assembler.profiles.card.report import (
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.template import substitute_macros
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.token_cache import HistoryMemoWrite
 from ctxledger.projections.view import History, Message, SessionView, ViewRequest
 
 if TYPE_CHECKING:
@@ -125,97 +125,33 @@ class CardProfile(Profile):
             raise AssemblyError(
                 f"session {view.stream_id!r}: the read view holds no chat history "
                 "(the card profile requests history 'tail' or 'full')")
-        level = policy.compression_level
-        count = view.counts.total
-        char = _field_text(view.card, "name", user=policy.user_name, char="") \
-            or DEFAULT_CHAR_NAME
-        user = policy.user_name
-        counter = engine.counter
-
-        field_texts = {rule.key: _field_text(view.card, rule.key, user=user, char=char)
-                       for rule in policy.fields}
-        counter.prefetch([*field_texts.values(), LINE_SEPARATOR, MEMORY_SEPARATOR,
-                          *(render_message(message) for message in history.messages)])
-        fields: dict[str, Candidate] = {}
-        active: set[str] = set()
-        registered: dict[str, Candidate] = {}
-        for rule in policy.fields:
-            candidate = registered[rule.key] = engine.candidate(rule.key, SECTION_CARD,
-                                                                field_texts[rule.key])
-            expired, reason = policy.expiry(rule, level, count)
-            detail: dict[str, int | str | bool | None] = {
-                "level": level, "level_rank": policy.level_rank(level),
-                "min_level": rule.min_level, "min_level_rank": policy.level_rank(rule.min_level),
-                "message_count": count, "expires_at_message": rule.expires_at_message,
-                "permanent": rule.permanent, "tokens": candidate.tokens}
-            if expired:
-                engine.exclude(candidate, "expired", reason, **detail)
-                continue
-            active.add(rule.key)
-            if not candidate.text:
-                engine.exclude(candidate, "dropped", "empty_field", **detail)
-            else:
-                fields[rule.key] = engine.include(candidate, reason, **detail)
+        card = _Card(policy, policy.user_name,
+                     _field_text(view.card, "name", user=policy.user_name, char="")
+                     or DEFAULT_CHAR_NAME, engine.counter)
+        fields = _expire_fields(engine, card, view, history)
 
         summarizing = policy.summarizes() and history.summary is not None \
             and history.summary.through_seq is not None
         if not summarizing and not history.complete and policy.budget is None:
             raise AssemblyError(
                 f"session {view.stream_id!r}: the read view holds part of the history only, "
-                f"but level {level!r} sends every message")
+                f"but level {policy.compression_level!r} sends every message")
         replaced = self._remember_memo(engine, view, history, summarizing)
         summary = _summary(engine, history, policy, summarizing, replaced)
         loaded = [WindowMessage(message, engine.candidate(
             message_item(message), SECTION_HISTORY, render_message(message)))
             for message in history.messages]
+        kept_fields, summary = _give_way(engine, card, fields.included, summary,
+                                         loaded[-1].candidate if loaded else None, history)
 
-        def card_pieces(kept: Mapping[str, Candidate]) -> list[Piece]:
-            values = {"user": user, "char": char}
-            values.update({rule.variable: kept[rule.key].text
-                           for rule in policy.fields if rule.key in kept})
-            slots = {rule.variable: rule.key for rule in policy.fields}
-            parts = policy.parsed_template().render_parts(values, list(slots))
-            return [kept[slots[name]] if name is not None else Frame(text, SECTION_CARD)
-                    for name, text in parts]
-
-        def size_before_history(kept: Sequence[Candidate]) -> int:
-            """Card, summary and newest message: what the window starts from."""
-            by_id = {candidate.id: candidate for candidate in kept}
-            card = card_pieces({key: by_id[key] for key in fields if key in by_id})
-            size = _tokens(counter, card)
-            history_items = [c for c in (summary, newest) if c is not None and c.id in by_id]
-            if card and history_items:
-                size += counter.count(MEMORY_SEPARATOR)
-            size += sum(c.tokens for c in history_items)
-            if len(history_items) == 2:
-                size += counter.count(LINE_SEPARATOR)
-            return size
-
-        newest = loaded[-1].candidate if loaded else None
-        budget = policy.budget
-        warnings: list[str] = []
-        kept_fields = dict(fields)
-        if budget is not None:
-            before = [*fields.values(), *(c for c in (summary, newest) if c is not None)]
-            by_id = {candidate.id: candidate for candidate in before}
-            order = [f"summary:{history.summary.through_message_id}"
-                     if name == "summary" and history.summary is not None else name
-                     for name in policy.overflow_order]
-            steps = [ShedStep((by_id[name],)) for name in order if name in by_id]
-            shed = engine.shed_until_fits(before, steps, limit=budget, unit="tokens",
-                                          measure=size_before_history, reason="over_budget")
-            kept_ids = {candidate.id for candidate in shed.kept}
-            kept_fields = {key: c for key, c in fields.items() if c.id in kept_ids}
-            if summary is not None and summary.id not in kept_ids:
-                summary = None
-
-        card = card_pieces(kept_fields)
-        laid_out = {piece.id for piece in card if isinstance(piece, Candidate)}
+        counter, budget = card.counter, policy.budget
+        card_pieces = card.pieces(kept_fields)
+        laid_out = {piece.id for piece in card_pieces if isinstance(piece, Candidate)}
         for key in [key for key in kept_fields if key not in laid_out]:
             engine.exclude(kept_fields.pop(key), "dropped", "not_in_template",
                            template_variable=policy.rule(key).variable)
-        base = _tokens(counter, card) + (counter.count(MEMORY_SEPARATOR)
-                                         if card and (summary or loaded) else 0)
+        base = _tokens(counter, card_pieces) + (counter.count(MEMORY_SEPARATOR)
+                                                if card_pieces and (summary or loaded) else 0)
         if summary is not None:
             base += summary.tokens
         window = fill_window(
@@ -230,46 +166,15 @@ class CardProfile(Profile):
         history_pieces = joined([[summary] if summary else [],
                                  *([c] for c in window.kept)], LINE_SEPARATOR,
                                 SECTION_HISTORY)
-        pieces = joined([card, history_pieces], MEMORY_SEPARATOR)
-        memory = "".join(piece.text for piece in card)
-        history_tokens = _tokens(counter, history_pieces)
+        pieces = joined([card_pieces, history_pieces], MEMORY_SEPARATOR)
         used = _tokens(counter, pieces)
-
-        gap = None
-        if summarizing and window.dropped_range is not None:
-            gap = window.dropped_range
-            warnings.append(
-                f"history gap: {window.dropped} messages (seq {gap[0]}-{gap[1]}) between the "
-                f"summary (through seq {history.summary.through_seq if history.summary else 0})"
-                f" and the kept messages were dropped to fit the budget of {budget} tokens; "
-                f"summarize through seq {gap[1]} to close it")
-        if budget is not None and used > budget:
-            warnings.append(
-                f"context is {used} tokens, over the budget of {budget} (context_limit "
-                f"{policy.context_limit} - response_reserve {policy.response_reserve}): "
-                "the permanent card fields and the newest message alone do not fit")
-        limit = policy.context_limit
-        # Exact decimal arithmetic: 0.8 * limit in floats can land a hair off the boundary.
-        pressure = limit is not None and used > Fraction(repr(policy.pressure_threshold)) * limit
-        if pressure:
-            warnings.append(
-                f"context pressure: {used} tokens is above "
-                f"{policy.pressure_threshold:.0%} of context_limit {limit}")
-
-        rows = [FieldRow(field_key=rule.key, label=rule.label,
-                         tokens=registered[rule.key].tokens,
-                         status=_status(rule.key, rule.permanent, active, kept_fields,
-                                        fields),
-                         expired_at_message=(None if rule.key in active
-                                             else rule.expires_at_message))
-                for rule in policy.fields]
+        warnings, gap, pressure = _warnings(policy, history, window, summarizing, used)
         kept_tail = sum(c.tokens for c in window.kept)
-        report = CardReport(
-            compression_level=level, message_count=count, memory=memory, breakdown=rows,
-            total_tokens=sum(c.tokens for c in kept_fields.values()),
-            saved_tokens=sum(row.tokens for row in rows if row.status == "expired"),
+        report = _report(
+            policy, view, fields, kept_fields,
+            memory="".join(piece.text for piece in card_pieces),
             chat_history=ChatHistoryReport(
-                tokens=history_tokens,
+                tokens=_tokens(counter, history_pieces),
                 summarized_from=None if summary is None or replaced is None
                 else replaced + kept_tail,
                 messages=len(window.kept),
@@ -278,9 +183,7 @@ class CardProfile(Profile):
                 summary_through_seq=(history.summary.through_seq
                                      if summarizing and history.summary else None),
                 gap=gap),
-            used_tokens=used, context_limit=limit, response_reserve=policy.response_reserve,
-            budget=budget, over_budget=budget is not None and used > budget,
-            pressure_threshold=policy.pressure_threshold, pressure=pressure)
+            used=used, pressure=pressure)
         return engine.finish(
             profile=self.name, policy_version=policy.version, session=view.stream_id,
             position=view.position, now=now, pieces=pieces,
@@ -299,7 +202,7 @@ class CardProfile(Profile):
         replaced = (history.prefix_tokens or 0) + sum(counter.count(line) for line in lines)
         if (history.prefix_through_seq, history.prefix_tokens) != (summary.through_seq,
                                                                    replaced):
-            engine.remember(HistoryMemoWrite(
+            engine.remember(HistoryMemoRow(
                 stream_id=view.stream_id, encoding=counter.encoding,
                 through_seq=summary.through_seq,
                 retracted_count=history.summarized_retracted, tokens=replaced))
@@ -356,3 +259,153 @@ def _status(key: str, permanent: bool, active: set[str], kept: Mapping[str, Cand
         return "permanent"
     # An empty field is active with 0 tokens; a non-empty one left out gave way.
     return "dropped" if key in nonempty and key not in kept else "active"
+
+
+@dataclass(frozen=True, slots=True)
+class _Card:
+    """What the steps of one assembly share: the policy, the macro names, the counter."""
+
+    policy: CardPolicy
+    user: str
+    char: str
+    counter: TokenCounter
+
+    def pieces(self, kept: Mapping[str, Candidate]) -> list[Piece]:
+        """The memory text's pieces: the template with the ``kept`` fields filled in."""
+        policy = self.policy
+        values = {"user": self.user, "char": self.char}
+        values.update({rule.variable: kept[rule.key].text
+                       for rule in policy.fields if rule.key in kept})
+        slots = {rule.variable: rule.key for rule in policy.fields}
+        parts = policy.parsed_template().render_parts(values, list(slots))
+        return [kept[slots[name]] if name is not None else Frame(text, SECTION_CARD)
+                for name, text in parts]
+
+
+@dataclass(frozen=True, slots=True)
+class _Fields:
+    """The card fields after expiry: every one registered, the active (not expired) keys,
+    and the included ones (active and not empty)."""
+
+    registered: dict[str, Candidate]
+    active: set[str]
+    included: dict[str, Candidate]
+
+
+def _expire_fields(engine: Engine, card: _Card, view: SessionView,
+                   history: History) -> _Fields:
+    """Decide each field by the expiration rule (``card.expiry``), at the policy's level
+    and the session's message count."""
+    policy, counter = card.policy, card.counter
+    level, count = policy.compression_level, view.counts.total
+    field_texts = {rule.key: _field_text(view.card, rule.key, user=card.user, char=card.char)
+                   for rule in policy.fields}
+    counter.prefetch([*field_texts.values(), LINE_SEPARATOR, MEMORY_SEPARATOR,
+                      *(render_message(message) for message in history.messages)])
+    fields = _Fields({}, set(), {})
+    for rule in policy.fields:
+        candidate = fields.registered[rule.key] = engine.candidate(
+            rule.key, SECTION_CARD, field_texts[rule.key])
+        expired, reason = policy.expiry(rule, level, count)
+        detail: dict[str, int | str | bool | None] = {
+            "level": level, "level_rank": policy.level_rank(level),
+            "min_level": rule.min_level, "min_level_rank": policy.level_rank(rule.min_level),
+            "message_count": count, "expires_at_message": rule.expires_at_message,
+            "permanent": rule.permanent, "tokens": candidate.tokens}
+        if expired:
+            engine.exclude(candidate, "expired", reason, **detail)
+            continue
+        fields.active.add(rule.key)
+        if not candidate.text:
+            engine.exclude(candidate, "dropped", "empty_field", **detail)
+        else:
+            fields.included[rule.key] = engine.include(candidate, reason, **detail)
+    return fields
+
+
+def _give_way(engine: Engine, card: _Card, fields: dict[str, Candidate],
+              summary: Candidate | None, newest: Candidate | None, history: History
+              ) -> tuple[dict[str, Candidate], Candidate | None]:
+    """With a budget, shed ``overflow_order`` until the card, the summary and the newest
+    message fit together: the fields and the summary that stay."""
+    policy, counter, budget = card.policy, card.counter, card.policy.budget
+    if budget is None:
+        return dict(fields), summary
+
+    def size_before_history(kept: Sequence[Candidate]) -> int:
+        """Card, summary and newest message: what the window starts from."""
+        by_id = {candidate.id: candidate for candidate in kept}
+        pieces = card.pieces({key: by_id[key] for key in fields if key in by_id})
+        size = _tokens(counter, pieces)
+        history_items = [c for c in (summary, newest) if c is not None and c.id in by_id]
+        if pieces and history_items:
+            size += counter.count(MEMORY_SEPARATOR)
+        size += sum(c.tokens for c in history_items)
+        if len(history_items) == 2:
+            size += counter.count(LINE_SEPARATOR)
+        return size
+
+    before = [*fields.values(), *(c for c in (summary, newest) if c is not None)]
+    by_id = {candidate.id: candidate for candidate in before}
+    order = [f"summary:{history.summary.through_message_id}"
+             if name == "summary" and history.summary is not None else name
+             for name in policy.overflow_order]
+    steps = [ShedStep((by_id[name],)) for name in order if name in by_id]
+    shed = engine.shed_until_fits(before, steps, limit=budget, unit="tokens",
+                                  measure=size_before_history, reason="over_budget")
+    kept_ids = {candidate.id for candidate in shed.kept}
+    kept = {key: c for key, c in fields.items() if c.id in kept_ids}
+    return kept, None if summary is not None and summary.id not in kept_ids else summary
+
+
+def _warnings(policy: CardPolicy, history: History, window: WindowResult, summarizing: bool,
+              used: int) -> tuple[list[str], tuple[int, int] | None, bool]:
+    """The warnings (a history gap, over the budget, context pressure), the gap and
+    whether the context is under pressure."""
+    budget = policy.budget
+    warnings: list[str] = []
+    gap = None
+    if summarizing and window.dropped_range is not None:
+        gap = window.dropped_range
+        warnings.append(
+            f"history gap: {window.dropped} messages (seq {gap[0]}-{gap[1]}) between the "
+            f"summary (through seq {history.summary.through_seq if history.summary else 0})"
+            f" and the kept messages were dropped to fit the budget of {budget} tokens; "
+            f"summarize through seq {gap[1]} to close it")
+    if budget is not None and used > budget:
+        warnings.append(
+            f"context is {used} tokens, over the budget of {budget} (context_limit "
+            f"{policy.context_limit} - response_reserve {policy.response_reserve}): "
+            "the permanent card fields and the newest message alone do not fit")
+    limit = policy.context_limit
+    # Exact decimal arithmetic: 0.8 * limit in floats can land a hair off the boundary.
+    pressure = limit is not None and used > Fraction(repr(policy.pressure_threshold)) * limit
+    if pressure:
+        warnings.append(
+            f"context pressure: {used} tokens is above "
+            f"{policy.pressure_threshold:.0%} of context_limit {limit}")
+    return warnings, gap, pressure
+
+
+def _report(policy: CardPolicy, view: SessionView, fields: _Fields,
+            kept_fields: Mapping[str, Candidate], *, memory: str,
+            chat_history: ChatHistoryReport, used: int, pressure: bool) -> CardReport:
+    """The breakdown (a row per field) and the figures of the assembly."""
+    budget = policy.budget
+    rows = [FieldRow(field_key=rule.key, label=rule.label,
+                     tokens=fields.registered[rule.key].tokens,
+                     status=_status(rule.key, rule.permanent, fields.active, kept_fields,
+                                    fields.included),
+                     expired_at_message=(None if rule.key in fields.active
+                                         else rule.expires_at_message))
+            for rule in policy.fields]
+    return CardReport(
+        compression_level=policy.compression_level, message_count=view.counts.total,
+        memory=memory, breakdown=rows,
+        total_tokens=sum(c.tokens for c in kept_fields.values()),
+        saved_tokens=sum(row.tokens for row in rows if row.status == "expired"),
+        chat_history=chat_history,
+        used_tokens=used, context_limit=policy.context_limit,
+        response_reserve=policy.response_reserve,
+        budget=budget, over_budget=budget is not None and used > budget,
+        pressure_threshold=policy.pressure_threshold, pressure=pressure)

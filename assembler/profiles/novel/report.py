@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -78,3 +79,15 @@ class NovelReport(ProfileReport):
     stats: str
     """``Hot: X/15000 tokens (N items) | Warm: X/25000 (N items) | Cold: X/40000 (N items) |
     Total: X/80000``."""
+
+
+def stats_line(tiers: Sequence[TierReport], total_budget: int) -> str:
+    """``Hot: X/15000 tokens (N items) | Warm: X/25000 (N items) | Cold: X/40000 (N items)
+    | Total: X/80000``."""
+    by_tier = {tier.tier: tier for tier in tiers}
+    hot, warm, cold = by_tier["hot"], by_tier["warm"], by_tier["cold"]
+    total = hot.tokens + warm.tokens + cold.tokens
+    return (f"Hot: {hot.tokens}/{hot.budget} tokens ({hot.items} items) | "
+            f"Warm: {warm.tokens}/{warm.budget} ({warm.items} items) | "
+            f"Cold: {cold.tokens}/{cold.budget} ({cold.items} items) | "
+            f"Total: {total}/{total_budget}")

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles.session.tool_ranking import MCP_SERVER_PATTERN, RankingWeights
+from ctxledger.projections.tool_window import TOOL_WINDOW_DAYS
 
 SECTION_PREVIOUS = "previous_session"
 SECTION_TOOLS = "tools"
@@ -66,7 +67,7 @@ class SessionPolicy(Policy):
     profile: Literal["session"] = "session"
     max_chars: int = Field(default=6000, gt=0)
     tool_section_budget: int = Field(default=500, gt=0)
-    usage_window_days: int = Field(default=7, ge=1)
+    usage_window_days: int = Field(default=TOOL_WINDOW_DAYS, ge=1)
     frequency_weight: float = Field(default=0.7, ge=0.0)
     recency_weight: float = Field(default=0.3, ge=0.0)
     recency_decay: float = Field(default=0.693, ge=0.0)

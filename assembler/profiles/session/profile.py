@@ -25,15 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
-from ctxledger.assembler.engine import (
-    Candidate,
-    Engine,
-    Frame,
-    Piece,
-    SectionLayout,
-    ShedStep,
-    joined,
-)
+from ctxledger.assembler.budget import ShedStep
+from ctxledger.assembler.candidates import Candidate, Frame, Piece, SectionLayout, joined
+from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
@@ -59,7 +53,7 @@ from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.text import ELLIPSIS, cut, one_line, shorten_to
 from ctxledger.assembler.timefmt import relative_time
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import Observation, SessionView, ViewRequest
+from ctxledger.projections.view import Observation, PreviousSession, SessionView, ViewRequest
 from ctxledger.store.clock import ensure_utc
 
 if TYPE_CHECKING:
@@ -132,18 +126,8 @@ class SessionProfile(Profile):
             *(observation_line(item, now, policy) for item in view.observations),
             *(tool_line(item.entry, item.usage.lifetime_count) for item in ranked)])
 
-        previous_frame = previous = None
-        if prior is not None and prior.summary:
-            previous_frame = engine.candidate(f"section:{SECTION_PREVIOUS}", SECTION_PREVIOUS,
-                                              policy.previous_heading)
-            previous = engine.candidate(f"previous_session:{prior.stream_id}",
-                                        SECTION_PREVIOUS, prior.summary)
-            engine.include(previous_frame, "section_has_content")
-            engine.include(previous, "previous_session_summary",
-                           ended_at=prior.ended_at, position=prior.position)
-
+        previous_frame, previous = _previous_section(engine, prior, policy)
         groups = _observation_groups(engine, view.observations, now, policy)
-
         for item in folded:
             candidate = engine.candidate(f"tool:{item.tool.name}", SECTION_TOOLS, "")
             engine.exclude(candidate, "rejected" if item.reason == "excluded_tool_type"
@@ -181,7 +165,6 @@ class SessionProfile(Profile):
                     *(SectionLayout(group.spec.section) for group in groups),
                     SectionLayout(SECTION_TOOLS)]
 
-        shown = {line.id for line in tool_lines if line.id in final}
         report = SessionReport(
             chars=len(text), max_chars=policy.max_chars, welcome=welcome,
             previous_session=prior.stream_id if prior is not None else None,
@@ -191,13 +174,7 @@ class SessionProfile(Profile):
             tool_section_budget=policy.tool_section_budget,
             more_available=more if tools_more is not None and tools_more.id in final else 0,
             usage_window_start=window_start, usage_window_end=now, max_usage=max_usage,
-            tools=[ToolRank(entry=item.entry.id, name=item.entry.name,
-                            tool_type=item.entry.tool_type, rank=item.rank, score=item.score,
-                            window_count=item.usage.window_count,
-                            window_last_used=_utc_or_none(item.usage.window_last_used),
-                            age_days=item.age_days, lifetime_count=item.usage.lifetime_count,
-                            shown=item.entry.id in shown)
-                   for item in ranked])
+            tools=_tool_ranks(ranked, {line.id for line in tool_lines if line.id in final}))
         return engine.finish(
             profile=self.name, policy_version=policy.version, session=view.stream_id,
             position=view.position, now=now, pieces=pieces, sections=sections,
@@ -209,6 +186,32 @@ class SessionProfile(Profile):
 
         return session_table(report_of(assembly, SessionReport))
 
+
+
+def _previous_section(engine: Engine, prior: PreviousSession | None, policy: SessionPolicy
+                      ) -> tuple[Candidate | None, Candidate | None]:
+    """The previous session's heading and summary, included when it has a summary."""
+    if prior is None or not prior.summary:
+        return None, None
+    frame = engine.candidate(f"section:{SECTION_PREVIOUS}", SECTION_PREVIOUS,
+                             policy.previous_heading)
+    previous = engine.candidate(f"previous_session:{prior.stream_id}", SECTION_PREVIOUS,
+                                prior.summary)
+    engine.include(frame, "section_has_content")
+    engine.include(previous, "previous_session_summary", ended_at=prior.ended_at,
+                   position=prior.position)
+    return frame, previous
+
+
+def _tool_ranks(ranked: Sequence[RankedEntry], shown: set[str]) -> list[ToolRank]:
+    """The report's row of each ranked tool (``shown``: the ids of the lines kept)."""
+    return [ToolRank(entry=item.entry.id, name=item.entry.name,
+                     tool_type=item.entry.tool_type, rank=item.rank, score=item.score,
+                     window_count=item.usage.window_count,
+                     window_last_used=_utc_or_none(item.usage.window_last_used),
+                     age_days=item.age_days, lifetime_count=item.usage.lifetime_count,
+                     shown=item.entry.id in shown)
+            for item in ranked]
 
 def _utc_or_none(value: datetime | None) -> datetime | None:
     return None if value is None else ensure_utc(value)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ctxledger.assembler.engine import ranked, round_score
+from ctxledger.assembler.ranking import ranked, round_score
 from ctxledger.projections.view import Tool, ToolUsage
 
 MCP_SERVER_PATTERN = r"^mcp__([^_]+(?:_[^_]+)*)__"

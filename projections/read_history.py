@@ -1,0 +1,201 @@
+"""A session's chat history for the read view: the summary, the messages after it (or all
+of them), and what the profile needs to count the summarized ones.
+
+With a ``history_budget`` the messages are read newest first in pages that grow, and the
+read stops once the profile's measure of them is over the budget, so a turn reads
+O(window) rows; the messages older than the window are counted, not read (from the
+session row, or over the gap after a summary).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+import sqlalchemy as sa
+
+from ctxledger.projections.session_stats import messages
+from ctxledger.projections.token_cache import load_history_memo
+from ctxledger.projections.view import History, HistoryMeasure, HistorySummary, Message, ViewRequest
+from ctxledger.store.errors import LedgerError
+from ctxledger.store.schema import events
+
+# A message row holds what the event lacks; the content, name and time are the event's,
+# read by position (the log's primary key) in the same query.
+_MESSAGE_SELECT = sa.select(
+    messages.c.seq, messages.c.message_id, messages.c.role, messages.c.position,
+    events.c.data, events.c.recorded_at,
+).select_from(messages.join(events, events.c.position == messages.c.position))
+
+
+def _message(row: sa.RowMapping) -> Message:
+    # message.appended is at its first schema version: its stored data is current.
+    data = orjson.loads(row["data"])
+    return Message(seq=int(row["seq"]), message_id=row["message_id"], role=row["role"],
+                   name=data.get("name"), content=data["content"],
+                   position=int(row["position"]), recorded_at=row["recorded_at"])
+
+
+def _messages(conn: sa.Connection, stream_id: str, after_seq: int | None = None,
+              through_seq: int | None = None) -> tuple[Message, ...]:
+    """Non-retracted messages with ``after_seq < seq <= through_seq``, in seq order."""
+    query = _MESSAGE_SELECT.where(messages.c.stream_id == stream_id,
+                                  messages.c.retracted.is_(False))
+    if after_seq is not None:
+        query = query.where(messages.c.seq > after_seq)
+    if through_seq is not None:
+        query = query.where(messages.c.seq <= through_seq)
+    # seq is the stream version: unique within a session, so it is a total order.
+    rows = conn.execute(query.order_by(messages.c.seq)).mappings()
+    return tuple(_message(row) for row in rows)
+
+
+# The history window is read newest first in pages that grow, so a short window costs a
+# query or two and a long one O(log) queries, never the whole history.
+_FIRST_PAGE = 32
+_MAX_PAGE = 512
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    messages: tuple[Message, ...]
+    """Loaded messages, in seq order."""
+    unloaded: int
+    oldest_unloaded: Message | None
+
+
+_NO_SEQ_BELOW = 2**31 - 1
+"""An upper seq bound above every real one (so one prepared statement serves all pages)."""
+
+_WINDOW_PAGE = (
+    _MESSAGE_SELECT
+    .where(messages.c.stream_id == sa.bindparam("stream_id"),
+           messages.c.retracted.is_(False),
+           messages.c.seq > sa.bindparam("after_seq"),
+           messages.c.seq < sa.bindparam("below_seq"))
+    .order_by(messages.c.seq.desc())
+    .limit(sa.bindparam("page"))
+)
+
+
+def _window(conn: sa.Connection, stream_id: str, after_seq: int | None, budget: int,
+            measure: HistoryMeasure) -> tuple[list[Message], bool]:
+    """Messages after ``after_seq``, newest first, until ``measure`` of them is over
+    ``budget`` (that message included); also whether the range's start was reached."""
+    loaded: list[Message] = []
+    used = 0
+    below = _NO_SEQ_BELOW
+    page = _FIRST_PAGE
+    while True:
+        batch = [_message(row) for row in conn.execute(_WINDOW_PAGE, {
+            "stream_id": stream_id, "after_seq": -1 if after_seq is None else after_seq,
+            "below_seq": below, "page": page}).mappings()]
+        if not batch:
+            return loaded, True
+        costs = list(measure(batch))
+        if len(costs) != len(batch):
+            raise LedgerError("history_measure must give one cost per message")
+        for message, cost in zip(batch, costs, strict=True):
+            loaded.append(message)
+            used += cost
+            if used > budget:
+                return loaded, False
+        if len(batch) < page:
+            return loaded, True
+        below = batch[-1].seq
+        # Size the next page from the average cost so far: about what is still missing.
+        average = max(1, used // len(loaded))
+        page = min(_MAX_PAGE, max(_FIRST_PAGE, (budget - used) // average + 8))
+
+
+def _load_window(conn: sa.Connection, session: sa.RowMapping, after_seq: int | None,
+                 request: ViewRequest) -> _Window:
+    """The history window for ``request``, with the count and oldest of what it left out."""
+    stream_id = session["stream_id"]
+    if request.history_budget is None or request.history_measure is None:
+        return _Window(_messages(conn, stream_id, after_seq=after_seq), 0, None)
+    newest_first, reached = _window(conn, stream_id, after_seq, request.history_budget,
+                                    request.history_measure)
+    loaded = tuple(reversed(newest_first))
+    if reached or not loaded:
+        return _Window(loaded, 0, None)
+    older = [messages.c.stream_id == stream_id, messages.c.retracted.is_(False),
+             messages.c.seq < loaded[0].seq]
+    if after_seq is not None:
+        older.append(messages.c.seq > after_seq)
+    if after_seq is None:
+        # Every non-retracted message is in range: the session row counts them.
+        unloaded = int(session["messages_total"]) - len(loaded)
+    else:
+        # A gap between a summary and the window: counted over the gap alone, which the
+        # assembly reports as something to summarize.
+        unloaded = int(conn.execute(
+            sa.select(sa.func.count()).select_from(messages).where(*older)).scalar_one())
+    if unloaded <= 0:
+        return _Window(loaded, 0, None)
+    oldest = conn.execute(_MESSAGE_SELECT.where(*older).order_by(messages.c.seq)
+                          .limit(1)).mappings().first()
+    return _Window(loaded, unloaded, None if oldest is None else _message(oldest))
+
+
+def load_history(conn: sa.Connection, session: sa.RowMapping, request: ViewRequest) -> History:
+    """The chat history for ``request.history`` (``tail`` or ``full``), windowed when the
+    request has a ``history_budget``."""
+    stream_id = session["stream_id"]
+    summary = None
+    if session["summary_position"] is not None:
+        summary = HistorySummary(
+            summary=session["summary_text"],
+            through_message_id=session["summary_through_message_id"],
+            through_seq=session["summary_through_seq"],
+            position=int(session["summary_position"]))
+    through = None if summary is None else summary.through_seq
+    total = int(session["messages_total"])
+    if request.history == "full" or through is None:
+        window = _load_window(conn, session, None, request)
+        loaded = window.messages
+        complete = window.unloaded == 0
+        if through is None:
+            summarized = 0
+        elif complete:
+            summarized = sum(1 for m in loaded if m.seq <= through)
+        else:
+            summarized = int(conn.execute(
+                sa.select(sa.func.count()).select_from(messages).where(
+                    messages.c.stream_id == stream_id, messages.c.retracted.is_(False),
+                    messages.c.seq <= through)).scalar_one())
+        return History(summary=summary, messages=loaded, complete=complete,
+                       summarized_count=summarized, unloaded=window.unloaded,
+                       oldest_unloaded=window.oldest_unloaded)
+    window = _load_window(conn, session, through, request)
+    tail = window.messages
+    # messages_total counts the session's non-retracted messages, so the summarized ones
+    # are the rest: no need to count the (possibly long) summarized prefix.
+    summarized = total - len(tail) - window.unloaded
+    prefix_tokens: int | None = None
+    prefix_through = 0
+    summarized_messages: tuple[Message, ...] = ()
+    total_retracted = int(session["messages_retracted"])
+
+    def retracted_at(seq: int) -> int:
+        # Retracted messages with seq <= `seq`: the total minus those after it (a range
+        # of the (stream_id, seq) index that is the tail when `seq` is a recent summary).
+        after = conn.execute(sa.select(sa.func.count()).select_from(messages).where(
+            messages.c.stream_id == stream_id, messages.c.seq > seq,
+            messages.c.retracted.is_(True))).scalar_one()
+        return total_retracted - int(after)
+
+    summarized_retracted = retracted_at(through)
+    if request.token_encoding is not None:
+        memo = load_history_memo(conn, stream_id=stream_id, encoding=request.token_encoding,
+                                 through_seq=through, retracted_at=retracted_at)
+        if memo is not None:
+            prefix_tokens, prefix_through = memo.tokens, memo.through_seq
+        summarized_messages = _messages(conn, stream_id, after_seq=prefix_through,
+                                        through_seq=through)
+    return History(summary=summary, messages=tail,
+                   complete=summarized == 0 and window.unloaded == 0,
+                   summarized_count=summarized, prefix_tokens=prefix_tokens,
+                   prefix_through_seq=prefix_through, summarized_retracted=summarized_retracted,
+                   summarized_messages=summarized_messages, unloaded=window.unloaded,
+                   oldest_unloaded=window.oldest_unloaded)

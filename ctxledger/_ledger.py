@@ -297,8 +297,8 @@ class Ledger:
     def _save_caches(self, counts: Sequence[Any], caches: Sequence[CacheWrite]) -> None:
         # A cache write failing (e.g. the database is busy) must not fail the assembly the
         # caller already has: the next assembly computes the same numbers again.
-        from ctxledger.projections.token_cache import store_counts
         from ctxledger._token_store import save_cache_writes
+        from ctxledger.projections.token_cache import store_counts
 
         try:
             with self.log.transaction() as conn:

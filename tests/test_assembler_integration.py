@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from freezegun import freeze_time
 
 from ctxledger import Ledger
+from ctxledger._token_store import save_cache_writes
 from ctxledger.assembler import Assembly, counter_for, policy_for, request_for
 from ctxledger.assembler.api import assemble_with_caches
 from ctxledger.assembler.profiles.card import CardReport
@@ -19,7 +20,6 @@ from ctxledger.assembler.tokens import TokenCount, TokenCounter
 from ctxledger.projections.read_view import load_session_view
 from ctxledger.projections.token_cache import history_token_memo, load_counts, store_counts
 from ctxledger.projections.view import ViewRequest
-from ctxledger._token_store import save_cache_writes
 
 CARD = {"name": "Mara", "system_prompt": "You are {{char}}.",
         "description": "{{char}} captains an airship.", "personality": "Dry, decisive.",

@@ -9,11 +9,22 @@ the one that covers ``message:<id>`` takes the message's ``seq``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from ctxledger.assembler.model import Decision  # whose ``decision`` imports this module
+
+class RangeDecision(Protocol):
+    """What a range lookup reads of a decision (``model.Decision``, whose own lookup calls
+    this module: naming the protocol keeps the import one way)."""
+
+    @property
+    def item(self) -> str: ...
+
+    @property
+    def detail(self) -> Mapping[str, object]: ...
+
+
+Decision = TypeVar("Decision", bound=RangeDecision)
 
 DROPPED_RANGE_ITEM = "history:dropped"
 """Item id of the decision covering the messages older than the history window."""

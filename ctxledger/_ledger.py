@@ -475,7 +475,7 @@ class Ledger:
         ``LedgerError``."""
         from ctxledger.jobs._rollup import run_rollup
 
-        return run_rollup(self, now=now, policy=policy)
+        return run_rollup(self.log, self.clock, now=now, policy=policy)
 
     def usage(self, scope: str, *, days: int = DEFAULT_USAGE_DAYS,
               now: datetime | None = None) -> UsageReport:
@@ -483,7 +483,7 @@ class Ledger:
         to ``now``: rolled-up days from the rollups, the rest (today) from raw rows."""
         from ctxledger.jobs._usage import usage_report
 
-        return usage_report(self, scope, days=days, now=now)
+        return usage_report(self.log, self.clock, scope, days=days, now=now)
 
     def seal(self) -> Seal | None:
         """Seal the log up to its head (None when nothing is new); see ``store.seal``."""

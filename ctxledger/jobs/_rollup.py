@@ -52,7 +52,8 @@ from ctxledger.store.streams import SYSTEM_STREAM
 from ctxledger.store.time_fields import Instant
 
 if TYPE_CHECKING:
-    from ctxledger._ledger import Ledger
+    from ctxledger.store.clock import Clock
+    from ctxledger.store.log import EventLog
 
 ROLLUP_ID_NAMESPACE = uuid.UUID("0c8f5d52-3f0e-4f38-9a43-6b1f4e7d2a90")
 """``rollup.completed`` ids are uuid5(namespace, "rollup.completed/<day>")."""
@@ -150,7 +151,7 @@ def effective_retention(conn: sa.Connection, policy: RollupPolicy) -> int:
     return max(policy.retention_days, largest_usage_window(conn) + 1)
 
 
-def run_rollup(ledger: Ledger, *, now: datetime | None = None,
+def run_rollup(log: EventLog, clock: Clock, *, now: datetime | None = None,
                policy: RollupPolicy | None = None,
                should_stop: Callable[[], bool] | None = None,
                future_now_for_tests: bool = False) -> RollupReport:
@@ -162,13 +163,14 @@ def run_rollup(ledger: Ledger, *, now: datetime | None = None,
     not over cannot be closed) or earlier than the log's first event.
     ``future_now_for_tests`` lifts the first check, for tests and benchmarks only.
     """
-    clock = ledger.clock()
-    when = ensure_utc(now, "now") if now is not None else clock
-    if when > clock and not future_now_for_tests:
-        raise LedgerError(f"now {_iso(when)} is later than the ledger's clock ({_iso(clock)}):"
+    clock_now = clock()
+    when = ensure_utc(now, "now") if now is not None else clock_now
+    if when > clock_now and not future_now_for_tests:
+        raise LedgerError(f"now {_iso(when)} is later than the ledger's clock"
+                          f" ({_iso(clock_now)}):"
                           " only days that are over can be rolled up")
     chosen = policy or RollupPolicy()
-    with ledger.log.connection() as conn:
+    with log.connection() as conn:
         first = job.first_event_time(conn)
         if first is not None and when < first:
             raise LedgerError(f"now {_iso(when)} is before the log's first event"
@@ -179,17 +181,17 @@ def run_rollup(ledger: Ledger, *, now: datetime | None = None,
     report = RollupReport(now=when, retention_days=retention, rolled=[], skipped=[])
     if first is None:
         return report
-    step = _Step(ledger, last, retention, mcp_server_of(), report)
+    step = _Step(log, last, retention, mcp_server_of(), report)
     while True:
         if should_stop is not None and should_stop():
             report.stopped = True
             break
-        with ledger.log.transaction() as conn:
+        with log.transaction() as conn:
             job.lock_rollups(conn)
             more = step.run(conn)
         if not more:
             break
-    with ledger.log.connection() as conn:
+    with log.connection() as conn:
         report.skipped = _done_elsewhere(job.read_coverage(conn), planned, report)
     return report
 
@@ -212,9 +214,9 @@ class _Step:
     """One transaction of a run: the late days, any gap behind the rolled-up days, and the
     next span forward (empty days up to a day with data, and that day)."""
 
-    def __init__(self, ledger: Ledger, last: date, retention: int, servers: job.ServerOf,
+    def __init__(self, log: EventLog, last: date, retention: int, servers: job.ServerOf,
                  report: RollupReport) -> None:
-        self.ledger = ledger
+        self.log = log
         self.last = last
         self.retention = retention
         self.servers = servers
@@ -290,7 +292,7 @@ class _Step:
             data["last_day"] = write.last.isoformat()
         event_id = reroll_event_id(write.first, read_through) if write.again \
             else rollup_event_id(write.first, write.last)
-        result = self.ledger.log.append_in(conn, SYSTEM_STREAM, [{
+        result = self.log.append_in(conn, SYSTEM_STREAM, [{
             "type": "rollup.completed", "id": event_id, "data": data}])
         done = RolledDay(day=data["day"], last_day=write.last.isoformat(), rows=rows,
                          digest=digest, position=result.positions[0],

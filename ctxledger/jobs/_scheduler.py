@@ -87,8 +87,8 @@ def nightly_rollup(retention_days: int = DEFAULT_RETENTION_DAYS) -> None:
     """The scheduled job: roll up every complete day not rolled up yet, then prune."""
     url = _ledger_url or resolve_db_url(None)
     with Ledger.open(url) as ledger:
-        report = run_rollup(ledger, policy=RollupPolicy(retention_days=retention_days),
-                            should_stop=_stop.is_set)
+        report = run_rollup(ledger.log, ledger.clock, should_stop=_stop.is_set,
+                            policy=RollupPolicy(retention_days=retention_days))
     spans = report.rolled
     span = f" ({spans[0].day} .. {spans[-1].last_day})" if spans else ""
     days = sum((date.fromisoformat(d.last_day) - date.fromisoformat(d.day)).days + 1

@@ -26,7 +26,8 @@ from ctxledger.store.streams import SCOPE_PREFIX
 from ctxledger.store.time_fields import Instant
 
 if TYPE_CHECKING:
-    from ctxledger._ledger import Ledger
+    from ctxledger.store.clock import Clock
+    from ctxledger.store.log import EventLog
 
 class DayUsage(BaseModel):
     """One UTC day of a scope."""
@@ -73,7 +74,7 @@ def scope_exists(conn: sa.Connection, scope: str) -> bool:
                         ).first() is not None
 
 
-def usage_report(ledger: Ledger, scope: str, *, days: int = DEFAULT_USAGE_DAYS,
+def usage_report(log: EventLog, clock: Clock, scope: str, *, days: int = DEFAULT_USAGE_DAYS,
                  now: datetime | None = None) -> UsageReport:
     """The figures of ``scope`` for the ``days`` UTC days up to ``now`` (default: clock).
 
@@ -81,11 +82,11 @@ def usage_report(ledger: Ledger, scope: str, *, days: int = DEFAULT_USAGE_DAYS,
     """
     if isinstance(days, bool) or not 1 <= days <= MAX_USAGE_DAYS:
         raise LedgerError(f"days must be between 1 and {MAX_USAGE_DAYS} (got {days})")
-    when = ensure_utc(now, "now") if now is not None else ledger.clock()
+    when = ensure_utc(now, "now") if now is not None else clock()
     last = when.date()
     first = last - job.DAY * (days - 1)
     servers = mcp_server_of()
-    with ledger.log.connection() as conn:
+    with log.connection() as conn:
         if not scope_exists(conn, scope):
             raise LedgerError(f"unknown scope {scope!r}: no session or scope stream names it")
         coverage = job.read_coverage(conn)

@@ -38,20 +38,17 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
-from datetime import datetime
 from operator import attrgetter
 
 from ctxledger.assembler.engine import Engine
-from ctxledger.assembler.model import Assembly, Decision, Section
+from ctxledger.assembler.model import Decision, Section
 from ctxledger.assembler.profiles.novel.policy import NovelPolicy
 from ctxledger.assembler.profiles.novel.prepared import Prepared, prepare
 from ctxledger.assembler.profiles.novel.ranked import Ranked, ShownRanked
-from ctxledger.assembler.profiles.novel.readout import read_out
 from ctxledger.assembler.profiles.novel.sandwich import SECTION_SUFFIX
 from ctxledger.assembler.profiles.novel.shed import Shed, range_decision
 from ctxledger.assembler.profiles.novel.tiers import CHAPTER_KINDS, current_chapter
 from ctxledger.projections.view import Item, SessionView
-from ctxledger.store.canonical import canonical_json
 
 BULK = 16
 """A tier with more changes than this and than a sixteenth of its items (a first
@@ -418,30 +415,3 @@ class BookState:
                 misfit=ranked.preps[cut])
         return Shed(signature, used, used <= limit, base_items + cut,
                     base_tokens + ranked.kept_tokens, dropped)
-
-
-STATES = 2
-"""Book states kept per session (one per policy recently assembled under)."""
-
-
-def assemble_book(engine: Engine, view: SessionView, now: datetime,
-                  policy: NovelPolicy) -> Assembly:
-    """The ``novel`` assembly of ``view``: the session memo's state for this policy
-    brought up to date (a new state without one), then read out and sealed."""
-    memo = engine.memo_for(view.stream_id)
-    key = ("novel", canonical_json(policy.model_dump(mode="json")), engine.counter.encoding)
-    state = memo.state(key)
-    if not isinstance(state, BookState):
-        state = BookState(policy, engine.counter.count(policy.separator))
-    built = [0]
-    try:
-        state.update(view, engine, built)
-        result = read_out(state, engine, view, now)
-    except BaseException:
-        # A half-updated state must not be read again: the next assembly starts afresh.
-        memo.forget_state(key)
-        raise
-    memo.keep_state(key, state, STATES)
-    memo.built += built[0]
-    memo.assembled()
-    return result

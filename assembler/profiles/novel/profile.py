@@ -78,7 +78,7 @@ class NovelProfile(Profile):
         """Tier, rank and fit the items, then lay them out as a sandwich: the session's
         kept ``BookState`` brought up to the view by what changed (a new one, built from
         every item, without a memo or under another policy)."""
-        from ctxledger.assembler.profiles.novel.book import assemble_book
+        from ctxledger.assembler.profiles.novel.assemble import assemble_book
 
         assert isinstance(policy, NovelPolicy)
         return assemble_book(engine, view, now, policy)

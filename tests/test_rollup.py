@@ -246,7 +246,7 @@ def test_a_stop_request_ends_the_catch_up_between_two_days(timed: Ledger,
 
     now = at(FIRST + timedelta(days=4), 3)
     clock.now = now
-    stopped = run_rollup(timed, should_stop=should_stop)
+    stopped = run_rollup(timed.log, timed.clock, should_stop=should_stop)
     assert stopped.stopped and [d.day for d in stopped.rolled] == ["2026-03-02", "2026-03-03"]
     rest = roll(timed, clock, now)  # the next run goes on where it stopped
     assert [d.day for d in rest.rolled] == ["2026-03-04", "2026-03-05"]
@@ -269,7 +269,7 @@ def test_a_day_rolled_up_by_another_process_meanwhile_is_skipped(timed: Ledger, 
 
     head_before = timed.head()
     clock.now = now
-    mine = run_rollup(timed, should_stop=other_job_runs_now)
+    mine = run_rollup(timed.log, timed.clock, should_stop=other_job_runs_now)
     days = [(FIRST + timedelta(days=i)).isoformat() for i in range(4)]
     assert [d.day for d in other_reports[0].rolled] == days
     assert mine.rolled == [] and mine.skipped == days

@@ -83,7 +83,8 @@ def test_a_now_later_than_the_clock_is_refused_and_writes_nothing(timed: Ledger,
         timed.rollup(at(FIRST + timedelta(days=5), 3))
     assert timed.head() == head and rollup_data(timed) == []
     # The test-only override still works, and is the only way past the clock.
-    report = run_rollup(timed, now=at(FIRST + timedelta(days=5), 3), future_now_for_tests=True)
+    report = run_rollup(timed.log, timed.clock, now=at(FIRST + timedelta(days=5), 3),
+                        future_now_for_tests=True)
     assert report.rolled[-1].last_day == "2026-03-06"
 
 
@@ -123,7 +124,7 @@ def test_an_empty_stretch_is_one_event_whatever_its_length(timed: Ledger,
     write_usage_log(timed, clock, FIRST, days=3)  # 03-04 has no data
     clock.now = at(FIRST + timedelta(days=3), 1)
     started = time.monotonic()
-    report = run_rollup(timed, now=datetime(9998, 12, 31, tzinfo=UTC),
+    report = run_rollup(timed.log, timed.clock, now=datetime(9998, 12, 31, tzinfo=UTC),
                         future_now_for_tests=True)
     assert time.monotonic() - started < 30
     assert [(d.day, d.last_day) for d in report.rolled] == [
@@ -131,7 +132,7 @@ def test_an_empty_stretch_is_one_event_whatever_its_length(timed: Ledger,
         ("2026-03-04", "9998-12-30")]
     assert [d.get("last_day") for d in rollup_data(timed)] == [None, None, "9998-12-30"]
     head = timed.head()
-    again = run_rollup(timed, now=datetime(9998, 12, 31, tzinfo=UTC),
+    again = run_rollup(timed.log, timed.clock, now=datetime(9998, 12, 31, tzinfo=UTC),
                        future_now_for_tests=True)
     assert again.rolled == again.rerolled == [] and timed.head() == head
     assert_projections_equal_rebuild(timed)

@@ -59,6 +59,7 @@ from ctxledger.projections.view import (
     ToolUsage,
     ViewRequest,
 )
+from ctxledger.store.backends import backend_for
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.read import head_position
@@ -80,8 +81,7 @@ def read_snapshot(conn: sa.Connection) -> Iterator[None]:
         yield
         return
     with conn.begin():
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        backend_for(conn).begin_read_snapshot(conn)
         yield
 
 

@@ -135,8 +135,8 @@ class Backend(ABC):
 
     @abstractmethod
     def json_text_sql(self, column: str, key: str) -> str:
-        """SQL for the text of top-level ``key`` of the JSON text in ``column`` (NULL when
-        absent). ``key`` is a plain identifier, written into the SQL as it is."""
+        """SQL for the string value of top-level ``key`` of the JSON text in ``column``
+        (NULL when absent). ``key`` is a plain identifier, written into the SQL as it is."""
 
     @abstractmethod
     def enabled_triggers(self, conn: sa.Connection, tables: Sequence[str]) -> set[str]:
@@ -192,5 +192,6 @@ class Backend(ABC):
 
     @abstractmethod
     def begin_read_snapshot(self, conn: sa.Connection) -> None:
-        """Called first thing in a transaction just begun: every query in it reads one
-        snapshot of the database, and it writes nothing."""
+        """Called first thing in a transaction just begun that only reads: every query in
+        it then reads one snapshot of the database (where the database can, it refuses
+        writes too)."""

@@ -144,7 +144,7 @@ class _KeptConnection(Connections):
         super().__init__(engine)
         self._kept: tuple[int, sa.Connection] | None = None
         self._guard = threading.Lock()
-        sa.event.listen(engine, "engine_disposed", self._on_dispose)
+        event.listen(engine, "engine_disposed", self._on_dispose)
 
     def _take(self) -> sa.Connection:
         """The kept connection if it is free and usable, else a new one from the pool."""

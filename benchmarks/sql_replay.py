@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxledger import Ledger
-from ctxledger.store.engine import sqlite_pragmas
+from ctxledger.store.backends.sqlite import sqlite_pragmas
 
 Statement = tuple[str, Any, bool]
 """(SQL, parameters, executemany?) as the driver received them."""
@@ -127,7 +127,7 @@ def _copy(source: Path, target: Path) -> None:
 
 
 def open_like_the_engine(path: Path) -> sqlite3.Connection:
-    """A plain connection with the pragmas ``store.engine`` sets on a SQLite file."""
+    """A plain connection with the pragmas the SQLite backend sets on a file."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     for pragma in sqlite_pragmas(memory=False):
         conn.execute(pragma)

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from ctxledger.store.backends import backend_for, locks
+
 if TYPE_CHECKING:
     from alembic.config import Config
 
@@ -64,10 +66,8 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     from alembic import command
 
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            # Concurrent openers of the same schema wait here instead of racing on DDL.
-            conn.exec_driver_sql(
-                "SELECT pg_advisory_xact_lock(7422853, hashtext(current_schema()))")
+        # Concurrent openers of the same schema wait here instead of racing on DDL.
+        backend_for(conn).lock(conn, locks.MIGRATIONS)
         command.upgrade(alembic_config(conn), revision)
 
 

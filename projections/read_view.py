@@ -53,6 +53,7 @@ from ctxledger.projections.view import (
     Tool,
     ViewRequest,
 )
+from ctxledger.store.backends import backend_for
 from ctxledger.store.read import head_position
 from ctxledger.store.schema import events
 from ctxledger.store.streams import SCOPE_PREFIX
@@ -72,8 +73,7 @@ def read_snapshot(conn: sa.Connection) -> Iterator[None]:
         yield
         return
     with conn.begin():
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        backend_for(conn).begin_read_snapshot(conn)
         yield
 
 

@@ -35,7 +35,7 @@ from ctxledger.projections.usage_rollups import (
     usage_daily_tokens,
     usage_daily_tools,
 )
-from ctxledger.store import pg_writes
+from ctxledger.store.backends import backend_for, locks
 from ctxledger.store.canonical import canonical_json, sha256_hex
 from ctxledger.store.clock import format_utc
 from ctxledger.store.schema import events
@@ -46,9 +46,6 @@ ServerOf = Callable[[str], str | None]
 
 Row = dict[str, Any]
 _MESSAGE_TYPES = ("message.appended", "message.retracted")
-# Two jobs on one PostgreSQL database queue on this advisory lock (the second finds the
-# day done). SQLite needs none: a write transaction already holds the database lock.
-_PG_LOCK_KEY = 7422854
 
 
 def day_start(day: date) -> datetime:
@@ -194,10 +191,7 @@ def next_event_day(conn: sa.Connection, first: date, last: date) -> date | None:
 def settled_position(conn: sa.Connection) -> int:
     """The position up to which every event is committed and visible to ``conn``'s next
     statements (PostgreSQL writers commit out of position order; SQLite: the head)."""
-    if conn.dialect.name == "postgresql":
-        return pg_writes.settled_position(conn)
-    return int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(events.c.position), 0)))
-               .scalar_one())
+    return backend_for(conn).settled_position(conn)
 
 
 def late_days(conn: sa.Connection, coverage: Coverage, *, first: date | None = None,
@@ -220,10 +214,9 @@ def late_days(conn: sa.Connection, coverage: Coverage, *, first: date | None = N
 
 
 def lock_rollups(conn: sa.Connection) -> None:
-    """Serialize rollup jobs on one database until the transaction ends."""
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(
-            f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(current_schema()))")
+    """Serialize rollup jobs on one database until the transaction ends (a second job
+    queues, then finds the day done)."""
+    backend_for(conn).lock(conn, locks.ROLLUP)
 
 
 def empty_span_digest(first: date, last: date) -> str:

@@ -21,12 +21,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ctxledger.store.engine import (
-    DriverStatement,
-    driver_statement,
-    statement_cache,
-    upsert_insert,
-)
+from ctxledger.store.backends import backend_for
+from ctxledger.store.engine import DriverStatement, driver_statement, statement_cache
 from ctxledger.store.schema import events
 
 Row = dict[str, Any]
@@ -472,7 +468,7 @@ class RowStore:
         table = state.table
 
         def build() -> Any:
-            ins = upsert_insert(dialect.name, table)
+            ins = backend_for(dialect).upsert(table)
             update = {c: (table.c[c] + ins.excluded[c]) if c in add_cols else ins.excluded[c]
                       for c in update_cols}
             if update:

@@ -6,14 +6,13 @@ import gc
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
 
 from ctxledger.projections import checkpoints as cp
 from ctxledger.projections.base import Projection, RebuildFold
 from ctxledger.projections.rowstore import RowStore
-from ctxledger.store.append import lock_for_append
+from ctxledger.store.backends import backend_for
 from ctxledger.store.clock import Clock, system_clock
 from ctxledger.store.read import EventDecoder, head_position, read_raw_pages, with_hashes
 from ctxledger.store.records import NewEvent, RecordedEvent
@@ -25,8 +24,6 @@ Progress = Callable[[int, int], None]
 REBUILD_CACHE_ROWS = 500_000
 # Events read per query while folding.
 FOLD_PAGE = 20_000
-# SQLite page cache during a rebuild, in KiB (negative, as PRAGMA cache_size takes it).
-REBUILD_PAGE_CACHE_KIB = -65_536
 
 Applier = Callable[[RecordedEvent, RowStore], None]
 """A projection's bound ``apply``."""
@@ -161,7 +158,7 @@ class ProjectionRunner:
         Runs in the caller's transaction after taking the append lock, so no append can
         slip in between the read and the checkpoint. Returns the names rebuilt.
         """
-        lock_for_append(conn)
+        backend_for(conn).lock_log(conn)
         forced = set(force)
         unknown = forced - set(self._by_name)
         if unknown:
@@ -190,7 +187,7 @@ class ProjectionRunner:
             conn.execute(table.delete())
         head = head_position(conn)
         rows = RowStore(conn, empty=tables)
-        with _large_page_cache(conn):
+        with backend_for(conn).bulk_writes(conn):
             self._fold(conn, rows, after=0, head=head, only=frozenset(names),
                        progress=progress, fast=True)
         now = self.clock()
@@ -282,22 +279,3 @@ def _cyclic_gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
-
-
-@contextmanager
-def _large_page_cache(conn: sa.Connection) -> Iterator[None]:
-    """On SQLite, a 64 MiB page cache while a rebuild writes whole tables (then restored).
-
-    The default 2 MiB cache makes index inserts into tables of many megabytes go back to
-    the file system for pages it has just written.
-    """
-    if conn.dialect.name != "sqlite":
-        yield
-        return
-    dbapi: Any = conn.connection.dbapi_connection
-    previous = dbapi.execute("PRAGMA cache_size").fetchone()[0]
-    dbapi.execute(f"PRAGMA cache_size={REBUILD_PAGE_CACHE_KIB}")
-    try:
-        yield
-    finally:
-        dbapi.execute(f"PRAGMA cache_size={int(previous)}")

@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 
 from ctxledger.projections.base import metadata
+from ctxledger.store.backends import backend_for
 from ctxledger.store.canonical import sha256_hex
-from ctxledger.store.engine import upsert_insert
 
 token_counts = sa.Table(
     "token_counts",
@@ -71,7 +71,7 @@ def content_hash(text: str) -> str:
 
 
 def _insert(conn: sa.Connection, table: sa.Table) -> Any:
-    return upsert_insert(conn.dialect.name, table)
+    return backend_for(conn).upsert(table)
 
 
 def load_counts(conn: sa.Connection, encoding: str,

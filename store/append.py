@@ -1,9 +1,10 @@
 """Atomic, optimistic, idempotent appends to one stream.
 
-On SQLite writers are serialized per database (``BEGIN IMMEDIATE``), so insert order is
+What an append locks and how it inserts are its database's (``store.backends``): on
+SQLite writers are serialized per database (``BEGIN IMMEDIATE``), so insert order is
 commit order and a reader tailing by position never skips an event that commits late.
 On PostgreSQL writers lock only their stream and take positions in one short statement;
-readers stop at ``pg_writes.settled_position`` instead (see ``store.pg_writes``).
+readers stop at the settled position instead (see ``store.backends.pg_writes``).
 
 The hot path is one INSERT per event. Statements are compiled once per dialect and run
 on the driver's cursor (``store.engine.DriverStatement``). A stream's head (version and
@@ -24,7 +25,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
-from ctxledger.store import pg_writes
+from ctxledger.store.backends import backend_for
 from ctxledger.store.chain_key import ChainKey
 from ctxledger.store.clock import format_utc
 from ctxledger.store.engine import DriverStatement, driver_statement
@@ -106,38 +107,15 @@ class StreamHeads:
         return len(self._heads)
 
 
-_COLUMNS = ("stream_id", "stream_version", "event_id", "type", "schema_version", "data",
-            "metadata", "recorded_at", "prev_hash", "hash")
+def _head_statement() -> sa.Select[tuple[int, str]]:
+    return (sa.select(events.c.stream_version, events.c.hash)
+            .where(events.c.stream_id == sa.bindparam("stream_id"))
+            .order_by(events.c.stream_version.desc()).limit(1))
 
 
-def _guarded_insert() -> sa.Insert:
-    """INSERT one event only if ``stream_version - 1`` with hash ``prev_hash`` is the head."""
-    prior = events.alias("prior")
-    values = [sa.bindparam(c, type_=events.c[c].type) for c in _COLUMNS]
-    stream = sa.bindparam("stream_id", type_=events.c.stream_id.type)
-    version = sa.bindparam("stream_version", type_=events.c.stream_version.type)
-    guard = sa.and_(
-        sa.exists().where(prior.c.stream_id == stream, prior.c.stream_version == version - 1,
-                          prior.c.hash == sa.bindparam("prev_hash")),
-        ~sa.exists().where(prior.c.stream_id == stream, prior.c.stream_version >= version),
-    )
-    return events.insert().from_select(list(_COLUMNS), sa.select(*values).where(guard))
-
-
-def _statement(dialect: Dialect, name: str) -> DriverStatement:
-    """The compiled statements of this module, by name."""
-    returning = dialect.name == "postgresql"
-
-    def build() -> Any:
-        if name == "head":
-            return (sa.select(events.c.stream_version, events.c.hash)
-                    .where(events.c.stream_id == sa.bindparam("stream_id"))
-                    .order_by(events.c.stream_version.desc()).limit(1))
-        stmt = _guarded_insert() if name == "insert_guarded" else events.insert()
-        return stmt.returning(events.c.position) if returning and name != "insert_many" else stmt
-
-    return driver_statement(dialect, ("ctxledger.store.append", name), build,
-                            column_keys=_COLUMNS if name.startswith("insert") else None)
+def _head(dialect: Dialect) -> DriverStatement:
+    """The compiled query of a stream's head."""
+    return driver_statement(dialect, ("ctxledger.store.append", "head"), _head_statement)
 
 
 _BY_EVENT_ID = sa.select(
@@ -148,20 +126,10 @@ _BY_EVENT_ID = sa.select(
 
 def stream_head(conn: sa.Connection, stream_id: str) -> Head:
     """The stream's current version and last hash: (0, genesis) for a new stream."""
-    rows = _statement(conn.dialect, "head").fetch(conn, {"stream_id": stream_id})
+    rows = _head(conn.dialect).fetch(conn, {"stream_id": stream_id})
     if not rows:
         return 0, GENESIS_HASH
     return int(rows[0][0]), str(rows[0][1])
-
-
-def lock_for_append(conn: sa.Connection) -> None:
-    """Wait for every append in flight and hold off new ones until the transaction ends
-    (PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already does): for rebuild, catch-up and
-    seal, which need the log to stand still. Appends themselves lock only their stream
-    (``pg_writes.lock_for_batch``); do not append after taking this lock."""
-    if conn.dialect.name == "postgresql":
-        conn.connection.dbapi_connection.cursor().execute(  # type: ignore[union-attr]
-            "LOCK TABLE events IN EXCLUSIVE MODE")
 
 
 def find_existing(conn: sa.Connection, stream_id: str,
@@ -230,27 +198,6 @@ def _chain(stream_id: str, batch: Sequence[PreparedEvent], head: Head,
     return rows
 
 
-def _insert(conn: sa.Connection, rows: list[dict[str, Any]], guarded: bool) -> list[int] | None:
-    """Insert ``rows`` and return their positions; None when the guard found a stale head."""
-    dialect = conn.dialect
-    if dialect.name == "postgresql":
-        return pg_writes.insert_rows(conn, rows, guarded)
-    first = _statement(dialect, "insert_guarded" if guarded else "insert").execute(conn, rows[0])
-    if first.rowcount != 1:
-        return None
-    start = int(first.lastrowid)
-    if len(rows) > 1:
-        many = _statement(dialect, "insert_many")
-        many.executemany(conn, rows[1:])
-        # Under the write lock a rowid table with no deletes numbers new rows max+1, so the
-        # batch is contiguous; checked, because positions are the log's public contract.
-        last = int(conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
-            "SELECT last_insert_rowid()").fetchone()[0])
-        if last != start + len(rows) - 1:
-            raise RuntimeError(f"positions of a batch are not contiguous ({start}..{last})")
-    return list(range(start, start + len(rows)))
-
-
 def append_in_transaction(
     conn: sa.Connection,
     stream_id: str,
@@ -270,12 +217,8 @@ def append_in_transaction(
     """
     if not batch:
         raise EventValidationError("nothing to append: the batch is empty")
-    if conn.dialect.name == "postgresql":
-        ids = [pg_writes.event_key(p.event.event_id) for p in batch
-               if p.client_id and p.event.event_id is not None]
-        pg_writes.lock_for_batch(conn, stream_id, [*ids, *shared_keys])
-    else:
-        lock_for_append(conn)
+    backend = backend_for(conn)
+    backend.lock_append(conn, stream_id, batch, shared_keys)
     existing = find_existing(conn, stream_id, batch)
     if existing is not None:
         return AppendOutcome(existing, [], None)
@@ -289,7 +232,7 @@ def append_in_transaction(
             expected_version is None or expected_version == cached[0]):
         head = cached
         rows = _chain(stream_id, batch, head, when, key)
-        positions = _insert(conn, rows, guarded=True)
+        positions = backend.insert_events(conn, rows, guarded=True)
     if positions is None:
         # No usable cached head (or it was stale): read it under the write (or stream) lock.
         head = stream_head(conn, stream_id)
@@ -297,7 +240,7 @@ def append_in_transaction(
         if ruled:
             check_stream_rules(conn, stream_id, [p.event for p in batch])
         rows = _chain(stream_id, batch, head, when, key)
-        positions = _insert(conn, rows, guarded=False)
+        positions = backend.insert_events(conn, rows, guarded=False)
         assert positions is not None
     recorded = [
         recorded_event(pos, stream_id, row["stream_version"], row["event_id"], row["type"],

@@ -1,111 +1,38 @@
-"""Engines configured for the event log: SQLite (WAL, NORMAL, busy timeout) or PostgreSQL."""
+"""Engines configured for the event log (each database's settings in its backend,
+``store.backends``), and Core statements compiled once and run on the driver's cursor."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import operator
-import sqlite3
 import weakref
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy.engine import URL, Dialect, Engine, make_url
-from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.crud import REQUIRED
 
+from ctxledger.store.backends import backend_for, backend_for_url
 from ctxledger.store.canonical import canonical_json
-from ctxledger.store.errors import LedgerError, SchemaMissing
-from ctxledger.store.schema import UTCDateTime
-
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-READ_ONLY_OPTION = "ctxledger_read_only"
-"""Execution option marking a connection that only reads (deferred BEGIN on SQLite)."""
-
-
-def is_memory_sqlite(url: URL) -> bool:
-    """True for ``sqlite://`` and ``sqlite:///:memory:`` URLs."""
-    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+from ctxledger.store.errors import LedgerError
 
 
 def create_engine(url: str | URL, **kwargs: Any) -> Engine:
-    """Create an engine for ``url`` with the settings the event log relies on.
-
-    SQLite: WAL, ``synchronous=NORMAL``, a busy timeout, and ``BEGIN IMMEDIATE`` so a
-    writer takes the lock up front instead of failing on upgrade. In-memory SQLite uses
-    one shared connection so every caller sees the same database.
-    """
+    """Create an engine for ``url`` with the settings the event log relies on (its
+    backend's: see ``store.backends``). Canonical JSON for JSON columns."""
     try:
         parsed = make_url(url)
         parsed.port  # noqa: B018 -- parsed lazily: "host:abc" fails here, not later
     except (sa.exc.ArgumentError, ValueError) as exc:
         reason = "" if isinstance(exc, sa.exc.ArgumentError) else f" ({exc})"
         raise LedgerError(f"not a database URL: {url!r}{reason}") from None
-    backend = parsed.get_backend_name()
-    if backend not in ("sqlite", "postgresql"):
-        raise LedgerError(f"unsupported database {backend!r}: use sqlite or postgresql+psycopg")
-    if backend == "postgresql" and parsed.drivername == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    if backend == "postgresql":
-        require_postgres_driver()
-    if backend == "sqlite" and parsed.query:
-        _refuse_sqlite_query(parsed)
+    backend = backend_for_url(parsed)
+    parsed = backend.prepare_url(parsed)
     kwargs.setdefault("json_serializer", canonical_json)
-    if backend == "sqlite":
-        if is_memory_sqlite(parsed):
-            kwargs.setdefault("poolclass", StaticPool)
-            kwargs.setdefault("connect_args", {"check_same_thread": False})
-        engine = sa.create_engine(parsed, **kwargs)
-        _configure_sqlite(engine, memory=is_memory_sqlite(parsed))
-        return engine
-    kwargs.setdefault("pool_pre_ping", True)
-    return sa.create_engine(parsed, **kwargs)
-
-
-def _refuse_sqlite_query(url: URL) -> None:
-    """Refuse a SQLite URL's query arguments in one line.
-
-    SQLAlchemy warns in two lines and ignores most of them, and the rest would undo what
-    the ledger relies on (``uri=true`` changes which file is opened, ``mode=ro`` fails at
-    the first write), while the connection is set up here anyway (WAL, busy timeout).
-    """
-    if url.query.get("mode") == "ro" or "immutable" in url.query:
-        # The ledger writes on open (schema upgrade, projection catch-up), so a read-only
-        # connection would fail midway; say so up front instead.
-        raise LedgerError(f"read-only SQLite URLs are not supported ({safe_url(url)}):"
-                          " ctxledger writes on open; copy the file to read it elsewhere")
-    raise LedgerError(f"SQLite URLs take no query arguments ({safe_url(url)}): ctxledger"
-                      " sets the connection up itself; give the file as sqlite:///PATH")
-
-
-POSTGRES_EXTRA_HINT = "pip install 'ctxledger[postgres]'"
-
-
-def upsert_insert(dialect_name: str, table: sa.Table) -> Any:
-    """The dialect's ``INSERT`` for ``table``, the one with ``on_conflict_do_*``.
-
-    The dialect module is imported here, on first use: a SQLite user never loads the
-    PostgreSQL dialect (and asyncio with it), which start-up time would pay for."""
-    if dialect_name == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        return postgresql.insert(table)
-    from sqlalchemy.dialects import sqlite
-
-    return sqlite.insert(table)
-
-
-def require_postgres_driver() -> None:
-    """Fail with one line naming the extra when psycopg is not installed."""
-    if importlib.util.find_spec("psycopg") is None:
-        raise LedgerError(f"PostgreSQL needs the postgres extra: {POSTGRES_EXTRA_HINT}")
+    return backend.create_engine(parsed, **kwargs)
 
 
 def safe_url(url: str | URL) -> str:
@@ -116,119 +43,16 @@ def safe_url(url: str | URL) -> str:
         return str(url)
 
 
-def sqlite_file(url: URL) -> Path | None:
-    """The file a SQLite URL names (None for other databases and in-memory SQLite)."""
-    if url.get_backend_name() != "sqlite" or is_memory_sqlite(url):
-        return None
-    return Path(url.database or "")
-
-
 def database_exists(engine: Engine) -> bool:
-    """True when ``engine``'s database holds a ctxledger log (its ``events`` table).
-
-    A SQLite file that is absent is checked before connecting, since connecting would
-    create it; in-memory SQLite always exists.
-    """
-    path = sqlite_file(engine.url)
-    if path is not None and not path.is_file():
-        return False
-    if is_memory_sqlite(engine.url):
-        return True
-    with engine.connect() as conn:
-        return sa.inspect(conn).has_table("events")
+    """True when ``engine``'s database holds a ctxledger log (its ``events`` table); never
+    creates the database (a SQLite file) to find out."""
+    return backend_for(engine).database_exists(engine)
 
 
 def require_schema(engine: Engine) -> None:
-    """Raise ``SchemaMissing`` when a PostgreSQL connection has no schema to work in.
-
-    PostgreSQL skips the schemas of ``search_path`` that do not exist; with none left,
-    the first ``CREATE TABLE`` fails with a bare SQL error that does not name them."""
-    if engine.dialect.name != "postgresql":
-        return
-    with engine.connect() as conn:
-        current, path = conn.exec_driver_sql(
-            "SELECT current_schema(), current_setting('search_path')").one()
-    if current is not None:
-        return
-    names = [name.strip() for name in str(path).split(",") if name.strip()]
-    named = [name for name in names if name != '"$user"'] or names
-    if len(named) == 1:
-        raise SchemaMissing(f"PostgreSQL schema {named[0]} (the URL's search_path) does not"
-                            f" exist; create it first: CREATE SCHEMA {named[0]}")
-    raise SchemaMissing(f"no schema of the URL's search_path ({path}) exists in PostgreSQL;"
-                        " create one first with CREATE SCHEMA")
-
-
-def sqlite_pragmas(*, memory: bool) -> tuple[str, ...]:
-    """The pragmas every SQLite connection of a ledger runs when it opens (WAL on a file)."""
-    return (*(() if memory else ("PRAGMA journal_mode=WAL",)), "PRAGMA synchronous=NORMAL",
-            f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}", "PRAGMA foreign_keys=ON")
-
-
-def _configure_sqlite(engine: Engine, *, memory: bool) -> None:
-    pragmas = sqlite_pragmas(memory=memory)
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        # Autocommit at the driver level; SQLAlchemy's begin event issues BEGIN itself.
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        for pragma in pragmas:
-            cur.execute(pragma)
-        cur.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: sa.Connection) -> None:
-        # Straight to the driver: exec_driver_sql would cost more than the BEGIN itself.
-        dbapi_conn: Any = conn.connection.dbapi_connection
-        # Writers take the lock up front; readers stay deferred so WAL lets them run
-        # beside a writer.
-        if dbapi_conn.in_transaction:
-            # Begun on the driver by ``driver_transaction`` (the append fast path): SQLAlchemy
-            # joins it, and then owns its commit.
-            return
-        begin = ("BEGIN" if conn.get_execution_options().get(READ_ONLY_OPTION)
-                 else "BEGIN IMMEDIATE")
-        _driver_sql(conn, begin)
-
-
-def _driver_sql(conn: sa.Connection, sql: str) -> None:
-    """Run ``sql`` on ``conn``'s SQLite driver connection, errors as SQLAlchemy's."""
-    try:
-        conn.connection.dbapi_connection.execute(sql)  # type: ignore[union-attr]
-    except sqlite3.Error as exc:
-        raise sa.exc.DBAPIError.instance(sql, None, exc, sqlite3.Error,
-                                         dialect=conn.dialect) from exc
-
-
-@contextmanager
-def driver_transaction(conn: sa.Connection) -> Iterator[sa.Connection]:
-    """A SQLite write transaction begun and committed on the driver: ``BEGIN IMMEDIATE``
-    ... ``COMMIT``, without SQLAlchemy's transaction objects and events (issue 13: they
-    cost as much as an append's statements). ``conn`` must not be in a transaction.
-
-    Statements that go through ``conn.execute`` inside it still work: SQLAlchemy's
-    autobegin joins the driver's transaction (``_on_begin``) and then commits or rolls
-    it back itself. Errors are SQLAlchemy's wrappers, as with ``conn.begin()``.
-    """
-    dbapi: Any = conn.connection.dbapi_connection
-    _driver_sql(conn, "BEGIN IMMEDIATE")
-    try:
-        yield conn
-        if conn.in_transaction():
-            conn.commit()
-        else:
-            _driver_sql(conn, "COMMIT")
-    except BaseException:
-        try:
-            if conn.in_transaction():
-                conn.rollback()
-            elif dbapi.in_transaction:
-                _driver_sql(conn, "ROLLBACK")
-        finally:
-            if dbapi.in_transaction:
-                conn.invalidate()  # never hand out a connection still in a transaction
-        raise
+    """Raise ``SchemaMissing`` when the database has no schema to create the tables in
+    (PostgreSQL: none of the URL's ``search_path`` exists)."""
+    backend_for(engine).check_schema(engine)
 
 
 # -- compiled statements run on the driver's cursor -------------------------------------
@@ -404,7 +228,8 @@ _BIND_PROCESSORS: weakref.WeakKeyDictionary[Dialect, dict[str, _Processor | None
 
 
 def bind_processor(dialect: Dialect, type_: sa.types.TypeEngine[Any]) -> _Processor | None:
-    """SQLAlchemy's bind processor for ``type_`` on ``dialect``.
+    """SQLAlchemy's bind processor for ``type_`` on ``dialect``, as its backend runs it
+    (``Backend.bind_processor``).
 
     Date/time processors are shared per dialect and type, and remember their last value:
     one append binds the same ``recorded_at`` object in several statements (the event,
@@ -413,8 +238,7 @@ def bind_processor(dialect: Dialect, type_: sa.types.TypeEngine[Any]) -> _Proces
     proc: _Processor | None = type_.dialect_impl(dialect).bind_processor(dialect)
     if proc is None or not isinstance(getattr(type_, "impl_instance", type_), sa.DateTime):
         return proc
-    if dialect.name == "sqlite" and isinstance(type_, UTCDateTime):
-        proc = _sqlite_utc_bind(proc)
+    proc = backend_for(dialect).bind_processor(type_, proc)
     shared = _BIND_PROCESSORS.get(dialect)
     if shared is None:
         shared = _BIND_PROCESSORS.setdefault(dialect, {})
@@ -444,60 +268,13 @@ def _column_processor(dialect: Dialect, type_: sa.types.TypeEngine[Any], proc: _
 
 def result_processor(dialect: Dialect, type_: sa.types.TypeEngine[Any],
                      coltype: Any = None) -> _Processor | None:
-    """SQLAlchemy's result processor for ``type_`` on ``dialect`` (UTC datetimes sped up).
+    """SQLAlchemy's result processor for ``type_`` on ``dialect``, as its backend runs it
+    (``Backend.result_processor``: SQLite's UTC datetimes sped up).
 
     ``coltype`` is the driver's type code from ``cursor.description``.
     """
     proc = type_.dialect_impl(dialect).result_processor(dialect, coltype)
-    if proc is not None and dialect.name == "sqlite" and isinstance(type_, UTCDateTime):
-        return _sqlite_utc_result(proc)
-    return proc
-
-
-# SQLite keeps UTCDateTime as naive UTC text in SQLAlchemy's format, "YYYY-MM-DD
-# HH:MM:SS.ffffff", which is exactly datetime's isoformat(" ", "microseconds"). The C
-# isoformat code is several times faster than SQLAlchemy's regex and %-formatting, and
-# both run for every row a rebuild reads or writes. Anything unusual goes to SQLAlchemy.
-
-# Instants read from SQLite, with the text they were read from: a rebuild writes most of
-# them straight back (a message's recorded_at, a session's last activity), and a dict
-# lookup is cheaper than formatting. Bounded; cleared when full.
-_UTC_TEXT: dict[datetime, str] = {}
-_UTC_TEXT_LIMIT = 200_000
-
-
-def _sqlite_utc_bind(fallback: _Processor) -> _Processor:
-    known = _UTC_TEXT
-
-    def process(value: Any) -> Any:
-        text = known.get(value) if isinstance(value, datetime) else None
-        if text is not None:
-            return text
-        if type(value) is datetime and value.tzinfo is UTC:
-            return value.isoformat(" ", "microseconds")[:-6]  # drop "+00:00"
-        return fallback(value)
-
-    return process
-
-
-def _sqlite_utc_result(fallback: _Processor) -> _Processor:
-    known = _UTC_TEXT
-
-    def process(value: Any) -> Any:
-        # Only the canonical shape is taken: fromisoformat checks the digits, this the rest.
-        if (type(value) is str and len(value) == 26 and value[10] == " "
-                and value[19] == "."):
-            try:
-                parsed = datetime.fromisoformat(value + "+00:00")
-            except ValueError:
-                return fallback(value)
-            if len(known) >= _UTC_TEXT_LIMIT:
-                known.clear()
-            known[parsed] = value
-            return parsed
-        return fallback(value)
-
-    return process
+    return None if proc is None else backend_for(dialect).result_processor(type_, proc)
 
 
 def _remember_last(proc: _Processor) -> _Processor:

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ctxledger.store import pg_writes
 from ctxledger.store import read as _read
 from ctxledger.store.anchor import Anchor, check_anchor
 from ctxledger.store.append import (
@@ -22,9 +19,9 @@ from ctxledger.store.append import (
     append_in_transaction,
     stream_head,
 )
+from ctxledger.store.backends import backend_for, locks
 from ctxledger.store.chain_key import chain_key_from_env
 from ctxledger.store.clock import Clock, system_clock
-from ctxledger.store.engine import READ_ONLY_OPTION, driver_transaction
 from ctxledger.store.errors import BatchEventError, EventValidationError, LedgerError
 from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
 from ctxledger.store.seal import (
@@ -42,51 +39,10 @@ from ctxledger.store.verify import VerifyReport, verify_log
 EventInput = NewEvent | Mapping[str, Any]
 
 
-class _SpareConnection:
-    """One SQLite connection kept checked out between write transactions.
-
-    A pool checkout and check-in cost about as much as a small append's own SQL, and a
-    SQLite file connection costs nothing to keep (there is no server to drop it). At most
-    one is kept, so concurrent writers and every reader still use the engine's pool; it
-    is closed when the engine is disposed, and never reused in a forked child.
-    """
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self._kept: tuple[int, sa.Connection] | None = None
-        self._guard = threading.Lock()
-        sa.event.listen(engine, "engine_disposed", self._on_dispose)
-
-    def take(self) -> sa.Connection:
-        """The kept connection if it is free and usable, else a new one from the pool."""
-        with self._guard:
-            kept, self._kept = self._kept, None
-        if kept is None:
-            return self.engine.connect()
-        pid, conn = kept
-        if pid != os.getpid() or conn.closed or conn.invalidated:
-            return self.engine.connect()
-        return conn
-
-    def give_back(self, conn: sa.Connection) -> None:
-        """Keep ``conn`` for the next transaction, or return it to the pool."""
-        if not (conn.closed or conn.invalidated or conn.in_transaction()):
-            with self._guard:
-                if self._kept is None:
-                    self._kept = (os.getpid(), conn)
-                    return
-        conn.close()
-
-    def _on_dispose(self, _engine: Engine) -> None:
-        with self._guard:
-            kept, self._kept = self._kept, None
-        if kept is not None and kept[0] == os.getpid():
-            kept[1].close()
-
-
 SharedKeys = Callable[[str, Sequence[NewEvent]], Sequence[str]]
 """Given (stream_id, batch), the lock keys of rows the in-transaction hook updates that
-appends to other streams update too (PostgreSQL; see ``append_in_transaction``)."""
+appends to other streams update too, where appends run side by side
+(``Backend.concurrent_appends``; see ``append_in_transaction``)."""
 
 EventCheck = Callable[[str, NewEvent], None]
 """Called with (stream_id, validated event) before an append writes anything; raises
@@ -109,8 +65,10 @@ class EventLog:
                  check: EventCheck | None = None,
                  shared_keys: SharedKeys | None = None) -> None:
         self.engine = engine
+        self.backend = backend_for(engine)
+        """The database's strategy (``store.backends``)."""
         self.check = check
-        self.shared_keys = shared_keys if engine.dialect.name == "postgresql" else None
+        self.shared_keys = shared_keys if self.backend.concurrent_appends else None
         self.chain_key = chain_key_from_env()
         """Appends link with this key (``CTXLEDGER_CHAIN_KEY`` when the log was opened)."""
         self.seal_settings = seal or SealSettings()
@@ -120,67 +78,21 @@ class EventLog:
         self.in_transaction = in_transaction
         self.heads = StreamHeads()
         """Stream heads as of this process's last commits (see ``store.append``)."""
-        # One shared connection (in-memory SQLite) must not interleave transactions.
-        self._lock: threading.RLock | None = (
-            threading.RLock() if engine.pool.__class__.__name__ == "StaticPool" else None
-        )
-        self._spare = _SpareConnection(engine) if (
-            self._lock is None and engine.dialect.name == "sqlite") else None
+        self._connections = self.backend.connections(engine)
+        # The append's hot path, looked up once.
+        self._append_transaction = self._connections.append_transaction
 
-    @contextmanager
-    def transaction(self) -> Iterator[sa.Connection]:
+    def transaction(self) -> AbstractContextManager[sa.Connection]:
         """A write transaction (holding the process lock for a shared connection).
 
-        On PostgreSQL it is marked as one that may append before it writes anything
-        (``pg_writes.mark_appending``), so readers wait for it if it does."""
-        with self._transaction() as conn:
-            if conn.dialect.name == "postgresql":
-                pg_writes.mark_appending(conn)
-            yield conn
+        It is one that may append before it writes anything (on PostgreSQL it is marked
+        so, ``pg_writes.mark_appending``, and readers wait for it if it does)."""
+        return self._connections.transaction()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sa.Connection]:
-        if self._spare is not None:
-            conn = self._spare.take()
-            try:
-                with conn.begin():
-                    yield conn
-            finally:
-                self._spare.give_back(conn)
-            return
-        if self._lock is None:
-            with self.engine.begin() as conn:
-                yield conn
-            return
-        with self._lock, self.engine.begin() as conn:
-            yield conn
-
-    @contextmanager
-    def _append_transaction(self) -> Iterator[sa.Connection]:
-        """``_transaction``, begun and committed on the driver for a SQLite file (the
-        append hot path; ``engine.driver_transaction``)."""
-        spare = self._spare
-        if spare is None:
-            with self._transaction() as conn:
-                yield conn
-            return
-        conn = spare.take()
-        try:
-            with driver_transaction(conn):
-                yield conn
-        finally:
-            spare.give_back(conn)
-
-    @contextmanager
-    def connection(self) -> Iterator[sa.Connection]:
+    def connection(self) -> AbstractContextManager[sa.Connection]:
         """A read connection: on SQLite its transactions are deferred, so readers run
         beside a writer (WAL) instead of taking the write lock."""
-        if self._lock is None:
-            with self.engine.connect() as conn:
-                yield conn.execution_options(**{READ_ONLY_OPTION: True})
-            return
-        with self._lock, self.engine.connect() as conn:
-            yield conn.execution_options(**{READ_ONLY_OPTION: True})
+        return self._connections.connection()
 
     def prepare(self, stream_id: str, batch: Sequence[EventInput]) -> list[PreparedEvent]:
         """Validate a batch before touching the database; raises on the first bad event."""
@@ -288,14 +200,12 @@ class EventLog:
                 key is None or key.key_id != current.key_id):
             self._sealed_upto = last  # keyed with another key: ``seal`` reports it
             return None
-        if conn.dialect.name == "postgresql":
-            # Other appends are in flight: seal only what none of them can still fill,
-            # and leave it to the append already sealing, if any (never wait on it).
-            if not pg_writes.seal_lock(conn, wait=False):
-                return None
-            return seal_in_transaction(conn, recorded[-1].recorded_at, key,
-                                       upto=pg_writes.settled_position(conn))
-        return seal_in_transaction(conn, recorded[-1].recorded_at, key)
+        # Other appends may be in flight (PostgreSQL): seal only what none of them can
+        # still fill, and leave it to the append already sealing, if any (never wait on it).
+        if not self.backend.try_lock(conn, locks.SEAL):
+            return None
+        return seal_in_transaction(conn, recorded[-1].recorded_at, key,
+                                   upto=self.backend.settled_position(conn))
 
     def seal(self) -> Seal | None:
         """Seal every event up to the head (None when nothing is new since the last seal).
@@ -328,23 +238,18 @@ class EventLog:
         """Events after ``after`` in position order, stopping at a position or time.
 
         On PostgreSQL it also stops before any position a transaction still in progress
-        holds (``pg_writes.settled_position``): tailing by position never skips an event
-        that commits late."""
+        holds (``Backend.tail_limit``): tailing by position never skips an event that
+        commits late."""
         with self.connection() as conn:
-            if conn.dialect.name == "postgresql":
-                settled = pg_writes.settled_position(conn)
-                until_position = settled if until_position is None else min(
-                    until_position, settled)
+            until_position = self.backend.tail_limit(conn, until_position)
             return list(_read.read_all(conn, after, limit, until_position=until_position,
                                        until_time=until_time))
 
     def settled_position(self) -> int:
         """The highest position a follower may read up to: on PostgreSQL, below every
-        append still in progress (``pg_writes.settled_position``); on SQLite the head."""
+        append still in progress (``Backend.settled_position``); on SQLite the head."""
         with self.connection() as conn:
-            if conn.dialect.name == "postgresql":
-                return pg_writes.settled_position(conn)
-            return _read.head_position(conn)
+            return self.backend.settled_position(conn)
 
     def head_position(self) -> int:
         """The highest position written (0 for an empty log)."""

@@ -9,11 +9,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
+from ctxledger.store.backends import PositionType as PositionType  # the tables' type
+from ctxledger.store.backends import backend_for
+
 metadata = sa.MetaData()
 
 
 class UTCDateTime(TypeDecorator[datetime]):
-    """Aware UTC datetimes on every backend (SQLite stores them naive)."""
+    """Aware UTC datetimes on every backend (stored as ``Backend.stored_utc`` says:
+    naive on SQLite)."""
 
     impl = sa.DateTime(timezone=True)
     cache_ok = True
@@ -24,7 +28,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             raise ValueError("naive datetime given where UTC is required")
         value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+        return backend_for(dialect).stored_utc(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
@@ -36,8 +40,6 @@ class UTCDateTime(TypeDecorator[datetime]):
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
 
-
-PositionType = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 events = sa.Table(
     "events",
@@ -55,7 +57,7 @@ events = sa.Table(
     sa.Column("prev_hash", sa.String(64), nullable=False),
     sa.Column("hash", sa.String(64), nullable=False),
     # PostgreSQL only (NULL on SQLite and for rows older than revision 0011): see
-    # ``store.pg_writes``. Not part of any hash: it says when, not what.
+    # ``store.backends.pg_writes``. Not part of any hash: it says when, not what.
     sa.Column("txid", sa.BigInteger),
     sa.UniqueConstraint("stream_id", "stream_version", name="uq_events_stream_version"),
     sa.UniqueConstraint("event_id", name="uq_events_event_id"),

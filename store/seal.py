@@ -27,8 +27,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
-from ctxledger.store import pg_writes
-from ctxledger.store.append import lock_for_append
+from ctxledger.store.backends import backend_for, locks
 from ctxledger.store.chain_key import CHAIN_KEY_ENV, ChainKey
 from ctxledger.store.engine import driver_statement
 from ctxledger.store.errors import LedgerError
@@ -140,13 +139,13 @@ def seal_in_transaction(conn: sa.Connection, now: datetime, key: ChainKey | None
     ``LOCK TABLE events IN EXCLUSIVE MODE`` on PostgreSQL, after the sealers' own lock),
     so no append is in flight and the head is that bound. An append sealing on its own
     (PostgreSQL) cannot wait for the others: it passes ``upto`` =
-    ``pg_writes.settled_position``, below every append still in progress, holding the
+    ``Backend.settled_position``, below every append still in progress, holding the
     sealers' lock. Rolled-back appends leave holes, which the chain covers.
     """
     if upto is None:
-        if conn.dialect.name == "postgresql":
-            pg_writes.seal_lock(conn, wait=True)
-        lock_for_append(conn)
+        backend = backend_for(conn)
+        backend.lock(conn, locks.SEAL)
+        backend.lock_log(conn)
     last = last_seal(conn)
     if last is not None and last.key_id is not None and (
             key is None or key.key_id != last.key_id):

@@ -11,8 +11,8 @@ for a ledger with other projections, and while a projection is lagging or rebuil
 types pays for it: one indexed look-up per rule over the stream's rows, with the message
 id pulled out of the JSON by the database, never the message contents.
 
-The caller holds the write lock (``lock_for_append`` on SQLite) or the stream's lock
-(``pg_writes.lock_for_batch`` on PostgreSQL), so nothing can change the stream between
+The caller holds what ``Backend.lock_append`` takes (the write lock on SQLite, the
+stream's lock on PostgreSQL), so nothing can change the stream between
 this check and the insert. Without a global lock, two racing writers to one stream
 still cannot both pass: they insert the same ``stream_version`` and one of them fails.
 """
@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
+from ctxledger.store.backends import backend_for
 from ctxledger.store.errors import StreamRuleError
 from ctxledger.store.records import NewEvent
 
@@ -32,12 +33,6 @@ RETRACTED = "message.retracted"
 SUMMARIZED = "history.summarized"
 RULED_TYPES = frozenset({STARTED, RETRACTED, SUMMARIZED})
 
-# The message id of a message.appended (its data's message_id, else its event id) or of a
-# message.retracted (its data's message_id), computed by each database from the JSON text.
-_MESSAGE_ID_SQL = {
-    "sqlite": "coalesce(json_extract(data, '$.message_id'), event_id)",
-    "postgresql": "coalesce(CAST(data AS json) ->> 'message_id', event_id)",
-}
 
 _LIVE, _GONE = "live", "retracted"
 
@@ -46,7 +41,9 @@ def _message_states(conn: sa.Connection, stream_id: str, ids: set[str]) -> dict[
     """Each of ``ids`` that the stream has appended: live, or retracted (absent: unknown)."""
     if not ids:
         return {}
-    expr = _MESSAGE_ID_SQL[conn.dialect.name]
+    # The message id of a message.appended (its data's message_id, else its event id) or
+    # of a message.retracted (its data's message_id), computed from the JSON text.
+    expr = f"coalesce({backend_for(conn).json_text_sql('data', 'message_id')}, event_id)"
     rows = conn.execute(sa.text(
         f"SELECT type, {expr} AS mid FROM events WHERE stream_id = :stream"
         f" AND type IN ('{APPENDED}', '{RETRACTED}') AND {expr} IN :ids"

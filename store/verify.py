@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from ctxledger.store.backends import backend_for
 from ctxledger.store.chain_key import ChainKey
 from ctxledger.store.hash_chain import ChainCheck
 from ctxledger.store.schema import events
@@ -35,28 +36,11 @@ class VerifyReport:
         return not self.problems and self.triggers_ok
 
 
-_SQLITE_TRIGGERS = ("events_no_update", "events_no_delete", "seals_no_update",
-                    "seals_no_delete")
-_PG_TRIGGERS = ("events_no_update", "events_no_delete", "events_no_truncate",
-                "seals_no_update", "seals_no_delete", "seals_no_truncate")
-
-
 def check_triggers(conn: sa.Connection) -> list[str]:
-    """Names of immutability triggers that are missing."""
-    if conn.dialect.name == "sqlite":
-        found = set(conn.exec_driver_sql(
-            "SELECT name FROM sqlite_master WHERE type='trigger'"
-            " AND tbl_name IN ('events', 'seals')"
-        ).scalars())
-        expected: tuple[str, ...] = _SQLITE_TRIGGERS
-    else:
-        found = set(conn.exec_driver_sql(
-            "SELECT tgname FROM pg_trigger"
-            " WHERE tgrelid IN ('events'::regclass, 'seals'::regclass)"
-            " AND NOT tgisinternal AND tgenabled <> 'D'"
-        ).scalars())
-        expected = _PG_TRIGGERS
-    return [name for name in expected if name not in found]
+    """Names of immutability triggers that are missing (or disabled)."""
+    backend = backend_for(conn)
+    found = backend.enabled_triggers(conn, ("events", "seals"))
+    return [name for name in backend.immutability_triggers if name not in found]
 
 
 def verify_log(conn: sa.Connection, *, progress: object | None = None,

@@ -5,10 +5,10 @@ Revises: 0010
 Create Date: 2026-11-23
 
 ``events.txid``: on PostgreSQL, the id of the transaction that appended the event (taken
-inside the short position lock, see ``store.pg_writes``), or when that transaction had an
-id before its append, the snapshot's next id at the insert. Positions and ``txid`` rise
-together, so a catch-up reader stops below any append still in progress and never skips
-one that commits late. Rows written before this revision (and every SQLite row) keep
+inside the short position lock, see ``store.backends.pg_writes``), or when that
+transaction had an id before its append, the snapshot's next id at the insert. Positions
+and ``txid`` rise together, so a catch-up reader stops below any append still in progress
+and never skips one that commits late. Rows written before this revision (and every SQLite row) keep
 NULL: they are committed, so readers treat them as settled. No existing row is rewritten
 (events are immutable).
 

@@ -33,14 +33,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-POSITION_LOCK = 7422861
-"""First key of ``G`` (the second is the schema's hash: schemas do not share it)."""
-SEAL_LOCK = 7422862
-"""First key of the lock that serializes sealers (automatic and explicit)."""
-APPENDING = 7422863
-"""First key of the shared lock every append holds from before it has a transaction id
-until it ends: readers look only at these transactions, so a long transaction elsewhere
-(another schema or database, a rebuild) does not hold them back."""
+from ctxledger.store.backends.locks import APPENDING, POSITIONS
 
 # The marker first, then each key in the order given.
 _LOCK_KEYS = (
@@ -165,7 +158,7 @@ def insert_rows(conn: sa.Connection, rows: Sequence[dict[str, Any]],
     """
     first = rows[0]
     params: dict[str, Any] = {
-        "g": POSITION_LOCK, "stream_id": first["stream_id"],
+        "g": POSITIONS, "stream_id": first["stream_id"],
         "recorded_at": first["recorded_at"], "guarded": guarded,
         "v0": first["stream_version"], "prev0": first["prev_hash"],
         "v": [r["stream_version"] for r in rows], "id": [r["event_id"] for r in rows],
@@ -209,15 +202,3 @@ def settled_position(conn: sa.Connection) -> int:
     cursor.execute(_SETTLED, {"limit": limit})
     return int(cursor.fetchone()[0])
 
-
-def seal_lock(conn: sa.Connection, *, wait: bool) -> bool:
-    """Serialize sealers until the transaction ends; without ``wait``, False when another
-    transaction is sealing (an append's automatic seal then leaves it to that one)."""
-    cursor = _cursor(conn)
-    if wait:
-        cursor.execute("SELECT pg_advisory_xact_lock(%(k)s::integer, hashtext(current_schema()))",
-                       {"k": SEAL_LOCK})
-        return True
-    cursor.execute("SELECT pg_try_advisory_xact_lock(%(k)s::integer, hashtext(current_schema()))",
-                   {"k": SEAL_LOCK})
-    return bool(cursor.fetchone()[0])

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
@@ -32,7 +32,7 @@ from ctxledger.store.engine import DriverStatement, driver_statement
 from ctxledger.store.errors import ConcurrencyError, EventValidationError, IdempotencyError
 from ctxledger.store.hash_chain import GENESIS_HASH, event_hash
 from ctxledger.store.read import recorded_event
-from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
+from ctxledger.store.records import AppendResult, PreparedEvent, RecordedEvent
 from ctxledger.store.schema import events
 from ctxledger.store.stream_rules import RULED_TYPES, check_stream_rules
 from ctxledger.store.strict import check_time
@@ -42,16 +42,6 @@ InTransactionHook = Callable[[sa.Connection, Sequence[RecordedEvent]], None]
 
 Head = tuple[int, str]
 """A stream's version and the hash of its last event."""
-
-
-class PreparedEvent(NamedTuple):
-    """A validated event with its canonical JSON, ready to insert (a tuple: made once per
-    event on the hot path, where a frozen dataclass's ``__init__`` costs a microsecond)."""
-
-    event: NewEvent
-    data_json: str
-    metadata_json: str
-    client_id: bool
 
 
 @dataclass(frozen=True, slots=True)

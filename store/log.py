@@ -14,7 +14,6 @@ from ctxledger.store import read as _read
 from ctxledger.store.anchor import Anchor, check_anchor
 from ctxledger.store.append import (
     InTransactionHook,
-    PreparedEvent,
     StreamHeads,
     append_in_transaction,
     stream_head,
@@ -23,7 +22,7 @@ from ctxledger.store.backends import backend_for, locks
 from ctxledger.store.chain_key import chain_key_from_env
 from ctxledger.store.clock import Clock, system_clock
 from ctxledger.store.errors import BatchEventError, EventValidationError, LedgerError
-from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
+from ctxledger.store.records import AppendResult, NewEvent, PreparedEvent, RecordedEvent
 from ctxledger.store.seal import (
     Seal,
     SealSettings,

@@ -143,7 +143,7 @@ def test_layers_import_one_way(layer: str, forbidden: set[str]) -> None:
 
 def test_the_graph_follows_imports_inside_functions() -> None:
     # The facade imports the assembler inside its methods only; the graph must see it.
-    assert "ctxledger.assembler.api" in _reached("ctxledger.ledger")
+    assert "ctxledger.assembler.api" in _reached("ctxledger._ledger")
     assert "sqlalchemy" in _reached("ctxledger.projections.token_cache")
 
 

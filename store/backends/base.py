@@ -19,7 +19,7 @@ from sqlalchemy.engine import URL, Engine
 from sqlalchemy.pool import StaticPool
 
 if TYPE_CHECKING:
-    from ctxledger.store.append import PreparedEvent
+    from ctxledger.store.records import PreparedEvent
 
 READ_ONLY_OPTION = "ctxledger_read_only"
 """Execution option marking a connection that only reads (deferred BEGIN on SQLite)."""

@@ -18,7 +18,7 @@ from ctxledger.store.backends.base import Backend, Connections, Processor
 from ctxledger.store.errors import LedgerError, SchemaMissing
 
 if TYPE_CHECKING:
-    from ctxledger.store.append import PreparedEvent
+    from ctxledger.store.records import PreparedEvent
 
 POSTGRES_EXTRA_HINT = "pip install 'ctxledger[postgres]'"
 

@@ -28,7 +28,7 @@ from ctxledger.store.read import head_position
 from ctxledger.store.schema import UTCDateTime, events
 
 if TYPE_CHECKING:
-    from ctxledger.store.append import PreparedEvent
+    from ctxledger.store.records import PreparedEvent
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 REBUILD_PAGE_CACHE_KIB = -65_536

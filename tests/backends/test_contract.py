@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from ctxledger.migrate import upgrade
+from ctxledger._migrate import upgrade
 from ctxledger.store import backends
 from ctxledger.store.backends import Backend, backend_for, backend_for_url, backend_named, locks
 from ctxledger.store.backends.base import READ_ONLY_OPTION

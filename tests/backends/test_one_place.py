@@ -27,7 +27,7 @@ def _sources() -> list[Path]:
 def test_the_scan_sees_the_package() -> None:
     names = {path.relative_to(ROOT).as_posix() for path in _sources()}
     assert {"store/log.py", "store/append.py", "projections/runner.py",
-            "ctxledger/migrate.py"} <= names
+            "ctxledger/_migrate.py"} <= names
     assert not any(name.startswith("store/backends/") for name in names)
 
 

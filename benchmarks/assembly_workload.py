@@ -462,7 +462,7 @@ def novel_draft(events: int, *, seed: int, batch_size: int) -> ScopeHistory:
     return ScopeHistory("novel", NOVEL_SESSION, NOVEL_SCOPE, batches_of(out, batch_size))
 
 
-# -- the book (issue #9's incremental leg) ------------------------------------------------
+# -- the book (the incremental novel leg) ------------------------------------------------------
 
 BOOK_SCOPE = "book-longtide"
 BOOK_SESSION = "draft-longtide"

@@ -1,5 +1,5 @@
 """Brief leg: re-assembling the ``brief`` after one new message costs the same with 10k
-snippets in the scope as with 1k, and never re-indexes (issue #10).
+snippets in the scope as with 1k, and never re-indexes.
 
 A scope is written with N snippets (1k and 10k; 300 and 1k with ``--quick``), 40
 entities and two sources, plus a session with a persona and a few messages. A fresh

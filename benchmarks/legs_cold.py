@@ -1,11 +1,11 @@
-"""Cold assembly leg: the first assembly in a new process, as the history grows (issue #6).
+"""Cold assembly leg: the first assembly in a new process, as the history grows.
 
 An application process that starts (a worker, a CLI call, a restarted server) opens the
 ledger and assembles once, with no cache in memory. The history is ``assembly_workload``'s
 card chat (messages, tool uses, settings, summaries, retractions) at 1k and 100k events,
 with two session settings appended last: ``compression_level`` none and
 ``context_limit`` 8,192, so the context is the chat history trimmed to the limit, the
-case issue #6 makes O(window).
+case the history window makes O(window).
 
 Each measurement is a new Python process (``cold_assemble.py``) timing ``Ledger.open`` and
 then one ``assemble``; interpreter start and imports are outside the clocks. The

@@ -1,4 +1,4 @@
-"""The incremental ``novel`` leg (issue #9): a book of 5,000 items against one of 500.
+"""The incremental ``novel`` leg: a book of 5,000 items against one of 500.
 
 Each book (``assembly_workload.novel_book``: distinct items, every tier well over its
 budget at 5,000) is written, opened in a fresh ``Ledger`` and assembled once (the warm-up

@@ -10,7 +10,7 @@ append latency is over every append of every writer.
 
 The peer is eventsourcing's PostgreSQL recorder (``eventsourcing.postgres``) in the same
 run, one aggregate per writer process, one event per ``save``: it serializes writers with
-``LOCK TABLE ... IN EXCLUSIVE MODE`` held to commit, as ctxledger did before issue 13.
+``LOCK TABLE ... IN EXCLUSIVE MODE`` held to commit, as ctxledger once did.
 Both run with the server's ``synchronous_commit`` as it is (on: a flush per commit), so
 the durability is the same. The target: 4 writers at least 1.5x one writer (ctxledger).
 

@@ -1,4 +1,4 @@
-"""Start-up leg: the wall time of a whole ``ctxledger`` process (issue #12).
+"""Start-up leg: the wall time of a whole ``ctxledger`` process.
 
 Every CLI call pays for the interpreter and the imports before it does any work, so the
 figure is the process as a user sees it: ``--version``, ``--help``, and ``state`` on a

@@ -1,4 +1,4 @@
-"""Chat turn loop leg: the cost of one chat turn as the conversation grows (issue #6).
+"""Chat turn loop leg: the cost of one chat turn as the conversation grows.
 
 A turn is what a chat app does per user message: store it, build the context for the
 model, store the model's reply. The context is the card profile with a small card and

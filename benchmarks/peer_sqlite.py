@@ -50,7 +50,7 @@ def prepare_rows(events: Sequence[MixEvent], streams: Sequence[str] | None = Non
     """
     heads: dict[str, tuple[int, str]] = {}
     rows: list[Row] = []
-    # Time-ordered (v7) ids and rising timestamps, like ctxledger's since issue 13, so the
+    # Time-ordered (v7) ids and rising timestamps, like ctxledger's own, so the
     # indexes see the same kind of keys.
     rng = random.Random(len(events))
     start = datetime(2026, 1, 1, tzinfo=UTC)

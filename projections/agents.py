@@ -1,4 +1,4 @@
-"""Agent scoping (SPEC §3 "Agent scoping", seed 004): per-agent manifests that filter the
+"""Agent scoping (SPEC §3 "Agent scoping"): per-agent manifests that filter the
 session state down to what an agent type needs.
 
 A manifest is data: ``{fields, optional, exclude}`` naming state keys. The effective
@@ -75,7 +75,7 @@ def _manifest(fields: tuple[str, ...], optional: tuple[str, ...]) -> AgentManife
 
 
 DEFAULT_MANIFESTS: Mapping[str, AgentManifest] = {
-    # Coding agents (seed 004's roles), in terms of the session state's keys.
+    # Coding agents (the roles of a coding-agent team), in terms of the session state's keys.
     "executor": _manifest(("session", "scope", "documents", "settings", "top_tools"),
                           ("title", "last_activity")),
     "verifier": _manifest(("session", "documents", "messages", "position"),

@@ -3,7 +3,7 @@
 A projection is either *inline* or *catch-up*:
 
 - ``inline`` true: the projection is applied in every append's own transaction, so it is
-  at the head by construction and no append writes its checkpoint (issue 13: that was one
+  at the head by construction and no append writes its checkpoint (that was one
   page per commit). ``position`` is then only a mark the projection has certainly
   reached, refreshed every ``MARK_EVERY`` positions, so ``verify`` still sees a projection
   that is ahead of a log whose newest events were removed.

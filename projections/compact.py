@@ -2,7 +2,8 @@
 
 - ``compact_plan_state(markdown)``: a plan-state document (a STATE.md-style markdown
   page) as ``{phase, progress, status, last_activity, decisions (the last 5), blockers}``.
-  Target: 70 to 80% fewer tokens than the markdown. The shapes read (seed 004):
+  Target: 70 to 80% fewer tokens than the markdown. The shapes read (a coding-agent
+  team's handoff format):
   ``Phase: 3 of 3 (release)`` -> phase "3"; ``Progress: 80%`` -> "80%"; front-matter
   scalars ``phase: '39'`` -> "39" and ``progress: '1/1 complete'`` -> "1/1 complete";
   ``Plan: 2 of 3`` with a progress bar ``[███░] 71%`` -> "2/3 (71%)"; ``**Status:**``

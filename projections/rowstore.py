@@ -382,7 +382,7 @@ class RowStore:
         return written
 
     def _flush_one(self, conn: sa.Connection, state: _TableState) -> int:
-        """``_flush_table`` for one pending row, the shape of an inline append (issue 13):
+        """``_flush_table`` for one pending row, the shape of an inline append (one write per row):
         one statement, without the grouping of the general case."""
         cache, absent = state.cache, state.absent
         if state.blind:

@@ -69,7 +69,7 @@ messages = sa.Table(
 """Every message of every session, keyed so a session's history is one range of the key
 (newest first for the window). ``seq`` is the event's stream version. Only what the
 event row lacks is kept: the content, name and time are read from ``events`` at
-``position`` (issue 13: each fact written once)."""
+``position`` (each fact written once)."""
 
 message_ids = sa.Table(
     "message_ids",
@@ -120,7 +120,7 @@ _MESSAGE_COLUMNS = ("stream_id", "seq", "message_id", "role", "retracted", "posi
 
 
 class _StatsRebuildFold:
-    """``session_stats`` through a rebuild without a record per event (issue 13).
+    """``session_stats`` through a rebuild without a record per event.
 
     The two commonest cases are folded here, into the session row in place: a message
     without an app-chosen id (counted, its row held aside) and an event that only moves

@@ -1,4 +1,4 @@
-"""Agent scoping (seed 004): manifests, ``state(agent=...)``, compact serializers."""
+"""Agent scoping (a coding-agent team): manifests, ``state(agent=...)``, compact serializers."""
 
 from __future__ import annotations
 
@@ -322,7 +322,8 @@ def test_manifests_know_every_state_key(ledger: Ledger) -> None:
 
 
 SEED_MANIFESTS = json.loads((FIXTURES / "seed_manifests.json").read_text(encoding="utf-8"))
-"""Seed 004's five manifests, verbatim and mapped to our state's keys (see its 'about')."""
+"""A coding-agent team's five manifests, verbatim and mapped to our state's keys (see
+its 'about')."""
 
 
 def _derived(seed: dict[str, list[str]], mapping: dict[str, str | None]) -> dict[str, Any]:
@@ -361,7 +362,7 @@ def test_the_seeds_five_manifests_load_through_the_setting(ledger: Ledger) -> No
         assert given == set(manifest["fields"]) | kept_optional, agent
         assert not given & set(manifest["exclude"]), agent
         assert scoped[agent]["_savings"]["original_keys"] == len(full)
-    # Seed 004's checks, in our keys: the executor gets task routing (settings) but not
+    # That team's checks, in our keys: the executor gets task routing (settings) but not
     # intent drift (messages); the verifier gets the phase dir (scope) and fewer fields.
     assert "settings" in scoped["gsd-executor"] and "messages" not in scoped["gsd-executor"]
     assert "scope" in scoped["gsd-verifier"]

@@ -1,5 +1,5 @@
 """Canonical JSON through orjson is byte for byte the reference ``json.dumps`` form, so no
-hash, seal or digest changes (issue 13)."""
+hash, seal or digest changes."""
 
 from __future__ import annotations
 

@@ -79,8 +79,19 @@ def test_readme_stays_short() -> None:
     assert size < README_LIMIT, f"README.md is {size} bytes; move detail into docs/"
 
 
-def test_no_doc_cites_an_issue_or_seed_by_number() -> None:
-    for path in _doc_files():
+CODE_FOLDERS = ("ctxledger", "store", "projections", "assembler", "migrations", "tests",
+                "benchmarks", "scripts", "examples")
+
+
+def _code_files() -> list[Path]:
+    """Every Python file of the repository's own folders (its comments and docstrings)."""
+    return sorted(path for folder in CODE_FOLDERS for path in (ROOT / folder).rglob("*.py")
+                  if "__pycache__" not in path.parts)
+
+
+def test_no_doc_or_comment_cites_an_issue_or_seed_by_number() -> None:
+    this = Path(__file__).resolve()
+    for path in [*_doc_files(), *(p for p in _code_files() if p.resolve() != this)]:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             match = NUMBERED_CITATION.search(line)
             assert match is None, (f"{path.relative_to(ROOT)}:{number} cites "

@@ -1,4 +1,4 @@
-"""Generated event ids are UUIDv7 and rise (issue 13: the ``event_id`` index is written at
+"""Generated event ids are UUIDv7 and rise (so the ``event_id`` index is written at
 its right edge)."""
 
 from __future__ import annotations

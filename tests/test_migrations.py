@@ -216,8 +216,8 @@ def _downgrade(engine: sa.Engine, revision: str) -> None:
 
 
 def test_database_at_0007_with_projections_upgrades_keeping_its_state(db_url: str) -> None:
-    """Issue 13 (0008-0010): a database at 0007 *with its projection rows* (not rebuilt on
-    open) keeps its log, hashes and state, and reads the same history afterwards.
+    """Fewer writes per commit (0008-0010): a database at 0007 *with its projection rows*
+    (not rebuilt on open) keeps its log, hashes and state, and reads the same history afterwards.
 
     The 0007 state is made by today's release, then downgraded: the downgrades put back the
     0007 layout (content in ``messages``, rowid tables, checkpoints at the head)."""
@@ -273,8 +273,8 @@ def _tool_use_indexes(engine: sa.Engine) -> set[str]:
 
 
 def test_database_at_0011_upgrades_to_one_btree_per_tool_use(db_url: str) -> None:
-    """Issue 13 (0012): ``ix_tool_uses_used_at`` goes; the log, the projection rows and the
-    rollup's day reads stay the same."""
+    """One b-tree for tool uses (0012): ``ix_tool_uses_used_at`` goes; the log, the
+    projection rows and the rollup's day reads stay the same."""
     items = corpus()
     append_through_api(db_url, items)
     with Ledger.open(db_url) as ledger:

@@ -1,4 +1,4 @@
-"""Profile ``novel`` re-assembled warm (issue #9): the ledger's in-process memos (the
+"""Profile ``novel`` re-assembled warm: the ledger's in-process memos (the
 session's item set, each item's tier and details, interned decisions and report rows,
 their canonical JSON) change how long an assembly takes, never what it is. A warm
 assembly after puts, re-puts, chapter moves and removals is byte for byte the cold one:

@@ -1,4 +1,4 @@
-"""PostgreSQL writers without a table lock (issue 13): what the global order still promises.
+"""PostgreSQL writers without a table lock: what the global order still promises.
 
 Writer A takes positions and holds its transaction open; writer B, on another stream,
 commits later positions meanwhile (it must not wait for A). A reader following the log

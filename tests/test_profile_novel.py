@@ -1,4 +1,4 @@
-"""Profile ``novel`` (seed 000): tiers, priorities, budgets and the sandwich.
+"""Profile ``novel`` (a novel-writing app): tiers, priorities, budgets and the sandwich.
 
 Read views are built by hand with the ``chars4`` encoding (tokens = ceil(len / 4)), so an
 item of ``4 * n`` characters costs exactly ``n`` tokens and budgets can be hit exactly.

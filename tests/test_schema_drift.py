@@ -60,7 +60,7 @@ def test_every_builtin_table_is_created_by_the_migrations(db_url: str) -> None:
 
 def test_without_rowid_tables_match_the_definitions(sqlite_url: str) -> None:
     """Alembic does not compare ``WITHOUT ROWID``: the migrations must still make exactly
-    the tables the definitions mark ``sqlite_with_rowid=False`` (issue 13)."""
+    the tables the definitions mark ``sqlite_with_rowid=False``."""
     engine = create_engine(sqlite_url)
     try:
         migrate.upgrade(engine)

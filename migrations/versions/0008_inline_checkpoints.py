@@ -1,4 +1,4 @@
-"""Inline projections write no checkpoint per append (issue 13).
+"""Inline projections write no checkpoint per append (fewer writes per commit).
 
 ``projection_checkpoints.inline``: true for a projection applied in every append's own
 transaction, which is at the head by construction; its ``position`` is then a mark

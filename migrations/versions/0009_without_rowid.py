@@ -1,4 +1,4 @@
-"""Fewer b-trees per commit (issue 13).
+"""Fewer b-trees per commit.
 
 - SQLite: the projection tables keyed by text, with small rows, become ``WITHOUT ROWID``:
   the primary key *is* the table, so a row written costs one b-tree instead of two (the

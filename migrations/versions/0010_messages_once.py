@@ -1,4 +1,4 @@
-"""Each message written once (issue 13).
+"""Each message written once (fewer writes per commit).
 
 ``messages`` kept every message's content (and name and time) a second time, in a rowid
 table with two indexes: three b-trees per message. Now it is keyed ``(stream_id, seq)``

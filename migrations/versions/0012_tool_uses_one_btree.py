@@ -4,7 +4,7 @@ Revision ID: 0012
 Revises: 0011
 Create Date: 2026-11-23
 
-Issue 13 (fewer b-trees per commit): a ``tool.used`` append wrote the events table's four
+Fewer b-trees per commit: a ``tool.used`` append wrote the events table's four
 b-trees, the session row, ``tool_usage``, ``tool_uses`` and this index: one page more than
 any other event of the mix. The nightly job's two readers of the index (one day of uses,
 and pruning the uses before a day) now seek the ``tool_uses`` key per known

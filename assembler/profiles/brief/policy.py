@@ -1,4 +1,4 @@
-"""The ``brief`` profile's policy (SPEC §3 "Profile brief", seed 003): budgets, retrieval
+"""The ``brief`` profile's policy (SPEC §3 "Profile brief"): budgets, retrieval
 and MMR numbers, the analyzer, the sanitizing patterns and the knowledge-base mode, as
 data with SPEC's defaults."""
 

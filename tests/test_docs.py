@@ -110,3 +110,14 @@ def test_relative_links_between_docs_resolve() -> None:
             assert linked.exists(), f"{where}: no such file"
             if anchor and linked.suffix == ".md":
                 assert anchor in _anchors(linked), f"{where}: no such heading"
+
+
+def test_every_path_the_layout_page_names_exists() -> None:
+    # Paths in the rule table and the folder map (a bare ``io/`` is a subfolder named
+    # under its parent's bullet; only paths from the root are checked).
+    text = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    named = re.findall(r"`((?:store|projections|assembler|ctxledger|tests|scripts)/[^`\s]*)`",
+                       text)
+    assert len(named) > 20
+    missing = [path for path in named if not (ROOT / path).exists()]
+    assert not missing, f"docs/layout.md names paths that do not exist: {missing}"

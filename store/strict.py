@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -140,18 +140,28 @@ def json_value_ok(value: Any) -> bool:
     return bool(orjson.loads(out) == value)
 
 
+STORED_RANGE = f"{EARLIEST_TIME:%Y-%m-%d} .. {LATEST_TIME:%Y-%m-%d}"
+"""The range of times every backend stores, as error messages name it."""
+
+
+def stored_utc(value: datetime) -> datetime | Literal["naive", "out of range"]:
+    """``value`` in UTC, or why no backend can store it (callers word the error)."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        return "naive"
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        return "out of range"
+    return utc if EARLIEST_TIME <= utc < LATEST_TIME else "out of range"
+
+
 def check_time(value: datetime, what: str) -> datetime:
     """``value`` in UTC, or ``EventValidationError`` when it is naive or out of range."""
     if not isinstance(value, datetime):
         raise EventValidationError(f"{what} must be a datetime, not {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
+    utc = stored_utc(value)
+    if utc == "naive":
         raise EventValidationError(f"{what} must be timezone-aware (got {value.isoformat()})")
-    try:
-        utc = value.astimezone(UTC)
-    except OverflowError:
-        utc = None
-    if utc is None or not EARLIEST_TIME <= utc < LATEST_TIME:
-        raise EventValidationError(
-            f"{what} {value.isoformat()} is outside {EARLIEST_TIME:%Y-%m-%d} .."
-            f" {LATEST_TIME:%Y-%m-%d}")
+    if utc == "out of range":
+        raise EventValidationError(f"{what} {value.isoformat()} is outside {STORED_RANGE}")
     return utc

@@ -8,7 +8,7 @@ words on every command; only the CLI framework's own checks exit 2.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -121,21 +121,17 @@ def parse_time(value: str, option: str, not_a_time: str = "not an ISO-8601 time"
                ) -> datetime:
     """``--now`` and the like: an ISO-8601 time with a zone, in the range every backend
     stores, as UTC. Anything else is a one-line error (exit 1) naming the option."""
-    from ctxledger.store.strict import EARLIEST_TIME, LATEST_TIME
+    from ctxledger.store.strict import STORED_RANGE, stored_utc
 
     try:
         parsed = datetime.fromisoformat(value.strip())
     except ValueError:
         raise fail(f"{option} {value!r} is {not_a_time}") from None
-    if parsed.tzinfo is None or parsed.utcoffset() is None:
+    utc = stored_utc(parsed)
+    if utc == "naive":
         raise fail(f"{option} {value!r} needs a zone, such as Z or +00:00")
-    try:
-        utc = parsed.astimezone(UTC)
-    except OverflowError:
-        utc = None
-    if utc is None or not EARLIEST_TIME <= utc < LATEST_TIME:
-        raise fail(f"{option} {value!r} is outside {EARLIEST_TIME:%Y-%m-%d} .."
-                   f" {LATEST_TIME:%Y-%m-%d}")
+    if utc == "out of range":
+        raise fail(f"{option} {value!r} is outside {STORED_RANGE}")
     return utc
 
 

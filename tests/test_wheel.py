@@ -119,13 +119,6 @@ def install(target: Path, tmp_path: Path, *, editable: bool = False) -> dict[str
          "--no-index", "--no-build-isolation", "--quiet",
          *(["--editable"] if editable else []), str(target)], cwd=tmp_path,
         pythonpath=dev_site)
-    if editable:
-        # The editable's import hook needs ``editables`` at start-up, before the probe
-        # borrows the dev venv's packages; --no-deps left it out, and there is no index.
-        import editables
-
-        venv_site = next((venv / "lib").glob("python*/site-packages"))
-        shutil.copytree(Path(editables.__file__).parent, venv_site / "editables")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     out = run([str(new_python), "-I", "-c", PROBE, dev_site, str(elsewhere)], cwd=elsewhere)

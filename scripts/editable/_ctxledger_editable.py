@@ -9,11 +9,12 @@ it ``importlib.resources`` at every interpreter start, about 5 ms on ``ctxledger
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib.machinery import ModuleSpec, PathFinder
-from pathlib import Path
 
-ROOT = str(Path(__file__).resolve().parent.parent.parent)
+# os.path, not pathlib: this runs at every interpreter start, which need not load pathlib.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 """The checkout: this file is ``scripts/editable/`` in it."""
 
 

@@ -18,7 +18,7 @@ from ctxledger._setting_checks import check_event
 from ctxledger.projections.base import Projection
 from ctxledger.projections.read_view import load_session_view, read_snapshot
 from ctxledger.projections.registry import builtin_projections
-from ctxledger.projections.runner import ProjectionRunner, ProjectionStatus
+from ctxledger.projections.runner import Progress, ProjectionRunner, ProjectionStatus
 from ctxledger.projections.view import SessionView, ViewRequest
 from ctxledger.store.anchor import Anchor, read_anchor
 from ctxledger.store.clock import Clock, format_utc, system_clock
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 # The assembler (numpy, bm25s, tiktoken), the rollup and the usage report are imported by
 # the methods that use them: a CLI call that only reads state must not pay for them.
 
-RebuildProgress = Callable[[int, int], None]
 # Beyond this many cached counts a long-lived counter starts afresh (bounded memory).
 _COUNTER_MEMO_LIMIT = 200_000
 
@@ -83,7 +82,7 @@ class Ledger:
     @classmethod
     def open(cls, url: str | None = None, *, clock: Clock = system_clock,
              max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES, upgrade: bool = True,
-             progress: RebuildProgress | None = None, seal: SealSettings | None = None,
+             progress: Progress | None = None, seal: SealSettings | None = None,
              load_vocabulary: bool = True, create: bool = True,
              **engine_kwargs: Any) -> Ledger:
         """Open (creating or migrating) the database at ``url``.
@@ -363,7 +362,7 @@ class Ledger:
     def timeline(self, session: str, *, profile: str = "card",
                  until: int | datetime | None = None,
                  policy: Policy | Mapping[str, Any] | str | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> list[TimelineStep]:
+                 progress: Progress | None = None) -> list[TimelineStep]:
         """The assembly after each message of ``session`` (folded once, assembled per step)."""
         from ctxledger.timetravel import _replay
 
@@ -450,13 +449,13 @@ class Ledger:
         with self.log.connection() as conn:
             return self.runner.status(conn)
 
-    def refresh_projections(self, progress: RebuildProgress | None = None) -> list[str]:
+    def refresh_projections(self, progress: Progress | None = None) -> list[str]:
         """Rebuild changed projections and catch up lagging ones; returns those rebuilt."""
         with self.log.transaction() as conn:
             return self.runner.bring_up_to_date(conn, progress=progress)
 
     def rebuild(self, projection: str | None = None,
-                progress: RebuildProgress | None = None) -> list[str]:
+                progress: Progress | None = None) -> list[str]:
         """Rebuild one projection (or all) from the log, in one transaction."""
         known = [p.name for p in self.runner.projections]
         if projection is not None and projection not in known:

@@ -18,7 +18,8 @@ from ctxledger.store.read import EventDecoder, head_position, read_raw_pages, wi
 from ctxledger.store.records import NewEvent, RecordedEvent
 
 Progress = Callable[[int, int], None]
-"""Called with (events applied, events to apply)."""
+"""A progress callback, called with (done, in all): events applied here; the facade's
+long jobs (replay timelines, imports) report their own units through the same type."""
 
 # Rebuild keeps every touched row in memory up to this many, then flushes and forgets.
 REBUILD_CACHE_ROWS = 500_000

@@ -16,7 +16,7 @@ second time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import groupby
@@ -26,6 +26,7 @@ from ctxledger._ledger import Ledger
 from ctxledger._setting_checks import check_event
 from ctxledger.io._examples import ExampleError, LogLine, ScriptedClock, parse_log_line
 from ctxledger.io._input import InputLine, decoded_lines, validate_lines
+from ctxledger.projections.runner import Progress
 from ctxledger.store.clock import format_utc
 from ctxledger.store.errors import BatchEventError, EventValidationError, LedgerError
 from ctxledger.store.read import stored_event_ids
@@ -34,9 +35,6 @@ from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES, check_time
 
 EXPORT_PAGE = 1000
 """Events read per query when exporting or listing the whole log (flat memory)."""
-
-Progress = Callable[[int, int], None]
-
 
 class TransferError(LedgerError):
     """An import line is unusable or rejected; names the line, and nothing was written."""

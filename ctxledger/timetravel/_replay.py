@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,7 +42,7 @@ from ctxledger.projections.checkpoints import checkpoints
 from ctxledger.projections.read_view import load_session_view
 from ctxledger.projections.registry import builtin_projections
 from ctxledger.projections.rowstore import RowStore
-from ctxledger.projections.runner import ProjectionRunner
+from ctxledger.projections.runner import Progress, ProjectionRunner
 from ctxledger.projections.scope_members import members_until
 from ctxledger.projections.session_scopes import DEFAULT_SCOPE
 from ctxledger.projections.view import SessionView, ViewRequest
@@ -67,10 +67,6 @@ def scope_wide(profile: str) -> bool:
     # chars4: measuring needs no vocabulary, and the request's sections do not depend on it.
     request = found.request(found.policy_type.defaults(), _EPOCH, TokenCounter("chars4"))
     return request.reads_other_sessions()
-
-Progress = Callable[[int, int], None]
-"""Called with (steps done, steps in all) while a timeline is assembled."""
-
 
 class ReplayError(LedgerError):
     """A replay cannot be made: unknown session, a cut beyond the log, a naive time..."""

@@ -21,18 +21,9 @@ from ctxledger.projections.usage_rollups import (
     usage_daily_tools,
 )
 from ctxledger.store.streams import stream_kind
+from helpers.scenario import StepClock
 
 DIGEST = "0" * 64
-
-
-class StepClock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def _event(type_: str, **data: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from ctxledger.cli._errors import fail
 from ctxledger.cli._options import (
     FormatOption,
     JsonOrText,
+    Session,
     check_profile,
     db_of,
     parse_optional_time,
@@ -26,7 +27,7 @@ from ctxledger.cli._options import (
 
 def state(
     ctx: typer.Context,
-    session: Annotated[str, typer.Argument(help="The session stream.", metavar="SESSION")],
+    session: Session,
     now: Annotated[str | None, typer.Option(
         "--now", metavar="ISO",
         help="The time the state is taken at, e.g. 2025-05-11T10:00:00Z (default: now)."
@@ -58,7 +59,7 @@ def state(
 
 def assemble(
     ctx: typer.Context,
-    session: Annotated[str, typer.Argument(help="The session stream.", metavar="SESSION")],
+    session: Session,
     profile: Annotated[str | None, typer.Option(
         "--profile", metavar="NAME",
         help="Assembler profile (card, session, brief...). Default: the session's"

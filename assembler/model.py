@@ -22,16 +22,19 @@ from pydantic import (
 )
 
 from ctxledger.assembler.report import ProfileReport, validate_report
+from ctxledger.store.chat import ChatRole, ContentPart, ToolCall
 from ctxledger.store.clock import format_utc
 from ctxledger.store.time_fields import Instant
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """Version of what an ``Assembly`` holds and hashes. Any change to the hashed output (a new
 field, another number format) is a deliberate bump, so old digests stay explainable:
 1 = the first release; 2 = ``format_version`` itself, one datetime form, no cache state
 in reports, framing counted where it stands, the history window; 3 = a novel tier's
 dropped tail is one range decision (``<tier>:dropped``) and per-item novel details hold
-only the item's own values (the current chapter and window are on the report)."""
+only the item's own values (the current chapter and window are on the report); 4 = the
+context as role-tagged ``messages``, token totals counted as chat APIs count messages,
+and the history window keeping a tool call with its answers."""
 
 UtcTime = Annotated[Instant, PlainSerializer(format_utc, return_type=str, when_used="json")]
 """A datetime that serializes in the one fixed form (``store.clock.format_utc``) used
@@ -125,6 +128,26 @@ class TokenTotals(_Frozen):
     came from must not change an audit."""
 
 
+class ContextMessage(_Frozen):
+    """One message of the context in the messages form: the canonical chat message
+    (``store.chat``) plus where it came from and what it costs."""
+
+    role: ChatRole
+    content: str | list[ContentPart] | None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    is_error: bool | None = None
+    item: str | None = None
+    """The chat message this is (``message:<id>``), or None for a message the profile
+    built from its sections (the system message of a card, a brief's text)."""
+    sections: list[str]
+    """The sections whose text this message carries."""
+    tokens: int
+    """What it costs as sent: its content, name and tool calls plus the per-message
+    overhead (``assembler.chat_tokens``)."""
+
+
 class Assembly(_Frozen):
     """One assembled context, with every decision that shaped it."""
 
@@ -136,7 +159,10 @@ class Assembly(_Frozen):
     """The log position the read view reflects."""
     now: UtcTime
     text: str
-    """The rendered context."""
+    """The rendered context, as one string."""
+    messages: list[ContextMessage] = Field(default_factory=list)
+    """The same context as a role-tagged list of chat messages (``to_openai``,
+    ``to_anthropic`` give each API's shape); ``tokens`` counts this form."""
     sections: list[Section]
     tokens: TokenTotals
     decisions: list[Decision]
@@ -197,6 +223,19 @@ class Assembly(_Frozen):
                 return cover
         raise KeyError(f"{item!r} was not a candidate of this {self.profile} assembly of "
                        f"{self.session!r} at position {self.position}")
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """The messages as OpenAI's chat-completions API takes them (``messages=``)."""
+        from ctxledger.assembler.chat_formats.openai import to_openai
+
+        return to_openai(self.messages)
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """The messages as Anthropic's Messages API takes them: ``{"system": ...,
+        "messages": [...]}``, to spread into ``client.messages.create(**...)``."""
+        from ctxledger.assembler.chat_formats.anthropic import to_anthropic
+
+        return to_anthropic(self.messages)
 
     def section(self, name: str) -> Section | None:
         """The section called ``name``, or None when it is absent."""

@@ -20,10 +20,11 @@ shows in ``Assembly.policy_version``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Self, cast
+from typing import Any, ClassVar, Literal, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ctxledger.assembler.chat_tokens import MessageOverhead
 from ctxledger.assembler.encodings import known_encodings
 from ctxledger.store.canonical import canonical_json, sha256_hex
 from ctxledger.store.errors import LedgerError
@@ -69,13 +70,20 @@ class Policy(BaseModel):
 
     REVISION: ClassVar[int] = 1
     """Bump when the profile's code changes meaning under the same policy values."""
-    SETTINGS: ClassVar[Mapping[str, str]] = {"token_encoding": "token_encoding"}
+    SETTINGS: ClassVar[Mapping[str, str]] = {"token_encoding": "token_encoding",
+                                             "context_role": "context_role"}
     """Setting key -> policy field it overrides."""
     _registry: ClassVar[dict[str, type[Policy]]] = {}
 
     profile: str
     token_encoding: str = Field(default="cl100k_base", min_length=1)
     """Encoding used to count tokens (setting ``token_encoding``); ``chars4`` = ceil(len/4)."""
+    message_overhead: MessageOverhead = MessageOverhead()
+    """The tokens a chat API adds around each message and before the reply
+    (``assembler.chat_tokens``); token totals count the context as messages."""
+    context_role: Literal["system", "developer", "user"] = "system"
+    """The role of the message the profile builds from its own text (a card's memory, a
+    session's, novel's or brief's whole context): setting ``context_role``."""
 
     @field_validator("token_encoding")
     @classmethod

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from ctxledger.projections.session_stats import messages
 from ctxledger.projections.token_cache import load_history_memo
 from ctxledger.projections.view import History, HistoryMeasure, HistorySummary, Message, ViewRequest
+from ctxledger.store.chat import content_text
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.schema import events
 
@@ -29,11 +30,16 @@ _MESSAGE_SELECT = sa.select(
 
 
 def _message(row: sa.RowMapping) -> Message:
-    # message.appended is at its first schema version: its stored data is current.
+    # Every message.appended payload is a current (v2) payload as stored: v1 upcasts to
+    # v2 unchanged, so no upcast is needed here.
     data = orjson.loads(row["data"])
+    content = data.get("content")
+    parts = tuple(content) if isinstance(content, list) else None
     return Message(seq=int(row["seq"]), message_id=row["message_id"], role=row["role"],
-                   name=data.get("name"), content=data["content"],
-                   position=int(row["position"]), recorded_at=row["recorded_at"])
+                   name=data.get("name"), content=content_text(content),
+                   position=int(row["position"]), recorded_at=row["recorded_at"],
+                   parts=parts, tool_calls=tuple(data.get("tool_calls") or ()),
+                   tool_call_id=data.get("tool_call_id"), is_error=data.get("is_error"))
 
 
 def _messages(conn: sa.Connection, stream_id: str, after_seq: int | None = None,

@@ -90,8 +90,23 @@ class Message:
     role: str
     name: str | None
     content: str
+    """The text of the content (``store.chat.content_text``): the string, or the text
+    parts joined by line breaks; "" when there is none."""
     position: int
     recorded_at: datetime
+    parts: tuple[Mapping[str, Any], ...] | None = None
+    """The content as stored when it is a list of parts (``store.chat``), else None."""
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
+    """An assistant message's tool calls, as stored (``{id, type, function}``)."""
+    tool_call_id: str | None = None
+    """The call a tool message answers."""
+    is_error: bool | None = None
+    """A tool message reports a failed call."""
+
+    @property
+    def call_ids(self) -> tuple[str, ...]:
+        """The ids of this message's tool calls, in order."""
+        return tuple(str(call["id"]) for call in self.tool_calls)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
+from ctxledger.store.chat import ChatRole, ContentPart, ToolCall, check_message
 from ctxledger.store.streams import SCOPE_PREFIX, StreamKind
 from ctxledger.store.strict import INT32_MAX
 
@@ -50,13 +51,25 @@ class SessionEnded(EventData):
 
 
 class MessageAppended(EventData):
-    """A chat message. ``message_id`` defaults to the event id."""
+    """A chat message in the canonical form (``store.chat``). ``message_id`` defaults to
+    the event id. v1 had only the roles system, user, assistant and tool, and string
+    content: its payloads are valid v2 payloads as they are."""
 
     type: ClassVar[str] = "message.appended"
+    schema_version: ClassVar[int] = 2
     message_id: str | None = Field(default=None, min_length=1, max_length=ID_MAX)
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str
+    role: ChatRole
+    content: str | list[ContentPart] | None = None
     name: str | None = Field(default=None, max_length=ID_MAX)
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = Field(default=None, min_length=1, max_length=ID_MAX)
+    is_error: bool | None = None
+
+    @model_validator(mode="after")
+    def _fields_fit_role(self) -> MessageAppended:
+        check_message(self.role, self.content, self.tool_calls, self.tool_call_id,
+                      self.is_error)
+        return self
 
 
 class MessageRetracted(EventData):

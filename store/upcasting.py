@@ -32,6 +32,12 @@ def _tool_used_v1_to_v2(data: Payload) -> Payload:
     return out
 
 
+@upcaster("message.appended", 1)
+def _message_appended_v1_to_v2(data: Payload) -> Payload:
+    # v2 added roles and fields; every v1 payload is a v2 payload as it is.
+    return data
+
+
 _current: dict[str, int] = {}
 
 

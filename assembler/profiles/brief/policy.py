@@ -63,7 +63,7 @@ class BriefPolicy(Policy):
     ``brief_max_tokens`` -> max_tokens, ``brief_max_snippets`` -> max_snippets,
     ``brief_recent_messages`` -> recent_messages, ``mmr_lambda`` -> mmr_lambda,
     ``bm25_k1`` -> k1, ``bm25_b`` -> b, ``kb_mode`` -> kb_mode, ``banned_terms`` ->
-    banned_terms, ``token_encoding`` -> token_encoding; ``policy.brief`` -> any field.
+    banned_terms, ``token_encoding`` -> token_encoding, ``context_role`` -> context_role; ``policy.brief`` -> any field.
     """
 
     SETTINGS: ClassVar[Mapping[str, str]] = {
@@ -76,6 +76,7 @@ class BriefPolicy(Policy):
         "kb_mode": "kb_mode",
         "banned_terms": "banned_terms",
         "token_encoding": "token_encoding",
+        "context_role": "context_role",
     }
 
     profile: Literal["brief"] = "brief"

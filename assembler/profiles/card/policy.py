@@ -47,7 +47,7 @@ class CardPolicy(Policy):
     ``context_limit`` -> context_limit, ``user_name`` -> user_name,
     ``card_expiration`` -> fields (an object ``{field_key: {rule fields}}`` merged into the
     table), ``card_pressure_threshold`` -> pressure_threshold, ``response_reserve`` ->
-    response_reserve, ``token_encoding`` -> token_encoding; ``policy.card`` -> any field.
+    response_reserve, ``token_encoding`` -> token_encoding, ``context_role`` -> context_role; ``policy.card`` -> any field.
     """
 
     REVISION: ClassVar[int] = 2
@@ -62,6 +62,7 @@ class CardPolicy(Policy):
         "card_pressure_threshold": "pressure_threshold",
         "response_reserve": "response_reserve",
         "token_encoding": "token_encoding",
+        "context_role": "context_role",
     }
 
     profile: Literal["card"] = "card"

@@ -13,7 +13,15 @@ from ctxledger.store.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ctxledger.assembler.api import assemble, counter_for, parse_policy, policy_for, request_for
-    from ctxledger.assembler.model import Assembly, Decision, Section, SectionItem, TokenTotals
+    from ctxledger.assembler.chat_tokens import MessageOverhead
+    from ctxledger.assembler.model import (
+        Assembly,
+        ContextMessage,
+        Decision,
+        Section,
+        SectionItem,
+        TokenTotals,
+    )
     from ctxledger.assembler.policy import Policy, PolicyError
     from ctxledger.assembler.tokens import CachedCount, TokenCount, TokenCounter
 
@@ -21,16 +29,17 @@ if TYPE_CHECKING:
 _SOURCES = {
     "assemble": ".api", "counter_for": ".api", "parse_policy": ".api", "policy_for": ".api",
     "request_for": ".api",
-    "Assembly": ".model", "Decision": ".model", "Section": ".model", "SectionItem": ".model",
-    "TokenTotals": ".model",
+    "MessageOverhead": ".chat_tokens",
+    "Assembly": ".model", "ContextMessage": ".model", "Decision": ".model",
+    "Section": ".model", "SectionItem": ".model", "TokenTotals": ".model",
     "Policy": ".policy", "PolicyError": ".policy",
     "CachedCount": ".tokens", "TokenCount": ".tokens", "TokenCounter": ".tokens",
 }
 
 __all__ = [
-    "Assembly", "CachedCount", "Decision", "Policy", "PolicyError", "Section", "SectionItem",
-    "TokenCount", "TokenCounter", "TokenTotals", "assemble", "counter_for", "parse_policy",
-    "policy_for", "request_for",
+    "Assembly", "CachedCount", "ContextMessage", "Decision", "MessageOverhead", "Policy",
+    "PolicyError", "Section", "SectionItem", "TokenCount", "TokenCounter", "TokenTotals",
+    "assemble", "counter_for", "parse_policy", "policy_for", "request_for",
 ]
 
 

@@ -1,11 +1,15 @@
-"""What a profile hands the engine: candidates (items that may go into the context) and
-the pieces of the prompt (kept candidates and ``Frame`` texts), laid out by section."""
+"""What a profile hands the engine: candidates (items that may go into the context), the
+pieces of the prompt (kept candidates and ``Frame`` texts) laid out by section, and the
+same context as messages (``Said`` chat messages and ``Composed`` ones)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from ctxledger.projections.view import Message
+from ctxledger.store.chat import ChatRole
 
 Unit = Literal["tokens", "chars"]
 """What a budget counts."""
@@ -64,3 +68,31 @@ def joined(parts: Iterable[Sequence[Piece]], separator: str,
             out.append(Frame(separator, section))
         out.extend(part)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """A kept chat message of the log, sent as it is stored; its candidate's tokens are
+    its cost as sent. ``as_text`` sends it instead as a message of that role holding the
+    candidate's text (an unpaired tool result goes as a user message)."""
+
+    candidate: Candidate
+    message: Message
+    as_text: ChatRole | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Composed:
+    """A message the profile builds: its content is its pieces' texts joined, its cost
+    their tokens plus the message's wrapper. With ``exact``, the cost is the count of the
+    joined content itself (a join may merge tokens), as a chat API counts it; without,
+    the sum of the pieces' counts, which needs no count of the whole (a long context
+    that changes every turn). An empty one is not sent."""
+
+    role: ChatRole
+    pieces: Sequence[Piece]
+    exact: bool = False
+
+
+Outgoing = Said | Composed
+"""One message of the context, in order."""

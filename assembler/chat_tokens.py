@@ -35,6 +35,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.store.canonical import sha256_hex
 
 
 class MessageOverhead(BaseModel):
@@ -94,3 +95,11 @@ def message_tokens(counter: TokenCounter, *, role: str,
 def wrapper_tokens(counter: TokenCounter, role: str, overhead: MessageOverhead) -> int:
     """What a message with no name and no tool calls costs besides its content."""
     return overhead.per_message + counter.count(role)
+
+
+def cost_key(encoding: str, overhead: MessageOverhead) -> str:
+    """A name for "messages counted with ``encoding`` and ``overhead``": the key under
+    which a memoized total of message costs is kept (at most 50 characters)."""
+    o = overhead
+    key = f"{encoding}/m{o.per_message}.{o.per_name}.{o.per_tool_call}.{o.per_media_part}"
+    return key if len(key) <= 50 else f"{encoding[:24]}/{sha256_hex(key)[:24]}"

@@ -15,14 +15,14 @@ hashed, whole.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 from pydantic import BaseModel
 
 from ctxledger.assembler.memo import CanonicalMemo
-from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.model import Assembly, ContextMessage
 from ctxledger.store.canonical import (
     PLAIN_JSON_ONLY,
     canonical_json,
@@ -91,14 +91,25 @@ def object_fragment(parts: Mapping[str, Fragment]) -> list[Fragment]:
     return out
 
 
-def array_fragment(items: list[str]) -> list[Fragment]:
-    """A JSON array of members given as canonical JSON (each may itself be several
-    members joined by commas), as a fragment."""
+def array_fragment(items: Sequence[Fragment]) -> list[Fragment]:
+    """A JSON array of members given as canonical JSON fragments (a string may itself be
+    several members joined by commas; empty ones are skipped), as a fragment."""
     out: list[Fragment] = ["["]
     for index, item in enumerate(item for item in items if item):
-        out.append("," + item if index else item)
+        if index:
+            out.append(",")
+        out.append(item)
     out.append("]")
     return out
+
+
+def message_fragment(message: ContextMessage) -> list[Fragment]:
+    """The canonical JSON of one message, as a fragment: a string content (a whole
+    context, for a profile that sends one message) goes through ``canonical_text``."""
+    dumped = message.model_dump(mode="json")
+    return object_fragment({
+        key: canonical_text(value) if type(value) is str else canonical_json(value)
+        for key, value in dumped.items()})
 
 
 def seal_known(assembly: Assembly, known: Mapping[str, Fragment]) -> Assembly:

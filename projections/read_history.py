@@ -85,13 +85,16 @@ _WINDOW_PAGE = (
 
 
 def _window(conn: sa.Connection, stream_id: str, after_seq: int | None, budget: int,
-            measure: HistoryMeasure) -> tuple[list[Message], bool]:
+            measure: HistoryMeasure, whole_units: bool) -> tuple[list[Message], bool]:
     """Messages after ``after_seq``, newest first, until ``measure`` of them is over
-    ``budget`` (that message included); also whether the range's start was reached."""
+    ``budget`` (that message included; with ``whole_units``, so are the older messages
+    up to the first that is not a tool result, the call its results answer); also
+    whether the range's start was reached."""
     loaded: list[Message] = []
     used = 0
     below = _NO_SEQ_BELOW
     page = _FIRST_PAGE
+    over = False
     while True:
         batch = [_message(row) for row in conn.execute(_WINDOW_PAGE, {
             "stream_id": stream_id, "after_seq": -1 if after_seq is None else after_seq,
@@ -105,6 +108,8 @@ def _window(conn: sa.Connection, stream_id: str, after_seq: int | None, budget: 
             loaded.append(message)
             used += cost
             if used > budget:
+                over = True
+            if over and not (whole_units and message.role == "tool"):
                 return loaded, False
         if len(batch) < page:
             return loaded, True
@@ -121,7 +126,7 @@ def _load_window(conn: sa.Connection, session: sa.RowMapping, after_seq: int | N
     if request.history_budget is None or request.history_measure is None:
         return _Window(_messages(conn, stream_id, after_seq=after_seq), 0, None)
     newest_first, reached = _window(conn, stream_id, after_seq, request.history_budget,
-                                    request.history_measure)
+                                    request.history_measure, request.history_whole_units)
     loaded = tuple(reversed(newest_first))
     if reached or not loaded:
         return _Window(loaded, 0, None)

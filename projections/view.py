@@ -42,6 +42,9 @@ class ViewRequest:
     messages is over this budget (the message that crosses it is loaded too, so the
     profile sees the first one that does not fit). None loads every message."""
     history_measure: HistoryMeasure | None = None
+    history_whole_units: bool = False
+    """With a ``history_budget``: never stop loading at a tool result, so a window's
+    oldest loaded message is not a result whose call was left unread."""
     observations: int = 0
     """How many of the scope's most recent observations to load."""
     previous_session: bool = False

@@ -10,7 +10,15 @@ from __future__ import annotations
 from datetime import date
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ctxledger.store.chat import ChatRole, ContentPart, ToolCall, check_message
 from ctxledger.store.streams import SCOPE_PREFIX, StreamKind
@@ -53,7 +61,8 @@ class SessionEnded(EventData):
 class MessageAppended(EventData):
     """A chat message in the canonical form (``store.chat``). ``message_id`` defaults to
     the event id. v1 had only the roles system, user, assistant and tool, and string
-    content: its payloads are valid v2 payloads as they are."""
+    content: its payloads are v2 payloads as they are (a v1 tool result may lack
+    ``tool_call_id``, which v2 requires of new ones)."""
 
     type: ClassVar[str] = "message.appended"
     schema_version: ClassVar[int] = 2
@@ -66,9 +75,12 @@ class MessageAppended(EventData):
     is_error: bool | None = None
 
     @model_validator(mode="after")
-    def _fields_fit_role(self) -> MessageAppended:
+    def _fields_fit_role(self, info: ValidationInfo) -> MessageAppended:
+        # v1 tool results named no call: such a payload (an import of an older log) is
+        # still taken, and is sent as an unpaired result (``assembler.history_window``).
+        legacy = (info.context or {}).get("given_version") == 1
         check_message(self.role, self.content, self.tool_calls, self.tool_call_id,
-                      self.is_error)
+                      self.is_error, call_id_required=not legacy)
         return self
 
 
@@ -274,6 +286,9 @@ class ContextAssembled(EventData):
     policy: dict[str, Any] | None = None
     """The policy's canonical JSON data, so an audit re-derives a custom policy too
     (records without it are audited with the policy the settings give)."""
+    format_version: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    """The ``Assembly.format_version`` the digest was computed under; records without it
+    were made before format 4."""
 
 
 class RollupCompleted(EventData):

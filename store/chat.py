@@ -146,8 +146,10 @@ class ToolCall(_Strict):
 
 def check_message(role: str, content: str | Sequence[object] | None,
                   tool_calls: list[ToolCall] | None, tool_call_id: str | None,
-                  is_error: bool | None) -> None:
-    """The rules that tie a message's fields to its role; raises ``ValueError``."""
+                  is_error: bool | None, *, call_id_required: bool = True) -> None:
+    """The rules that tie a message's fields to its role; raises ``ValueError``.
+    ``call_id_required=False`` spares a tool result without ``tool_call_id`` (a legacy
+    payload)."""
     if content is None and not (role == "assistant" and tool_calls):
         raise ValueError("content may be null only for an assistant message with "
                          "tool_calls")
@@ -169,7 +171,7 @@ def check_message(role: str, content: str | Sequence[object] | None,
         if len(set(ids)) != len(ids):
             raise ValueError("tool_calls holds the same id twice")
     if role == "tool":
-        if tool_call_id is None:
+        if tool_call_id is None and call_id_required:
             raise ValueError("a tool message needs tool_call_id, the id of the call it "
                              "answers")
     elif tool_call_id is not None or is_error is not None:

@@ -34,7 +34,8 @@ def _tool_used_v1_to_v2(data: Payload) -> Payload:
 
 @upcaster("message.appended", 1)
 def _message_appended_v1_to_v2(data: Payload) -> Payload:
-    # v2 added roles and fields; every v1 payload is a v2 payload as it is.
+    # v2 added roles and fields; a v1 payload is a v2 payload as it is (a v1 tool result
+    # without a call id is spared the v2 rule that new ones name it).
     return data
 
 

@@ -174,7 +174,9 @@ def validate_event(stream_id: str, event: NewEvent,
         # Current payloads need no upcast (nor a copy: validation does not mutate).
         data = event.data if version == target else upcast(event.type, version,
                                                              dict(event.data))[1]
-        parsed = model.model_validate(data, strict=True)  # "3" is not 3, true is not 1
+        # "3" is not 3, true is not 1; the context tells a model the version it was
+        # given in (a rule new in a later version may spare older payloads).
+        parsed = model.model_validate(data, strict=True, context={"given_version": version})
     except ValidationError as exc:
         raise EventValidationError(f"{event.type}: {describe_validation_error(exc)}") from None
     dumped = parsed.model_dump(mode="json")

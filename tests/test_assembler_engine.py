@@ -8,7 +8,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ctxledger.assembler.budget import Additive, ShedStep, total_of
-from ctxledger.assembler.candidates import Candidate, Frame, Piece, SectionLayout, joined
+from ctxledger.assembler.candidates import (
+    Candidate,
+    Composed,
+    Frame,
+    Piece,
+    SectionLayout,
+    joined,
+)
+from ctxledger.assembler.chat_tokens import MessageOverhead
 from ctxledger.assembler.digest import compute_digest
 from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import EngineError
@@ -19,6 +27,7 @@ from ctxledger.assembler.text import cut, shorten_to
 from ctxledger.assembler.tokens import CHARS4, TokenCounter
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+OVERHEAD = MessageOverhead()
 
 
 def report() -> SessionReport:
@@ -32,8 +41,9 @@ def finish(engine: Engine, pieces: Sequence[Piece],
            sections: Sequence[SectionLayout] = (SectionLayout("s"), SectionLayout("t"))
            ) -> Assembly:
     return engine.finish(profile="session", policy_version="session@1", session="s",
-                         position=1, now=NOW, pieces=pieces, sections=sections,
-                         report=report())
+                         position=1, now=NOW, pieces=pieces,
+                         messages=[Composed("system", pieces)], overhead=OVERHEAD,
+                         sections=sections, report=report())
 
 
 def lines(engine: Engine, sizes: Sequence[int], section: str = "s") -> list[Candidate]:
@@ -178,8 +188,15 @@ def test_finish_renders_the_pieces_and_totals_them_where_they_stand() -> None:
     assert first.tokens == counter.count("The first item.") + first.framing_tokens
     assert assembly.tokens.sections == {"first": first.tokens, "second": second.tokens}
     assert assembly.tokens.tiers == {"hot": first.tokens, "warm": second.tokens}
-    assert assembly.tokens.framing == counter.count("HEADER") + 2 * counter.count("\n\n")
+    # One system message: its wrapper (3 + "system") and the reply priming (3) are the
+    # context's own framing, beside the texts that belong to no section.
+    assert assembly.tokens.framing == (counter.count("HEADER") + 2 * counter.count("\n\n")
+                                       + 3 + counter.count("system") + 3)
     assert assembly.tokens.total == first.tokens + second.tokens + assembly.tokens.framing
+    [message] = assembly.messages
+    assert (message.role, message.content, message.sections) == (
+        "system", assembly.text, ["first", "second"])
+    assert message.tokens == assembly.tokens.total - 3
     assert [d.item for d in assembly.decisions] == ["one", "two", "gone"]
     assert assembly.decision("gone").action == "masked"
     assert assembly.digest == compute_digest(assembly)

@@ -14,7 +14,8 @@ from ctxledger.timetravel._replay import TimelineStep
 from ctxledger.timetravel._why import WhyReport
 
 _STATUS_STYLE = {"match": "green", "copied": "dim", "digest_mismatch": "red",
-                 "policy_mismatch": "red", "superseded": "yellow", "error": "red"}
+                 "policy_mismatch": "red", "older_format": "yellow", "superseded": "yellow",
+                 "error": "red"}
 
 
 def timeline_record(step: TimelineStep) -> dict[str, object]:

@@ -10,6 +10,10 @@ records without one, the policy the prefix's settings give) and reports one of:
   differs from a custom one the app used, or the stored policy is not its version);
 - ``digest_mismatch``: same policy, another digest (the log or the record was altered,
   or the assembler changed without a ``format_version`` bump);
+- ``older_format``: recorded under an earlier ``Assembly.format_version`` (records made
+  before format 4 do not say which: format 3 or earlier). The digest hashes another form
+  of the assembly, so it cannot be compared; it says nothing of tampering, but it is not a
+  match either;
 - ``superseded``: recorded under an earlier revision of the profile (``card@1`` where
   this release makes ``card@2``): that revision's decisions are no longer produced, so
   the record cannot be derived again. It says nothing of tampering, but it is not a
@@ -38,9 +42,11 @@ from ctxledger.store.read import read_all, read_stream_until
 from ctxledger.store.records import RecordedEvent
 from ctxledger.timetravel._replay import ReplayError, TimelineStep, policy_data, replay
 
-AuditStatus = Literal["match", "digest_mismatch", "policy_mismatch", "superseded", "copied",
-                      "error"]
+AuditStatus = Literal["match", "digest_mismatch", "policy_mismatch", "older_format",
+                      "superseded", "copied", "error"]
 RECORD_TYPE = "context.assembled"
+LAST_UNRECORDED_FORMAT = 3
+"""The last format whose records did not store ``format_version``."""
 
 
 def recorded_policy(assembly: Assembly, policy: Policy | None) -> dict[str, Any] | None:
@@ -92,7 +98,7 @@ class AuditReport:
     def counts(self) -> dict[str, int]:
         """How many records have each status, in a fixed order."""
         order: tuple[AuditStatus, ...] = ("match", "digest_mismatch", "policy_mismatch",
-                                          "superseded", "copied", "error")
+                                          "older_format", "superseded", "copied", "error")
         return {status: sum(1 for e in self.entries if e.status == status) for status in order}
 
     def to_json(self) -> dict[str, Any]:
@@ -136,7 +142,16 @@ def audit_record(conn: sa.Connection, record: RecordedEvent, *,
                           derived_policy_version=None, detail=str(exc))
     status: AuditStatus = "match"
     detail = ""
-    if _superseded(base["recorded_policy_version"], derived.policy_version):
+    recorded_format = data.get("format_version")
+    if recorded_format != derived.format_version:
+        status = "older_format"
+        detail = (f"recorded under format {recorded_format}; current is "
+                  f"{derived.format_version}" if recorded_format is not None else
+                  f"recorded under format {LAST_UNRECORDED_FORMAT} or earlier (the record "
+                  f"does not say); current is {derived.format_version}")
+        detail += ": the digest hashes another form, so it cannot be compared; not a sign "
+        detail += "of tampering"
+    elif _superseded(base["recorded_policy_version"], derived.policy_version):
         status = "superseded"
         detail = (f"recorded under {base['recorded_policy_version']}, a revision this "
                   f"release no longer makes (it derives {derived.policy_version}); not "

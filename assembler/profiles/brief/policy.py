@@ -63,9 +63,13 @@ class BriefPolicy(Policy):
     ``brief_max_tokens`` -> max_tokens, ``brief_max_snippets`` -> max_snippets,
     ``brief_recent_messages`` -> recent_messages, ``mmr_lambda`` -> mmr_lambda,
     ``bm25_k1`` -> k1, ``bm25_b`` -> b, ``kb_mode`` -> kb_mode, ``banned_terms`` ->
-    banned_terms, ``token_encoding`` -> token_encoding, ``context_role`` -> context_role; ``policy.brief`` -> any field.
+    banned_terms, ``token_encoding`` -> token_encoding,
+    ``context_role`` -> context_role; ``policy.brief`` -> any field.
     """
 
+    REVISION: ClassVar[int] = 2
+    """2: ``max_tokens`` holds for the brief sent as one chat message (its wrapper and
+    the reply priming count), so a brief at the limit keeps a little less."""
     SETTINGS: ClassVar[Mapping[str, str]] = {
         "brief_max_tokens": "max_tokens",
         "brief_max_snippets": "max_snippets",

@@ -16,8 +16,9 @@ Rules (SPEC §3 "Profile brief"):
    to [0, 1]; order: MMR, trust, relevance, snippet_id.
 5. Sanitizing: instruction-like phrases are removed and banned terms redacted in the
    printed snippets and facts (one ``rewrite`` decision each, patterns and spans).
-6. Budget: the brief is at most ``max_tokens`` (``tokens.total``). Over it, drop the
-   lowest-MMR snippets, then shorten past-event summaries oldest first, then drop
+6. Budget: the brief, sent as one message, is at most ``max_tokens`` (``tokens.total``,
+   the message's wrapper and the reply priming included). Over it, drop the lowest-MMR
+   snippets, then shorten past-event summaries oldest first, then drop
    non-critical facts least relevant first; still over: overshoot with a warning.
 """
 
@@ -31,7 +32,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ctxledger.assembler.budget import ShedStep
-from ctxledger.assembler.candidates import Candidate, Frame, Piece, SectionLayout, joined
+from ctxledger.assembler.candidates import (
+    Candidate,
+    Composed,
+    Frame,
+    Piece,
+    SectionLayout,
+    joined,
+)
+from ctxledger.assembler.chat_tokens import wrapper_tokens
 from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.inputs import Inputs
@@ -154,9 +163,13 @@ class BriefProfile(Profile):
 
         layout = _Layout(title, beliefs, entities, snippets, summaries)
 
+        # The brief goes out as one message: its wrapper and the reply priming count.
+        sending = wrapper_tokens(counter, policy.context_role, policy.message_overhead) \
+            + policy.message_overhead.reply_priming
+
         def measure(kept: Sequence[Candidate]) -> int:
             pieces = render(layout, {c.id: c for c in kept}, policy)
-            return sum(counter.count(piece.text) for piece in pieces if piece.text)
+            return sending + sum(counter.count(piece.text) for piece in pieces if piece.text)
 
         kept = [*beliefs, *(b.line for b in entities), *(f for b in entities for f in b.facts),
                 *snippets, *summaries]
@@ -192,8 +205,10 @@ class BriefProfile(Profile):
                     SectionLayout(SECTION_EVIDENCE), SectionLayout(SECTION_EVENTS)]
         return engine.finish(profile=self.name, policy_version=policy.version,
                              session=view.stream_id, position=view.position, now=now,
-                             pieces=pieces, sections=sections, report=report,
-                             warnings=warnings)
+                             pieces=pieces,
+                             messages=[Composed(policy.context_role, pieces)],
+                             overhead=policy.message_overhead, sections=sections,
+                             report=report, warnings=warnings)
 
     def render(self, assembly: Assembly) -> RenderableType:
         """The retrieved snippets (scores, provenance, decision) and the filter counts."""

@@ -47,12 +47,15 @@ class CardPolicy(Policy):
     ``context_limit`` -> context_limit, ``user_name`` -> user_name,
     ``card_expiration`` -> fields (an object ``{field_key: {rule fields}}`` merged into the
     table), ``card_pressure_threshold`` -> pressure_threshold, ``response_reserve`` ->
-    response_reserve, ``token_encoding`` -> token_encoding, ``context_role`` -> context_role; ``policy.card`` -> any field.
+    response_reserve, ``token_encoding`` -> token_encoding,
+    ``context_role`` -> context_role; ``policy.card`` -> any field.
     """
 
-    REVISION: ClassVar[int] = 2
+    REVISION: ClassVar[int] = 3
     """2: the history window no longer charges the oldest kept message a line break that
-    is never sent, so at some limits it keeps one message more."""
+    is never sent, so at some limits it keeps one message more. 3: the budget holds for
+    the context sent as chat messages (each message's cost as an API counts it), a tool
+    call is kept or dropped with its results, and post-history instructions are sent."""
     SETTINGS: ClassVar[Mapping[str, str]] = {
         "compression_level": "compression_level",
         "card_template": "template",

@@ -33,7 +33,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ctxledger.assembler.budget import ShedStep
 from ctxledger.assembler.caches import HistoryMemoRow
-from ctxledger.assembler.candidates import Candidate, Frame, Piece, SectionLayout, joined
+from ctxledger.assembler.candidates import (
+    Candidate,
+    Composed,
+    Frame,
+    Outgoing,
+    Piece,
+    Said,
+    SectionLayout,
+    joined,
+)
+from ctxledger.assembler.chat_tokens import cost_key, wrapper_tokens
 from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.history_window import (
@@ -41,10 +51,12 @@ from ctxledger.assembler.history_window import (
     WindowResult,
     fill_window,
     message_item,
+    pairing,
 )
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.message_ranges import SUMMARIZED_PREFIX
 from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.outgoing import UNPAIRED_ROLE, cost_texts, sent_cost
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles.base import Profile, report_of
 from ctxledger.assembler.profiles.card.policy import CardPolicy
@@ -64,6 +76,9 @@ if TYPE_CHECKING:
 
 SECTION_CARD = "card"
 SECTION_HISTORY = "chat_history"
+SECTION_POST_HISTORY = "post_history"
+POST_HISTORY_KEY = "post_history_instructions"
+"""The card field sent after the chat history, in its own section."""
 DEFAULT_CHAR_NAME = "Character"
 MEMORY_SEPARATOR = "\n\n"
 """Between the memory text and the chat history."""
@@ -72,8 +87,18 @@ LINE_SEPARATOR = "\n"
 
 
 def render_message(message: Message) -> str:
-    """One chat line. It depends only on the message, so memoized totals stay valid."""
-    return f"{message.name or message.role}: {message.content}"
+    """One chat line: ``speaker: content``, an assistant's tool calls after it as
+    ``[calls name(arguments), ...]``, a tool result's speaker its name or
+    ``tool[<call id>]``. It depends only on the message, so memoized totals stay valid."""
+    speaker = message.name or (f"tool[{message.tool_call_id}]"
+                               if message.role == "tool" and message.tool_call_id
+                               else message.role)
+    line = f"{speaker}: {message.content}"
+    if message.tool_calls:
+        calls = ", ".join(f"{call['function']['name']}({call['function']['arguments']})"
+                          for call in message.tool_calls)
+        line = f"{line} [calls {calls}]" if message.content else f"{line}[calls {calls}]"
+    return line
 
 
 def _summary_text(summary: str, policy: CardPolicy) -> str:
@@ -101,18 +126,19 @@ class CardProfile(Profile):
         """``tail`` (+ the token memo) when summaries apply, else ``full``; windowed to the
         budget when there is a ``context_limit``."""
         assert isinstance(policy, CardPolicy)
-        separator = counter.count(LINE_SEPARATOR)
+        overhead = policy.message_overhead
 
         def measure(messages: Sequence[Message]) -> list[int]:
-            lines = [render_message(message) for message in messages]
-            counter.prefetch(lines)
-            return [counter.count(line) + separator for line in lines]
+            counter.prefetch([text for message in messages for text in cost_texts(message)])
+            return [sent_cost(counter, message, overhead) for message in messages]
 
         budget = policy.budget
         window: dict[str, Any] = {} if budget is None else {
-            "history_budget": budget, "history_measure": measure}
+            "history_budget": budget, "history_measure": measure,
+            "history_whole_units": True}
         if policy.summarizes():
-            return ViewRequest(history="tail", now=now, token_encoding=policy.token_encoding,
+            return ViewRequest(history="tail", now=now,
+                               token_encoding=cost_key(policy.token_encoding, overhead),
                                **window)
         return ViewRequest(history="full", now=now, **window)
 
@@ -136,48 +162,53 @@ class CardProfile(Profile):
             raise AssemblyError(
                 f"session {view.stream_id!r}: the read view holds part of the history only, "
                 f"but level {policy.compression_level!r} sends every message")
-        replaced = self._remember_memo(engine, view, history, summarizing)
+        replaced = self._remember_memo(engine, view, history, summarizing, policy)
         summary = _summary(engine, history, policy, summarizing, replaced)
-        loaded = [WindowMessage(message, engine.candidate(
-            message_item(message), SECTION_HISTORY, render_message(message)))
-            for message in history.messages]
-        kept_fields, summary = _give_way(engine, card, fields.included, summary,
-                                         loaded[-1].candidate if loaded else None, history)
+        loaded = _loaded(engine, history.messages, policy)
+        post = _post_history(engine, card, view)
+        newest = _newest_unit(loaded)
+        kept_fields, summary = _give_way(engine, card, fields.included, summary, newest,
+                                         post, history)
 
-        counter, budget = card.counter, policy.budget
+        budget = policy.budget
         card_pieces = card.pieces(kept_fields)
         laid_out = {piece.id for piece in card_pieces if isinstance(piece, Candidate)}
         for key in [key for key in kept_fields if key not in laid_out]:
             engine.exclude(kept_fields.pop(key), "dropped", "not_in_template",
                            template_variable=policy.rule(key).variable)
-        base = _tokens(counter, card_pieces) + (counter.count(MEMORY_SEPARATOR)
-                                                if card_pieces and (summary or loaded) else 0)
-        if summary is not None:
-            base += summary.tokens
+        base = card.before_history(card_pieces, summary, post)
         window = fill_window(
             engine, loaded, base=base, budget=budget,
-            separator_tokens=counter.count(LINE_SEPARATOR),
-            first_needs_separator=summary is not None,
             reason="after_summary" if summarizing else "chat_message",
             unloaded=history.unloaded, oldest_unloaded=history.oldest_unloaded,
             **({"through_seq": history.summary.through_seq}
                if summarizing and history.summary is not None else {}))
 
         history_pieces = joined([[summary] if summary else [],
-                                 *([c] for c in window.kept)], LINE_SEPARATOR,
+                                 *([c] for c in window.kept_candidates)], LINE_SEPARATOR,
                                 SECTION_HISTORY)
-        pieces = joined([card_pieces, history_pieces], MEMORY_SEPARATOR)
-        used = _tokens(counter, pieces)
+        pieces = joined([card_pieces, history_pieces, [post] if post else []],
+                        MEMORY_SEPARATOR)
+        role = policy.context_role
+        messages: list[Outgoing] = [Composed(role, card_pieces, exact=True)]
+        if summary is not None:
+            messages.append(Composed(role, [summary], exact=True))
+        messages.extend(Said(member.candidate, member.message,
+                             UNPAIRED_ROLE if unit.unpaired else None)
+                        for unit in window.kept for member in unit.members)
+        if post is not None:
+            messages.append(Composed(role, [post], exact=True))
+        used = window.used
         warnings, gap, pressure = _warnings(policy, history, window, summarizing, used)
-        kept_tail = sum(c.tokens for c in window.kept)
+        kept_tail = sum(c.tokens for c in window.kept_candidates)
         report = _report(
             policy, view, fields, kept_fields,
             memory="".join(piece.text for piece in card_pieces),
             chat_history=ChatHistoryReport(
-                tokens=_tokens(counter, history_pieces),
+                tokens=kept_tail + (card.composed(role, [summary]) if summary else 0),
                 summarized_from=None if summary is None or replaced is None
                 else replaced + kept_tail,
-                messages=len(window.kept),
+                messages=sum(len(unit.members) for unit in window.kept),
                 summarized_messages=history.summarized_count if summarizing else 0,
                 dropped_messages=window.dropped,
                 summary_through_seq=(history.summary.through_seq
@@ -186,24 +217,28 @@ class CardProfile(Profile):
             used=used, pressure=pressure)
         return engine.finish(
             profile=self.name, policy_version=policy.version, session=view.stream_id,
-            position=view.position, now=now, pieces=pieces,
-            sections=[SectionLayout(SECTION_CARD), SectionLayout(SECTION_HISTORY)],
+            position=view.position, now=now, pieces=pieces, messages=messages,
+            overhead=policy.message_overhead,
+            sections=[SectionLayout(SECTION_CARD), SectionLayout(SECTION_HISTORY),
+                      SectionLayout(SECTION_POST_HISTORY)],
             report=report, warnings=warnings)
 
     def _remember_memo(self, engine: Engine, view: SessionView, history: History,
-                       summarizing: bool) -> int | None:
-        """Tokens of everything the summary replaced, memoized for the next assembly."""
+                       summarizing: bool, policy: CardPolicy) -> int | None:
+        """Tokens of everything the summary replaced (each message's cost as stored),
+        memoized for the next assembly."""
         summary = history.summary
         if not summarizing or summary is None or summary.through_seq is None:
             return None
-        counter = engine.counter
-        lines = [render_message(message) for message in history.summarized_messages]
-        counter.prefetch(lines)
-        replaced = (history.prefix_tokens or 0) + sum(counter.count(line) for line in lines)
+        counter, overhead = engine.counter, policy.message_overhead
+        counter.prefetch([text for message in history.summarized_messages
+                          for text in cost_texts(message)])
+        replaced = (history.prefix_tokens or 0) + sum(
+            sent_cost(counter, message, overhead) for message in history.summarized_messages)
         if (history.prefix_through_seq, history.prefix_tokens) != (summary.through_seq,
                                                                    replaced):
             engine.remember(HistoryMemoRow(
-                stream_id=view.stream_id, encoding=counter.encoding,
+                stream_id=view.stream_id, encoding=cost_key(counter.encoding, overhead),
                 through_seq=summary.through_seq,
                 retracted_count=history.summarized_retracted, tokens=replaced))
         return replaced
@@ -218,6 +253,41 @@ class CardProfile(Profile):
 def _tokens(counter: TokenCounter, pieces: Sequence[Piece]) -> int:
     return sum(piece.tokens if isinstance(piece, Candidate) else counter.count(piece.text)
                for piece in pieces)
+
+
+def _loaded(engine: Engine, messages: Sequence[Message],
+            policy: CardPolicy) -> list[WindowMessage]:
+    """Each loaded message as a candidate whose tokens are its cost as sent (an unpaired
+    tool result as the user message holding its line)."""
+    counter, overhead = engine.counter, policy.message_overhead
+    unpaired = {start for start, _, alone in pairing(messages) if alone}
+    loaded: list[WindowMessage] = []
+    for index, message in enumerate(messages):
+        line = render_message(message)
+        cost = sent_cost(counter, message, overhead,
+                         line=line if index in unpaired else None)
+        loaded.append(WindowMessage(message, engine.candidate(
+            message_item(message), SECTION_HISTORY, line, tokens=cost)))
+    return loaded
+
+
+def _newest_unit(loaded: Sequence[WindowMessage]) -> list[Candidate]:
+    """The candidates of the newest unit: what the window always keeps."""
+    cut = pairing([item.message for item in loaded])
+    if not cut:
+        return []
+    start, stop, _ = cut[-1]
+    return [item.candidate for item in loaded[start:stop]]
+
+
+def _post_history(engine: Engine, card: _Card, view: SessionView) -> Candidate | None:
+    """The card's post-history instructions, sent after the history (kept whenever the
+    card has them, like a permanent field)."""
+    text = _field_text(view.card, POST_HISTORY_KEY, user=card.user, char=card.char)
+    if not text:
+        return None
+    candidate = engine.candidate(POST_HISTORY_KEY, SECTION_POST_HISTORY, text)
+    return engine.include(candidate, "after_history", tokens=candidate.tokens)
 
 
 def _summary(engine: Engine, history: History, policy: CardPolicy, summarizing: bool,
@@ -270,6 +340,25 @@ class _Card:
     char: str
     counter: TokenCounter
 
+    def composed(self, role: str, pieces: Sequence[Piece]) -> int:
+        """What a composed message of ``pieces`` costs as sent, counted whole as the API
+        counts it (0 when it is empty)."""
+        content = "".join([piece.text for piece in pieces])
+        if not content:
+            return 0
+        return wrapper_tokens(self.counter, role, self.policy.message_overhead) \
+            + self.counter.count(content)
+
+    def before_history(self, card_pieces: Sequence[Piece], summary: Candidate | None,
+                       post: Candidate | None) -> int:
+        """What the context costs besides the chat messages: the card, summary and
+        post-history messages, and the reply priming."""
+        role = self.policy.context_role
+        return (self.policy.message_overhead.reply_priming
+                + self.composed(role, card_pieces)
+                + (self.composed(role, [summary]) if summary is not None else 0)
+                + (self.composed(role, [post]) if post is not None else 0))
+
     def pieces(self, kept: Mapping[str, Candidate]) -> list[Piece]:
         """The memory text's pieces: the template with the ``kept`` fields filled in."""
         policy = self.policy
@@ -301,7 +390,9 @@ def _expire_fields(engine: Engine, card: _Card, view: SessionView,
     field_texts = {rule.key: _field_text(view.card, rule.key, user=card.user, char=card.char)
                    for rule in policy.fields}
     counter.prefetch([*field_texts.values(), LINE_SEPARATOR, MEMORY_SEPARATOR,
-                      *(render_message(message) for message in history.messages)])
+                      *(render_message(message) for message in history.messages),
+                      *(text for message in history.messages
+                        for text in cost_texts(message))])
     fields = _Fields({}, set(), {})
     for rule in policy.fields:
         candidate = fields.registered[rule.key] = engine.candidate(
@@ -324,28 +415,26 @@ def _expire_fields(engine: Engine, card: _Card, view: SessionView,
 
 
 def _give_way(engine: Engine, card: _Card, fields: dict[str, Candidate],
-              summary: Candidate | None, newest: Candidate | None, history: History
+              summary: Candidate | None, newest: Sequence[Candidate],
+              post: Candidate | None, history: History
               ) -> tuple[dict[str, Candidate], Candidate | None]:
-    """With a budget, shed ``overflow_order`` until the card, the summary and the newest
-    message fit together: the fields and the summary that stay."""
-    policy, counter, budget = card.policy, card.counter, card.policy.budget
+    """With a budget, shed ``overflow_order`` until the card, the summary, the
+    post-history instructions and the newest unit fit together: the fields and the
+    summary that stay."""
+    policy, budget = card.policy, card.policy.budget
     if budget is None:
         return dict(fields), summary
+    newest_tokens = sum(candidate.tokens for candidate in newest)
 
     def size_before_history(kept: Sequence[Candidate]) -> int:
-        """Card, summary and newest message: what the window starts from."""
+        """Card, summary, post-history and the newest unit: what the window starts
+        from."""
         by_id = {candidate.id: candidate for candidate in kept}
         pieces = card.pieces({key: by_id[key] for key in fields if key in by_id})
-        size = _tokens(counter, pieces)
-        history_items = [c for c in (summary, newest) if c is not None and c.id in by_id]
-        if pieces and history_items:
-            size += counter.count(MEMORY_SEPARATOR)
-        size += sum(c.tokens for c in history_items)
-        if len(history_items) == 2:
-            size += counter.count(LINE_SEPARATOR)
-        return size
+        kept_summary = summary if summary is not None and summary.id in by_id else None
+        return card.before_history(pieces, kept_summary, post) + newest_tokens
 
-    before = [*fields.values(), *(c for c in (summary, newest) if c is not None)]
+    before = [*fields.values(), *([summary] if summary is not None else [])]
     by_id = {candidate.id: candidate for candidate in before}
     order = [f"summary:{history.summary.through_message_id}"
              if name == "summary" and history.summary is not None else name
@@ -364,6 +453,13 @@ def _warnings(policy: CardPolicy, history: History, window: WindowResult, summar
     whether the context is under pressure."""
     budget = policy.budget
     warnings: list[str] = []
+    for unit in window.kept:
+        if unit.unanswered:
+            head = unit.members[0].message
+            warnings.append(
+                f"message {head.message_id!r} calls tools with no result after it "
+                f"({', '.join(unit.unanswered)}): chat APIs refuse a call without its "
+                "answer; append the tool messages before sending")
     gap = None
     if summarizing and window.dropped_range is not None:
         gap = window.dropped_range

@@ -45,7 +45,8 @@ class NovelPolicy(Policy):
     """Policy of the ``novel`` profile. Settings (key -> field):
 
     ``warm_window`` -> warm_window, ``hot_budget`` -> hot_budget, ``warm_budget`` ->
-    warm_budget, ``cold_budget`` -> cold_budget, ``token_encoding`` -> token_encoding, ``context_role`` -> context_role;
+    warm_budget, ``cold_budget`` -> cold_budget, ``token_encoding`` -> token_encoding,
+    ``context_role`` -> context_role;
     ``policy.novel`` -> any field (priorities, separator...).
     """
 

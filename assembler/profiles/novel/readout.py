@@ -12,15 +12,23 @@ from datetime import datetime
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, cast
 
+from ctxledger.assembler.chat_tokens import wrapper_tokens
 from ctxledger.assembler.digest import (
     Fragment,
     array_fragment,
     json_object,
+    message_fragment,
     object_fragment,
     seal_known,
 )
 from ctxledger.assembler.engine import Engine
-from ctxledger.assembler.model import Assembly, Decision, Section, TokenTotals
+from ctxledger.assembler.model import (
+    Assembly,
+    ContextMessage,
+    Decision,
+    Section,
+    TokenTotals,
+)
 from ctxledger.assembler.profiles.novel.policy import TIERS
 from ctxledger.assembler.profiles.novel.prepared import Prepared
 from ctxledger.assembler.profiles.novel.ranked import ITEM_ID, TOKENS, ShownRanked
@@ -64,14 +72,28 @@ def read_out(state: BookState, engine: Engine, view: SessionView,
                      order_count=sum(len(part) for part in members.values()))
     report, report_json = _report(state, view, prefix)
     decisions, decision_json = _decisions(state)
+    text = policy.separator.join(texts)
+    # The book goes out as one message: its wrapper and the reply priming are framing.
+    message = ContextMessage.model_construct(
+        role=policy.context_role, content=text, name=None, tool_calls=None,
+        tool_call_id=None, is_error=None, item=None,
+        sections=[section.name for section in sections],
+        tokens=totals.total + wrapper_tokens(counter, policy.context_role,
+                                             policy.message_overhead))
+    messages = [message] if text else []
+    if messages:
+        framing = message.tokens - totals.total + policy.message_overhead.reply_priming
+        totals = totals.model_copy(update={"framing": framing,
+                                           "total": totals.total + framing})
     assembly = Assembly.model_construct(
         profile="novel", policy_version=policy.version, session=view.stream_id,
-        position=view.position, now=now, text=policy.separator.join(texts),
+        position=view.position, now=now, text=text, messages=messages,
         sections=sections, tokens=totals, decisions=decisions, warnings=_warnings(state),
         report=report, digest="")
     return seal_known(assembly, {
         "sections": "[" + ",".join(section_json) + "]",
         "decisions": "[" + ",".join(decision_json) + "]",
+        "messages": array_fragment([message_fragment(m) for m in messages]),
         "report": report_json})
 
 

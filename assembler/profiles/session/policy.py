@@ -47,7 +47,8 @@ class SessionPolicy(Policy):
     ``session_max_chars`` -> max_chars, ``tool_section_budget`` -> tool_section_budget,
     ``usage_window_days`` -> usage_window_days, ``observation_limit`` ->
     observation_limit, ``observation_max_chars`` -> observation_max_chars,
-    ``welcome_message`` -> welcome_message, ``token_encoding`` -> token_encoding, ``context_role`` -> context_role;
+    ``welcome_message`` -> welcome_message, ``token_encoding`` -> token_encoding,
+    ``context_role`` -> context_role;
     ``policy.session`` -> any field (weights, decay, headings, trim order...).
     """
 

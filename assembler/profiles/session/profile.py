@@ -26,7 +26,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
 from ctxledger.assembler.budget import ShedStep
-from ctxledger.assembler.candidates import Candidate, Frame, Piece, SectionLayout, joined
+from ctxledger.assembler.candidates import (
+    Candidate,
+    Composed,
+    Frame,
+    Piece,
+    SectionLayout,
+    joined,
+)
 from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.inputs import Inputs
@@ -177,7 +184,9 @@ class SessionProfile(Profile):
             tools=_tool_ranks(ranked, {line.id for line in tool_lines if line.id in final}))
         return engine.finish(
             profile=self.name, policy_version=policy.version, session=view.stream_id,
-            position=view.position, now=now, pieces=pieces, sections=sections,
+            position=view.position, now=now, pieces=pieces,
+            messages=[Composed(policy.context_role, pieces)],
+            overhead=policy.message_overhead, sections=sections,
             report=report, warnings=warnings)
 
     def render(self, assembly: Assembly) -> RenderableType:

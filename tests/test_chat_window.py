@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 import tiktoken
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -1,0 +1,57 @@
+"""Audit of records made under another assembly format, on SQLite and PostgreSQL.
+
+An assembly recorded before format 4 hashed another form, so its digest cannot be
+compared: it gets its own verdict (``older_format``), never a digest mismatch that looks
+like tampering, while a current record whose digest differs still is one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxledger import Assembly, Ledger
+from ctxledger.assembler.model import FORMAT_VERSION
+
+
+def start(ledger: Ledger) -> Assembly:
+    ledger.append("chat", [
+        {"type": "session.started", "data": {"scope": "s"}},
+        {"type": "card.set", "data": {"name": "Mara", "description": "A captain."}},
+        {"type": "message.appended", "data": {"role": "user", "content": "Ahoy."}},
+        {"type": "message.appended", "data": {"role": "assistant", "content": "Aye."}}])
+    return ledger.assemble("chat", "card")
+
+
+def record(ledger: Ledger, assembly: Assembly, **changes: Any) -> None:
+    data = {"profile": "card", "policy_version": assembly.policy_version,
+            "position": assembly.position, "now": assembly.now.isoformat(),
+            "digest": assembly.digest, **changes}
+    ledger.append("chat", {"type": "context.assembled",
+                           "data": {k: v for k, v in data.items() if v is not None}})
+
+
+def test_older_formats_get_their_own_verdict(ledger: Ledger) -> None:
+    assembly = start(ledger)
+    assert FORMAT_VERSION == 4 and assembly.format_version == 4
+    ledger.record_assembly("chat", assembly)                       # current: a match
+    record(ledger, assembly, digest="0" * 64, format_version=3)     # says format 3
+    record(ledger, assembly, digest="1" * 64)                      # made before format 4
+    record(ledger, assembly, digest="2" * 64, format_version=4)    # current, altered
+    record(ledger, assembly, policy_version="card@2")              # an earlier release's
+    entries = ledger.audit("chat").entries
+    assert [e.status for e in entries] == ["match", "older_format", "older_format",
+                                           "digest_mismatch", "older_format"]
+    assert entries[1].detail.startswith("recorded under format 3; current is 4: ")
+    assert "not a sign of tampering" in entries[1].detail
+    assert entries[2].detail.startswith(
+        "recorded under format 3 or earlier (the record does not say); current is 4")
+    assert "card@2" in entries[4].detail
+    assert not ledger.audit("chat").ok
+    assert ledger.audit("chat").counts()["older_format"] == 3
+
+
+def test_record_assembly_stores_the_format(ledger: Ledger) -> None:
+    assembly = start(ledger)
+    ledger.record_assembly("chat", assembly)
+    (event,) = [e for e in ledger.events("chat") if e.type == "context.assembled"]
+    assert event.data["format_version"] == FORMAT_VERSION

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import itertools
 import json
 import threading
 from collections.abc import Iterator
@@ -19,20 +18,15 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from anthropic.types import MessageParam, TextBlockParam
+from helpers.chat_shapes import valid_anthropic, valid_openai
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from openai.types.chat import ChatCompletionMessageParam
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from ctxledger.assembler.chat_formats.anthropic import to_anthropic
 from ctxledger.assembler.chat_formats.openai import to_openai
 from ctxledger.assembler.errors import ChatFormatError
 from ctxledger.assembler.model import ContextMessage
-
-OPENAI_MESSAGES = TypeAdapter(list[ChatCompletionMessageParam])
-ANTHROPIC_MESSAGES = TypeAdapter(list[MessageParam])
-ANTHROPIC_SYSTEM = TypeAdapter(list[TextBlockParam])
 
 
 def _m(role: str, content: Any, **fields: Any) -> ContextMessage:
@@ -42,46 +36,6 @@ def _m(role: str, content: Any, **fields: Any) -> ContextMessage:
 def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function",
             "function": {"name": name, "arguments": arguments}}
-
-
-def _plain(value: Any) -> Any:
-    """A validated value as plain data. Pydantic validates an ``Iterable`` field lazily
-    (a ValidatorIterator): iterating it here is what runs the parts' validation."""
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return [_plain(item) for item in value]
-
-
-def valid_openai(out: list[dict[str, Any]]) -> None:
-    """``out`` validates as OpenAI's ``messages`` and has no key the types do not know
-    (a TypedDict drops unknown keys, so the validated copy would differ)."""
-    assert _plain(OPENAI_MESSAGES.validate_python(out)) == out
-
-
-def valid_anthropic(out: dict[str, Any]) -> None:
-    """``out`` holds ``messages`` (and ``system`` when there is one) and nothing else, each
-    valid as Anthropic's request types with no unknown key; roles alternate, the first
-    turn is not a system one, and a user turn's tool results lead it."""
-    assert set(out) <= {"system", "messages"} and "messages" in out
-    if "system" in out:
-        assert out["system"] and _plain(ANTHROPIC_SYSTEM.validate_python(out["system"])) \
-            == out["system"]
-    assert _plain(ANTHROPIC_MESSAGES.validate_python(out["messages"])) == out["messages"]
-    roles = [message["role"] for message in out["messages"]]
-    assert set(roles) <= {"user", "assistant"}
-    assert all(a != b for a, b in itertools.pairwise(roles)), roles
-    for message in out["messages"]:
-        if isinstance(message["content"], str):
-            assert message["content"].strip()
-            continue
-        kinds = [block["type"] for block in message["content"]]
-        assert kinds, message
-        assert kinds == sorted(kinds, key=lambda kind: kind != "tool_result"), kinds
-        for block in message["content"]:
-            if block["type"] == "text":
-                assert block["text"].strip()
 
 
 WEATHER = [

@@ -180,8 +180,9 @@ def _print_example(console: Console, ledger: Ledger, clock: ScriptedClock, file:
             console.print(Rule(f"assemble {session} --format {chat_format}", style="dim"))
             request = (assembly.to_openai() if chat_format == "openai"
                        else assembly.to_anthropic())
+            # Not wrapped at the console's width: the JSON stays valid to copy.
             console.print(json.dumps(request, ensure_ascii=False, indent=2), markup=False,
-                          highlight=False)
+                          highlight=False, soft_wrap=True)
 
 
 WHY_ITEM = "mes_example"

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ctxledger.assembler.chat_formats.media import (
     Inline,
@@ -42,12 +42,10 @@ from ctxledger.assembler.chat_formats.media import (
     parse_data_url,
     resolve,
 )
+from ctxledger.assembler.chat_formats.message import ChatMessage
 from ctxledger.assembler.chat_formats.tool_pairs import check_tool_pairs, where
 from ctxledger.assembler.errors import ChatFormatError
 from ctxledger.store.chat import FilePart, ImagePart, TextPart
-
-if TYPE_CHECKING:
-    from ctxledger.assembler.model import ContextMessage
 
 API = "Anthropic"
 
@@ -77,7 +75,7 @@ class _Turn:
         return {"role": self.role, "content": results + others}
 
 
-def to_anthropic(messages: Sequence[ContextMessage], *,
+def to_anthropic(messages: Sequence[ChatMessage], *,
                  resolve_media: MediaResolver | None = None) -> dict[str, Any]:
     """``{"system": [...], "messages": [...]}`` for ``client.messages.create``.
 
@@ -117,7 +115,7 @@ def _text_blocks(content: str | Sequence[object] | None) -> list[dict[str, Any]]
     return [{"type": "text", "text": text} for text in texts if text.strip()]
 
 
-def _blocks(message: ContextMessage, label: str,
+def _blocks(message: ChatMessage, label: str,
             resolver: MediaResolver | None) -> list[dict[str, Any]]:
     if message.role == "tool":
         return [_tool_result(message, label, resolver)]
@@ -137,7 +135,7 @@ def _blocks(message: ContextMessage, label: str,
     return blocks
 
 
-def _tool_result(message: ContextMessage, label: str,
+def _tool_result(message: ChatMessage, label: str,
                  resolver: MediaResolver | None) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
     content = message.content

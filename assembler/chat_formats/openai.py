@@ -25,7 +25,7 @@ a resolver gives them. Every output is plain JSON data with a fixed key order.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ctxledger.assembler.chat_formats.media import (
     Inline,
@@ -34,12 +34,10 @@ from ctxledger.assembler.chat_formats.media import (
     parse_data_url,
     resolve,
 )
+from ctxledger.assembler.chat_formats.message import ChatMessage
 from ctxledger.assembler.chat_formats.tool_pairs import check_tool_pairs, where
 from ctxledger.assembler.errors import ChatFormatError
 from ctxledger.store.chat import FilePart, ImagePart, TextPart
-
-if TYPE_CHECKING:
-    from ctxledger.assembler.model import ContextMessage
 
 API = "OpenAI"
 
@@ -48,7 +46,7 @@ _EXTENSIONS = {"application/pdf": ".pdf", "text/plain": ".txt", "text/markdown":
 """A filename for inline file data that has none (OpenAI requires one)."""
 
 
-def to_openai(messages: Sequence[ContextMessage], *,
+def to_openai(messages: Sequence[ChatMessage], *,
               resolve_media: MediaResolver | None = None) -> list[dict[str, Any]]:
     """The ``messages=`` list for ``client.chat.completions.create``.
 
@@ -71,7 +69,7 @@ def to_openai(messages: Sequence[ContextMessage], *,
     return out
 
 
-def _message(message: ContextMessage, label: str,
+def _message(message: ChatMessage, label: str,
              resolver: MediaResolver | None) -> dict[str, Any]:
     found: dict[str, Any] = {"role": message.role}
     if message.name is not None:
@@ -90,7 +88,7 @@ def _message(message: ContextMessage, label: str,
     return found
 
 
-def _tool(message: ContextMessage, label: str, resolver: MediaResolver | None,
+def _tool(message: ChatMessage, label: str, resolver: MediaResolver | None,
           moved: list[dict[str, Any]]) -> dict[str, Any]:
     content = message.content
     if content is None or isinstance(content, str):

@@ -11,21 +11,18 @@ instead of a 400 from the API.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from ctxledger.assembler.chat_formats.message import ChatMessage
 from ctxledger.assembler.errors import ChatFormatError
 
-if TYPE_CHECKING:
-    from ctxledger.assembler.model import ContextMessage
 
-
-def where(index: int, message: ContextMessage) -> str:
+def where(index: int, message: ChatMessage) -> str:
     """How errors name a message: its index in the list, its role and its item."""
     item = f" {message.item}" if message.item else ""
     return f"message {index} ({message.role}{item})"
 
 
-def check_tool_pairs(messages: Sequence[ContextMessage]) -> None:
+def check_tool_pairs(messages: Sequence[ChatMessage]) -> None:
     """Raise ``ChatFormatError`` unless every tool call is answered by the tool messages
     right after its assistant message, and every tool message answers such a call."""
     pending: list[str] = []

@@ -13,3 +13,9 @@ class AssemblyError(LedgerError):
 
 class EngineError(RuntimeError):
     """A profile broke the engine's contract (a bug, not bad input)."""
+
+
+class ChatFormatError(AssemblyError):
+    """An assembly's messages cannot be put in a chat API's shape as they are (a tool call
+    with no answer, media held by its hash only with no resolver...); one line naming the
+    message and what to do."""

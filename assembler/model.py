@@ -224,18 +224,24 @@ class Assembly(_Frozen):
         raise KeyError(f"{item!r} was not a candidate of this {self.profile} assembly of "
                        f"{self.session!r} at position {self.position}")
 
-    def to_openai(self) -> list[dict[str, Any]]:
-        """The messages as OpenAI's chat-completions API takes them (``messages=``)."""
+    def to_openai(self, *, resolve_media: Callable[[str, str], bytes] | None = None
+                  ) -> list[dict[str, Any]]:
+        """The messages as OpenAI's chat-completions API takes them (``messages=``).
+
+        ``resolve_media(media_type, sha256) -> bytes`` gives the bytes of media parts held
+        by their hash only; without it such a part is a ``ChatFormatError``."""
         from ctxledger.assembler.chat_formats.openai import to_openai
 
-        return to_openai(self.messages)
+        return to_openai(self.messages, resolve_media=resolve_media)
 
-    def to_anthropic(self) -> dict[str, Any]:
+    def to_anthropic(self, *, resolve_media: Callable[[str, str], bytes] | None = None
+                     ) -> dict[str, Any]:
         """The messages as Anthropic's Messages API takes them: ``{"system": ...,
-        "messages": [...]}``, to spread into ``client.messages.create(**...)``."""
+        "messages": [...]}``, to spread into ``client.messages.create(**...)``
+        (``resolve_media`` as for ``to_openai``)."""
         from ctxledger.assembler.chat_formats.anthropic import to_anthropic
 
-        return to_anthropic(self.messages)
+        return to_anthropic(self.messages, resolve_media=resolve_media)
 
     def section(self, name: str) -> Section | None:
         """The section called ``name``, or None when it is absent."""

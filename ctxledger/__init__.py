@@ -24,6 +24,7 @@ from ctxledger.store.lazy import lazy_exports  # noqa: E402 (needs the path abov
 if TYPE_CHECKING:
     from ctxledger._ledger import Ledger
     from ctxledger.assembler.chat_tokens import MessageOverhead
+    from ctxledger.assembler.errors import ChatFormatError
     from ctxledger.assembler.model import Assembly, ContextMessage, Decision, Section
     from ctxledger.assembler.policy import Policy, PolicyError
     from ctxledger.jobs._rollup import RolledDay, RollupPolicy, RollupReport
@@ -61,6 +62,7 @@ _SOURCES = {
     **dict.fromkeys(["Assembly", "ContextMessage", "Decision", "Section"],
                     "ctxledger.assembler.model"),
     **dict.fromkeys(["MessageOverhead"], "ctxledger.assembler.chat_tokens"),
+    **dict.fromkeys(["ChatFormatError"], "ctxledger.assembler.errors"),
     **dict.fromkeys(["Policy", "PolicyError"], "ctxledger.assembler.policy"),
     **dict.fromkeys(["RollupPolicy", "RollupReport", "RolledDay"], "ctxledger.jobs._rollup"),
     **dict.fromkeys(["UsageReport", "DayUsage", "Series"], "ctxledger.jobs._usage"),
@@ -82,15 +84,14 @@ _SOURCES = {
 }
 
 __all__ = [
-    "Anchor", "AppendResult", "Assembly", "AuditEntry", "AuditReport", "ConcurrencyError",
-    "ContextMessage", "DatabaseMissing", "DayUsage", "Decision", "DecisionChange",
-    "EventValidationError", "ForkError", "IdempotencyError", "IntegrityViolation",
-    "InvalidArgument", "Ledger", "LedgerError", "MessageOverhead", "Policy", "PolicyError",
-    "ProjectionStatus", "RecordedEvent",
-    "ReplayError", "RolledDay", "RollupPolicy", "RollupReport", "SchemaMissing", "Seal",
-    "SealSettings", "Section", "Series", "SessionView", "StreamRuleError", "TimelineStep",
-    "UsageReport", "VerifyReport", "ViewRequest", "WhatIfReport", "WhyError", "WhyReport",
-    "WhyRun", "WhyStep",
+    "Anchor", "AppendResult", "Assembly", "AuditEntry", "AuditReport", "ChatFormatError",
+    "ConcurrencyError", "ContextMessage", "DatabaseMissing", "DayUsage", "Decision",
+    "DecisionChange", "EventValidationError", "ForkError", "IdempotencyError",
+    "IntegrityViolation", "InvalidArgument", "Ledger", "LedgerError", "MessageOverhead",
+    "Policy", "PolicyError", "ProjectionStatus", "RecordedEvent", "ReplayError", "RolledDay",
+    "RollupPolicy", "RollupReport", "SchemaMissing", "Seal", "SealSettings", "Section",
+    "Series", "SessionView", "StreamRuleError", "TimelineStep", "UsageReport", "VerifyReport",
+    "ViewRequest", "WhatIfReport", "WhyError", "WhyReport", "WhyRun", "WhyStep",
 ]
 __version__ = "0.1.0"
 

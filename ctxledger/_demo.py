@@ -5,6 +5,7 @@ each file's events and sessions' state, the assembly each file exists for, a rep
 
 from __future__ import annotations
 
+import json
 import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
@@ -84,6 +85,11 @@ DEMO_AGENTS: Mapping[str, str] = {"session.jsonl": "executor"}
 session (the coding-agent sessions, scoped for an executor: ``state SESSION --agent``)."""
 
 
+DEMO_CHAT_FORMATS: Mapping[str, str] = {"tools.jsonl": "openai"}
+"""Example file -> the chat API shape the demo prints its assembly's messages in (the
+tool-calling chat, as ``assemble --format openai`` prints it)."""
+
+
 def _count(examples: Sequence[ExampleEvent], file: str) -> int:
     return sum(1 for e in examples if e.file == file)
 
@@ -99,16 +105,24 @@ def _sessions_last_seen(events: Sequence[RecordedEvent]) -> dict[str, datetime]:
 def example_assembly(ledger: Ledger, file: str,
                      events: Sequence[RecordedEvent]) -> tuple[str, Assembly] | None:
     """The assembly an example file exists for: its last session with the profile the
-    file is named after, at that session's last event (None when no profile fits).
+    file is named after, else the one the session's ``profile`` setting names, at that
+    session's last event (None when no profile fits).
 
-    Each example file is named after the profile it exercises; the app would assemble its
-    last session at that moment. The README's and the golden tests' digests come from here.
+    Each example file is named after the profile it exercises, or (``tools.jsonl``, a chat
+    for the ``card`` profile) says it as the app would; the app would assemble its last
+    session at that moment. The README's and the golden tests' digests come from here.
     """
+    from ctxledger.assembler.setting_check import PROFILE_SETTING
+
     last_seen = _sessions_last_seen(events)
-    profile = Path(file).stem
-    if not last_seen or profile not in profile_names():
+    if not last_seen:
         return None
     session, last_at = list(last_seen.items())[-1]
+    profile: object = Path(file).stem
+    if profile not in profile_names():
+        profile = ledger.view(session).settings.get(PROFILE_SETTING)
+    if not isinstance(profile, str) or profile not in profile_names():
+        return None
     return session, ledger.assemble(session, profile, now=last_at)
 
 
@@ -160,10 +174,21 @@ def _print_example(console: Console, ledger: Ledger, clock: ScriptedClock, file:
         console.print()
         console.print(Rule(f"assemble {session} --profile {assembly.profile}", style="dim"))
         console.print(assembly_view(assembly, show_text=True))
+        chat_format = DEMO_CHAT_FORMATS.get(file)
+        if chat_format is not None:
+            console.print()
+            console.print(Rule(f"assemble {session} --format {chat_format}", style="dim"))
+            request = (assembly.to_openai() if chat_format == "openai"
+                       else assembly.to_anthropic())
+            # Not wrapped at the console's width: the JSON stays valid to copy.
+            console.print(json.dumps(request, ensure_ascii=False, indent=2), markup=False,
+                          highlight=False, soft_wrap=True)
 
 
 WHY_ITEM = "mes_example"
 """The decision the demo explains (the card example's example dialogue expires)."""
+WHY_EXAMPLE = "card.jsonl"
+"""The example whose assembly has that decision worth explaining."""
 
 
 def _replay_why_audit(console: Console, ledger: Ledger,
@@ -186,7 +211,8 @@ def _replay_why_audit(console: Console, ledger: Ledger,
                      f"{assembly.profile}: digest {again.digest[:16]} "
                      f"{'matches' if again.digest == assembly.digest else 'DIFFERS'}"))
     console.print(render.info_table(rows))
-    for session, assembly in found.values():
+    if WHY_EXAMPLE in found:
+        session, assembly = found[WHY_EXAMPLE]
         if any(d.item == WHY_ITEM for d in assembly.decisions):
             console.print(why_view(ledger.why(session, WHY_ITEM, profile=assembly.profile)))
     report = ledger.audit()

@@ -231,3 +231,36 @@ def test_brief_example() -> None:
     assert _of_type(events, "message.appended")
     # Provenance cases for later: at least one snippet cites an unregistered version.
     assert any((s["source_id"], s["source_version"]) not in sources for s in snippets)
+
+
+def test_tools_example() -> None:
+    """A user asks, the assistant calls two tools in one message, both answers come back
+    with their call's id, and the assistant answers; the session names its profile."""
+    events = _file("tools.jsonl")
+    (profile,) = [s for s in _of_type(events, "setting.changed") if s["key"] == "profile"]
+    assert profile["value"] == "card"
+    roles = [m["role"] for m in _of_type(events, "message.appended")]
+    assert roles == ["user", "assistant", "tool", "tool", "assistant"]
+    user, calls, *answers, reply = _of_type(events, "message.appended")
+    assert user["name"] and user["content"]
+    assert calls["content"] is None
+    names = [call["function"]["name"] for call in calls["tool_calls"]]
+    assert names == ["get_weather", "get_time"]
+    assert [a["tool_call_id"] for a in answers] == [c["id"] for c in calls["tool_calls"]]
+    assert reply["content"] and not reply.get("tool_calls")
+    used = [u["tool_name"] for u in _of_type(events, "tool.used")]
+    assert used == names
+    # After every other example, so their log positions stay as they were.
+    others = [e for e in _examples() if e.file != "tools.jsonl"]
+    assert min(e.at for e in events) > max(e.at for e in others)
+
+
+def test_demo_prints_the_tool_chat_in_openai_shape(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["demo", "--db", f"sqlite:///{tmp_path / 'demo.db'}"])
+    assert result.exit_code == 0, result.stderr
+    start = result.stdout.index("assemble trip-lisbon-001 --format openai")
+    block = result.stdout[start:].split("\n", 1)[1]
+    shown = json.loads(block[: block.index("\n───")])
+    with Ledger.open(f"sqlite:///{tmp_path / 'demo.db'}") as ledger:
+        last = read_example_file(EXAMPLES_DIR / "tools.jsonl")[-1].at
+        assert shown == ledger.assemble("trip-lisbon-001", "card", now=last).to_openai()

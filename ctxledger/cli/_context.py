@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -57,6 +58,16 @@ def state(
         stdout().print(render.state_table(found, title=f"state {session}"))
 
 
+class AssembleFormat(StrEnum):
+    """What ``assemble`` prints: the Assembly, its breakdown, or its messages in a chat
+    API's shape."""
+
+    json = "json"
+    text = "text"
+    openai = "openai"
+    anthropic = "anthropic"
+
+
 def assemble(
     ctx: typer.Context,
     session: Session,
@@ -74,7 +85,11 @@ def assemble(
         "--agent", metavar="A",
         help="Scope the state section to agent type A's manifest (only for profiles that"
              " show state).")] = None,
-    format: FormatOption = JsonOrText.json,
+    format: Annotated[AssembleFormat, typer.Option(
+        "--format",
+        help="json (default): the whole Assembly; text: the breakdown; openai: the"
+             " messages list for chat.completions.create; anthropic: the {system,"
+             " messages} object for messages.create.")] = AssembleFormat.json,
     text: Annotated[bool, typer.Option(
         "--text/--no-text",
         help="With --format text: show the context text after the breakdown.")] = True,
@@ -82,7 +97,8 @@ def assemble(
     """Build a session's context with a profile; JSON prints the whole Assembly.
 
     The profile is --profile, else the session's 'profile' setting; --format text says
-    which, then shows the breakdown and (unless --no-text) the context text."""
+    which, then shows the breakdown and (unless --no-text) the context text. --format
+    openai and anthropic print the context's messages as that API takes them."""
     from ctxledger.assembler.profiles import profiles_showing_state
     from ctxledger.io._input import read_policy
     from ctxledger.render._assembly import assembly_view
@@ -105,12 +121,22 @@ def assemble(
                 f" to scope ({which}); use 'ctxledger state SESSION --agent {agent}'",
                 param_hint="'--agent'")
         result = ledger.assemble(session, profile, now=when, policy=policy_text)
-    if format is JsonOrText.json:
+    if format is AssembleFormat.json:
         typer.echo(result.model_dump_json(indent=2))
+    elif format is AssembleFormat.openai:
+        typer.echo(chat_json(result.to_openai()))
+    elif format is AssembleFormat.anthropic:
+        typer.echo(chat_json(result.to_anthropic()))
     else:
         console = stdout()
         console.print(f"profile {profile} (from {source})", markup=False)
         console.print(assembly_view(result, show_text=text))
+
+
+def chat_json(request: object) -> str:
+    """A chat request as indented JSON, its keys in the converter's order (``role``
+    first), not sorted: it is the shape the API documents."""
+    return json.dumps(request, ensure_ascii=False, indent=2)
 
 
 class SchemaKind(StrEnum):

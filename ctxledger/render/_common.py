@@ -110,8 +110,17 @@ def _short(value: Any) -> str:
 
 def _message(data: Mapping[str, Any]) -> str:
     who = data["role"] + (f" ({data['name']})" if data.get("name") else "")
+    if data.get("tool_call_id"):
+        who += f" -> {data['tool_call_id']}" + (" (error)" if data.get("is_error") else "")
     ident = f"[{data['message_id']}] " if data.get("message_id") else ""
-    return f"{ident}{who}: {data['content']}"
+    content = data.get("content")
+    if isinstance(content, list):  # parts: their text, and how many media parts
+        media = sum(1 for part in content if part.get("type") != "text")
+        text = " ".join(str(part["text"]) for part in content if part.get("type") == "text")
+        content = text + (f" [+{media} media]" if media else "")
+    calls = [call["function"]["name"] for call in data.get("tool_calls") or ()]
+    said = " ".join(filter(None, [content or "", f"calls {', '.join(calls)}" if calls else ""]))
+    return f"{ident}{who}: {said}"
 
 
 def _tool_used(data: Mapping[str, Any]) -> str:

@@ -92,6 +92,8 @@ class Engine:
         self._order: list[str] = []
         self._cache_writes: list[CacheWrite] = []
         self._memo: CanonicalMemo | None = None
+        self._given: set[str] = set()
+        """Candidates registered with their tokens given, not counted from their text."""
 
     # -- caches -------------------------------------------------------------------------
 
@@ -124,9 +126,11 @@ class Engine:
         (a chat message's cost as sent, which is not the count of its text line)."""
         if item_id in self._slots:
             raise EngineError(f"candidate {item_id!r} registered twice")
-        candidate = Candidate(item_id, section, text,
-                              self.counter.count(text) if tokens is None else tokens, tier,
-                              priority)
+        if tokens is None:
+            tokens = self.counter.count(text)
+        else:
+            self._given.add(item_id)
+        candidate = Candidate(item_id, section, text, tokens, tier, priority)
         self._slots[item_id] = _Slot(candidate)
         self._order.append(item_id)
         return candidate
@@ -408,7 +412,8 @@ class Engine:
         if laid.order != text_order:
             raise EngineError("the text and the messages lay out different items")
         for item in self._order:
-            laid.methods.add(self.counter.measure(self._slots[item].candidate.text).method)
+            if item not in self._given:  # a given count's texts were counted where it was made
+                laid.methods.add(self.counter.measure(self._slots[item].candidate.text).method)
         built, tokens = self._totals(sections, laid)
         decisions = [self._final_decision(slot) for slot in map(self._slots.__getitem__,
                                                                 self._order)

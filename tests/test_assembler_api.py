@@ -74,11 +74,13 @@ def test_counter_must_match_the_policy_encoding() -> None:
 def test_policy_defaults_to_the_view_settings() -> None:
     assembly = assemble(card_view({"token_encoding": "chars4", "user_name": "Kim"}), "card",
                         NOW)
-    assert assembly.policy_version.startswith("card@2+")
+    assert assembly.policy_version.startswith("card@3+")
     assert assembly.tokens.encoding == "chars4" and assembly.tokens.methods == ["chars4"]
     assert isinstance(assembly.report, CardReport)
     line = "ana: Hello there, how are you?"
-    assert assembly.sections[1].items[0].tokens == math.ceil(len(line) / 4)
+    # A message costs what a chat API counts: 3, its role, its content, its name and 1.
+    assert assembly.sections[1].items[0].tokens == 3 + math.ceil(len("user") / 4) + (
+        math.ceil(len("Hello there, how are you?") / 4)) + math.ceil(len("ana") / 4) + 1
     assert assembly.text.endswith(line)
 
 
@@ -110,7 +112,9 @@ def test_the_token_cache_is_consulted_in_few_round_trips() -> None:
     store = CountingStore()
     policy = policy_for("card", {})
     assemble(view, "card", NOW, policy, counter_for(policy, store=store))
-    assert store.lookups <= 2  # everything known up front, then the template's own text
+    # Everything known up front, then the template's own text, then the memory as one
+    # message (counted whole, as a chat API counts it).
+    assert store.lookups <= 3
 
 
 def test_session_consults_the_token_cache_in_few_round_trips() -> None:

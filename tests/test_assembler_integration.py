@@ -107,9 +107,10 @@ def test_card_on_real_projections(ledger: Ledger) -> None:
     again_history = card_report(again).chat_history
     # Only the new message was counted: everything else came from the caches.
     assert counter.calls == 1
-    new_line = "user: A new line after the summary."
-    assert again_history.summarized_from == history.summarized_from + \
-        TokenCounter().count(new_line)
+    # The new message costs what a chat API counts: 3 per message, its role, its content.
+    counted = TokenCounter()
+    assert again_history.summarized_from == history.summarized_from + 3 + \
+        counted.count("user") + counted.count("A new line after the summary.")
 
     ledger.append("chat", {"type": "setting.changed",
                            "data": {"key": "compression_level", "value": "none"}})

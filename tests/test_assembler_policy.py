@@ -28,7 +28,14 @@ def test_card_defaults_are_the_spec_values() -> None:
         "mes_example": ("Example Dialogue", False, 5, "chat_dialogue"),
         "first_mes": ("First Message", False, 3, "aggressive"),
     }
-    assert policy.version == "card@2"
+    assert policy.version == "card@3"
+    # What a chat API adds around messages (OpenAI's cookbook figures), and the role of
+    # the message a profile builds from its own text.
+    overhead = policy.message_overhead
+    assert (overhead.per_message, overhead.per_name, overhead.reply_priming,
+            overhead.per_tool_call, overhead.per_media_part) == (3, 1, 3, 3, 85)
+    assert policy.context_role == "system"
+    assert policy_for("card", {"context_role": "developer"}).context_role == "developer"
 
 
 def test_session_defaults_are_the_spec_values() -> None:
@@ -51,10 +58,10 @@ def test_named_settings_override_and_change_the_version() -> None:
     assert isinstance(policy, CardPolicy)
     assert (policy.compression_level, policy.context_limit, policy.user_name) == (
         "aggressive", 4096, "Sam")
-    assert policy.version.startswith("card@2+")
+    assert policy.version.startswith("card@3+")
     assert policy_for("card", dict(reversed(list(settings.items())))).version == policy.version
     assert policy_for("card", {**settings, "user_name": "Alex"}).version != policy.version
-    assert policy_for("card", {"unrelated_setting": 1}).version == "card@2"
+    assert policy_for("card", {"unrelated_setting": 1}).version == "card@3"
 
 
 def test_expiration_table_is_overridable_per_field() -> None:

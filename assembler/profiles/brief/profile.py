@@ -157,7 +157,7 @@ class BriefProfile(Profile):
         retrieved = _snippets(engine, index, scores, sources, fog, sanitizer, policy)
         snippets = retrieved.kept
         summaries = _summaries(engine, view, fog)
-        counter.prefetch([title, policy.persona_heading, policy.world_heading,
+        counter.prefetch([policy.context_role, title, policy.persona_heading, policy.world_heading,
                           policy.evidence_heading, policy.events_heading, BULLET,
                           FACT_BULLET, "\n", "\n\n"])
 

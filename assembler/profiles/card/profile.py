@@ -389,7 +389,8 @@ def _expire_fields(engine: Engine, card: _Card, view: SessionView,
     level, count = policy.compression_level, view.counts.total
     field_texts = {rule.key: _field_text(view.card, rule.key, user=card.user, char=card.char)
                    for rule in policy.fields}
-    counter.prefetch([*field_texts.values(), LINE_SEPARATOR, MEMORY_SEPARATOR,
+    counter.prefetch([policy.context_role, *field_texts.values(), LINE_SEPARATOR,
+                      MEMORY_SEPARATOR,
                       *(render_message(message) for message in history.messages),
                       *(text for message in history.messages
                         for text in cost_texts(message))])

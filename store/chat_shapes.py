@@ -9,7 +9,8 @@ checks it, so what is stored is always canonical, whichever API's shape the app 
   ``input_audio`` and ``refusal`` parts, an assistant's ``refusal`` or ``audio``, the
   deprecated ``function_call``, ``annotations``, and any key the canonical form lacks.
   Those of them an SDK response dump carries empty (``"refusal": null``) say nothing
-  and are dropped.
+  and are dropped, with the dump's null optional fields (``"tool_calls": null``), so the
+  dump of a plain answer is stored as the plain message.
 - Anthropic Messages: ``text`` blocks; ``image`` blocks (a base64 source becomes a
   ``data:`` URL with its media type, a url source the url, a file source the
   ``file_id``); ``document`` blocks become file parts (their ``title`` the filename);
@@ -220,12 +221,14 @@ def _pieces(message: Mapping[str, Any]) -> list[Message]:
 
 
 def _without_extras(message: Mapping[str, Any]) -> Message:
-    """``message`` without the OpenAI keys it carries empty; refuses any other key the
-    canonical form lacks."""
+    """An OpenAI message (an SDK's dump: ``"refusal": null, "tool_calls": null``...)
+    without the keys it carries empty, which say nothing: its extras when null or empty,
+    its optional fields when null. Refuses any other key the canonical form lacks."""
     kept: Message = {}
     for key, value in message.items():
         if key in _CANONICAL_KEYS:
-            kept[key] = value
+            if value is not None or key == "content":
+                kept[key] = value
         elif key in _OPENAI_EXTRAS:
             if value is not None and value != []:
                 raise ChatShapeError(f"{key}: {_OPENAI_EXTRAS[key]}")

@@ -62,6 +62,9 @@ ACCEPTED: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
      {"role": "assistant", "content": None, "tool_calls": [
          {"id": "call_1", "type": "function",
           "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]}),
+    ("openai-sdk-plain-answer-dump",
+     ChatCompletionMessage(role="assistant", content="Hello!").model_dump(),
+     {"role": "assistant", "content": "Hello!"}),
     ("anthropic-image-base64",
      {"role": "user", "content": [{"type": "image", "source": {
          "type": "base64", "media_type": "image/png", "data": PNG}}]},

@@ -153,6 +153,29 @@ class Ledger:
             [events] if type(events) is dict or isinstance(events, _ONE_EVENT) else events)
         return self.log.append(stream_id, batch, expected_version=expected_version)
 
+    def append_messages(self, session: str, messages: Sequence[Mapping[str, Any]], *,
+                        system: Any = None, expected_version: int | None = None,
+                        metadata: Mapping[str, Any] | None = None) -> AppendResult:
+        """Append a conversation's chat messages to ``session``, in order, atomically.
+
+        ``messages`` is a list in OpenAI's chat-completions shape, or Anthropic's
+        messages with its system prompt as ``system`` (a string or text blocks; it comes
+        first), or the canonical form (``store.chat``). A message that is several
+        canonical messages (an Anthropic user turn holding tool results) is split into
+        them, in block order; its ``message_id`` ``m`` becomes ``m#1``, ``m#2``... for the
+        pieces. Every message is checked before any is written: one bad message writes
+        nothing, and the error names it (``messages[2]: ...``). ``metadata`` goes on every
+        event.
+        """
+        from ctxledger._chat_input import message_batch
+        from ctxledger.store.errors import BatchEventError
+
+        batch = message_batch(messages, system, metadata)
+        try:
+            return self.append(session, batch.events, expected_version=expected_version)
+        except BatchEventError as exc:
+            raise batch.error(exc.index, exc.reason) from None
+
     def events(self, stream_id: str | None = None, *, after: int = 0,
                limit: int | None = None, until: int | datetime | None = None
                ) -> list[RecordedEvent]:

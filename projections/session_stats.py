@@ -15,11 +15,13 @@ from ctxledger.projections.fork_copies import (
     raw_counts_in_scope,
 )
 from ctxledger.projections.rowstore import Row, RowStore
+from ctxledger.store.chat import CHAT_ROLES
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType, UTCDateTime
 from ctxledger.store.streams import stream_kind
 
-ROLES = ("system", "user", "assistant", "tool")
+ROLES = CHAT_ROLES
+"""Every message role: each has its ``messages_<role>`` count."""
 
 sessions = sa.Table(
     "sessions",
@@ -228,7 +230,8 @@ class SessionStatsProjection(Projection):
     name: ClassVar[str] = "session_stats"
     # v2: appending an explicit message_id again replaces that message instead of
     # counting it twice. v3: a replaced message counts as retracted. v4: a fork's
-    # copies are marked (``copied_versions``, ``forked_from``).
+    # copies are marked (``copied_versions``, ``forked_from``). The ``developer`` count
+    # came later without a new version: no log held such a message before it.
     version: ClassVar[int] = 4
     tables: ClassVar[tuple[sa.Table, ...]] = (sessions, messages, message_ids)
     handles: ClassVar[frozenset[str]] = _SESSION_TYPES

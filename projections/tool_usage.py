@@ -13,12 +13,22 @@ an import with trusted timestamps of a log grouped by session) is kept at its ow
 uses. The formulas only need the rows inside the window, so the nightly job may prune
 older raw rows.
 
-A fork's copies that do not count toward the scope (``fork_copies``) are not uses.
+A use is reported by ``tool.used``, or by a tool call of an assistant message (each call
+of its ``tool_calls`` is one use of the tool its ``function.name`` names, of no server).
+A call reported both ways in one session (the message's call id, and ``tool.used`` with
+that ``call_id``), in either order, counts once: the first report counts, at its time and
+under its tool and server; the later one is a repeat (``tool_usage_calls`` remembers the
+call ids a session reported). A retracted or replaced message's calls were still made:
+they stay counted.
+
+A fork's copies that do not count toward the scope (``fork_copies``) are not uses; their
+call ids are remembered all the same, so a report of the same call appended to the fork
+later is a repeat of a use its original session counted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, time
 from typing import Any, ClassVar
 
@@ -87,6 +97,16 @@ lifetime count after it (unique per tool)."""
 USE_TABLES = (tool_uses, tool_uses_late)
 """Every use is in exactly one of these."""
 
+tool_usage_calls = sa.Table(
+    "tool_usage_calls",
+    metadata,
+    sa.Column("stream_id", sa.String(200), primary_key=True),
+    sa.Column("call_id", sa.String(200), primary_key=True),
+    sqlite_with_rowid=False,
+)
+"""The tool-call ids each session has reported (by a message's ``tool_calls`` or by
+``tool.used``'s ``call_id``): a second report of a call is not a second use."""
+
 
 def known_uses(table: sa.Table) -> sa.ColumnElement[bool]:
     """Uses in ``table`` (one of ``USE_TABLES``) of a tool ``tool_usage`` has, which is
@@ -102,19 +122,20 @@ class ToolUsageProjection(Projection):
     name: ClassVar[str] = "tool_usage"
     # v2: ``rollup.completed`` with ``prune_before`` drops older per-use rows.
     # v3: a tool is (name, server); late uses kept at their own time; a fork's copies
-    # that do not count are not uses.
-    version: ClassVar[int] = 3
+    # that do not count are not uses. v4: an assistant message's tool calls are uses; a
+    # call reported twice (message and tool.used) counts once.
+    version: ClassVar[int] = 4
     tables: ClassVar[tuple[sa.Table, ...]] = (tool_usage_scopes, tool_usage, tool_uses,
-                                              tool_uses_late)
+                                              tool_uses_late, tool_usage_calls)
     handles: ClassVar[frozenset[str]] = frozenset(
-        {"session.started", "tool.used", "rollup.completed"})
+        {"session.started", "tool.used", "message.appended", "rollup.completed"})
 
     def shared_keys(self, stream_id: str, event: NewEvent) -> Sequence[str]:
         """A use reads and rewrites its tool's count, shared by every session of the
         scope: locked per tool name (the scope is only known from the table)."""
-        if event.type != "tool.used" or stream_kind(stream_id) != "session":
+        if stream_kind(stream_id) != "session":
             return ()
-        return (str(event.data.get("tool_name")),)
+        return sorted({use[0] for use in reported_uses(event.type, event.data)})
 
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
         """Record the session's scope, or count one use (two primary-key reads), or prune
@@ -127,10 +148,13 @@ class ToolUsageProjection(Projection):
         if event.type == "session.started":
             record_session_scope(tool_usage_scopes, event, rows)
             return
-        if not counts_in_scope(event.metadata):
+        reported = reported_uses(event.type, event.data)
+        if not reported:
             return
-        table, use = _count_use(rows, event.stream_id, event.data, event.recorded_at)
-        rows.put(table, dict(zip(_USE_COLUMNS, use, strict=True)))
+        counts = counts_in_scope(event.metadata)
+        for table, use in _count_reported(rows, event.stream_id, reported, counts,
+                                          event.recorded_at):
+            rows.put(table, dict(zip(_USE_COLUMNS, use, strict=True)))
 
     def rebuild_fold(self, rows: RowStore, time_of: TimeOf) -> _UsageRebuildFold:
         """Uses counted from the raw event, without a record; the rest through ``apply``."""
@@ -139,15 +163,45 @@ class ToolUsageProjection(Projection):
 
 _USE_COLUMNS = ("scope", "tool_name", "server_name", "seq", "used_at")
 _Use = tuple[str, str, str, int, datetime]
+Reported = tuple[str, str, str | None]
+"""A use as an event reports it: tool name, server (``NO_SERVER`` for none), call id."""
 
 
-def _count_use(rows: RowStore, stream_id: str, data: dict[str, Any],
+def reported_uses(kind: str, data: Mapping[str, Any]) -> list[Reported]:
+    """The tool uses an event reports: a ``tool.used``, or each tool call of a
+    ``message.appended`` (none for any other event)."""
+    if kind == "tool.used":
+        return [(data["tool_name"], data.get("server_name") or NO_SERVER,
+                 data.get("call_id"))]
+    if kind == "message.appended":
+        calls = data.get("tool_calls")
+        if calls:
+            return [(call["function"]["name"], NO_SERVER, call["id"]) for call in calls]
+    return []
+
+
+def _count_reported(rows: RowStore, stream_id: str, reported: Sequence[Reported],
+                    counts: bool, recorded_at: datetime) -> list[tuple[sa.Table, _Use]]:
+    """Count the uses an event of a session reports, each call id once per session
+    (``counts``: the event counts toward the scope; else its call ids are only
+    remembered). Returns the use rows for the caller to write."""
+    out = []
+    for name, server, call_id in reported:
+        if call_id is not None:
+            key = (stream_id, call_id)
+            if rows.get(tool_usage_calls, key) is not None:
+                continue  # the same call, reported again
+            rows.put(tool_usage_calls, {"stream_id": stream_id, "call_id": call_id})
+        if counts:
+            out.append(_count_use(rows, stream_id, name, server, recorded_at))
+    return out
+
+
+def _count_use(rows: RowStore, stream_id: str, name: str, server: str,
                recorded_at: datetime) -> tuple[sa.Table, _Use]:
     """Count one use of a session's tool (two primary-key reads, the tool's row put);
     returns the table and the row (in ``_USE_COLUMNS`` order) for the caller to write."""
     scope = session_scope(tool_usage_scopes, stream_id, rows)
-    name = data["tool_name"]
-    server = data.get("server_name") or NO_SERVER
     prior = rows.get(tool_usage, (scope, name, server))
     count = 1 if prior is None else int(prior["lifetime_count"]) + 1
     in_order = 0 if prior is None else int(prior["in_order"])
@@ -181,14 +235,18 @@ class _UsageRebuildFold:
         self._held = 0
 
     def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
-        if raw[4] != "tool.used":
-            if raw[4] == "rollup.completed":
+        kind = raw[4]
+        if kind != "tool.used" and kind != "message.appended":
+            if kind == "rollup.completed":
                 self.finish()  # the prune deletes uses through SQL
             return False
-        if stream_kind(raw[1]) == "session" and raw_counts_in_scope(raw[7]):
-            table, use = _count_use(self._rows, raw[1], data, self._time_of(raw[8]))
-            self._aside[table].append(use)
-            self._held += 1
+        reported = reported_uses(kind, data)
+        if reported and stream_kind(raw[1]) == "session":
+            for table, use in _count_reported(self._rows, raw[1], reported,
+                                              raw_counts_in_scope(raw[7]),
+                                              self._time_of(raw[8])):
+                self._aside[table].append(use)
+                self._held += 1
             if self._held >= RowStore.ASIDE_ROWS:
                 self.finish()
         return True

@@ -77,6 +77,7 @@ class MessageCounts:
     """Non-retracted messages by role; ``retracted`` counts withdrawn ones."""
 
     system: int = 0
+    developer: int = 0
     user: int = 0
     assistant: int = 0
     tool: int = 0

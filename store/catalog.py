@@ -7,6 +7,7 @@ budget allows; ``parse_data`` gives the typed model when a caller wants it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import date
 from typing import Any, ClassVar, Literal
 
@@ -19,8 +20,10 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from ctxledger.store.chat import ChatRole, ContentPart, ToolCall, check_message
+from ctxledger.store.chat_shapes import ChatShapeError, canonical_message
 from ctxledger.store.streams import SCOPE_PREFIX, StreamKind
 from ctxledger.store.strict import INT32_MAX
 
@@ -59,7 +62,8 @@ class SessionEnded(EventData):
 
 
 class MessageAppended(EventData):
-    """A chat message in the canonical form (``store.chat``). ``message_id`` defaults to
+    """A chat message in the canonical form (``store.chat``); the shapes of OpenAI and
+    Anthropic are turned into it first (``store.chat_shapes``). ``message_id`` defaults to
     the event id. v1 had only the roles system, user, assistant and tool, and string
     content: its payloads are v2 payloads as they are (a v1 tool result may lack
     ``tool_call_id``, which v2 requires of new ones)."""
@@ -73,6 +77,18 @@ class MessageAppended(EventData):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = Field(default=None, min_length=1, max_length=ID_MAX)
     is_error: bool | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _canonical(cls, data: Any) -> Any:
+        """OpenAI's and Anthropic's shapes become the canonical form (``store.chat_shapes``),
+        so what is stored is canonical whichever the app sent."""
+        if not isinstance(data, Mapping):
+            return data
+        try:
+            return canonical_message(data)
+        except ChatShapeError as exc:
+            raise PydanticCustomError("chat_shape", "{reason}", {"reason": str(exc)}) from None
 
     @model_validator(mode="after")
     def _fields_fit_role(self, info: ValidationInfo) -> MessageAppended:
@@ -107,6 +123,9 @@ class ToolUsed(EventData):
     tool_name: str = Id
     server_name: str | None = Field(default=None, max_length=ID_MAX)
     ok: bool | None = None
+    call_id: str | None = Field(default=None, min_length=1, max_length=ID_MAX)
+    """The id of the tool call this use answers (an assistant message's ``tool_calls``):
+    a call appended both ways in one session counts once."""
 
 
 class SettingChanged(EventData):

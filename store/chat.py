@@ -21,9 +21,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 ChatRole = Literal["system", "developer", "user", "assistant", "tool"]
 """The roles a chat message may have."""
@@ -50,12 +57,26 @@ class TextPart(_Strict):
     text: str
 
 
+def is_media_type(text: str) -> bool:
+    """True for a media type such as ``image/png`` (lowercase, as ``media_type`` holds)."""
+    return _MEDIA_TYPE.fullmatch(text) is not None
+
+
 class _Reference(_Strict):
-    """Media held by reference: a URL, or a media type plus the SHA-256 of the bytes."""
+    """Media held by reference: a URL, a provider's file id, or a media type plus the
+    SHA-256 of the bytes."""
 
     url: str | None = Field(default=None, min_length=1)
+    file_id: str | None = Field(default=None, min_length=1, max_length=ID_MAX)
     media_type: str | None = None
     sha256: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Stored as given: an optional field left unset is left out, as at the top level.
+        dumped: dict[str, Any] = handler(self)
+        return {key: value for key, value in dumped.items()
+                if value is not None or key in self.model_fields_set}
 
     @model_validator(mode="after")
     def _referenced(self) -> _Reference:
@@ -64,21 +85,19 @@ class _Reference(_Strict):
                              "such as image/png")
         if self.sha256 is not None and not _SHA256.fullmatch(self.sha256):
             raise ValueError("sha256 must be 64 lowercase hex digits")
-        if self.url is None and not self._other_reference() and (
+        if self.url is None and self.file_id is None and (
                 self.media_type is None or self.sha256 is None):
-            raise ValueError(f"a {self._kind()} part needs a url, or a media_type and "
-                             "the sha256 of its bytes")
+            raise ValueError(f"a {self._kind()} part needs a url, a file_id, or a "
+                             "media_type and the sha256 of its bytes")
         return self
-
-    def _other_reference(self) -> bool:
-        return False
 
     def _kind(self) -> str:
         return "media"
 
 
 class ImagePart(_Reference):
-    """An image, by reference. ``detail`` is OpenAI's resolution hint."""
+    """An image, by reference (a URL, which may be a ``data:`` URL; a provider's file id;
+    or a media type plus SHA-256). ``detail`` is OpenAI's resolution hint."""
 
     type: Literal["image"]
     detail: Literal["auto", "low", "high"] | None = None
@@ -92,11 +111,7 @@ class FilePart(_Reference):
     type plus SHA-256."""
 
     type: Literal["file"]
-    file_id: str | None = Field(default=None, min_length=1, max_length=ID_MAX)
     filename: str | None = Field(default=None, min_length=1)
-
-    def _other_reference(self) -> bool:
-        return self.file_id is not None
 
     def _kind(self) -> str:
         return "file"

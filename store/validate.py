@@ -38,7 +38,8 @@ def describe_validation_error(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:3]:
         loc = ".".join(str(p) for p in err["loc"]) or "data"
-        parts.append(f"{loc}: {err['msg']}")
+        # A rule's own ValueError is already a sentence: pydantic's label adds nothing.
+        parts.append(f"{loc}: {err['msg'].removeprefix('Value error, ')}")
     more = len(exc.errors()) - 3
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
 

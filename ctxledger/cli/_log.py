@@ -1,4 +1,4 @@
-"""Commands on the log itself: ``init``, ``append`` and ``events``."""
+"""Commands on the log itself: ``init``, ``append``, ``append-messages`` and ``events``."""
 
 from __future__ import annotations
 
@@ -102,6 +102,41 @@ def append(
     typer.echo(render.dumps(render.append_record(result)))
 
 
+def append_messages(
+    ctx: typer.Context,
+    session: Annotated[str, typer.Argument(help="The session to append to.",
+                                           metavar="SESSION")],
+    file: Annotated[str, typer.Argument(
+        help="JSON input: a list of messages (OpenAI's chat-completions shape, or"
+             " Anthropic's), or Anthropic's {\"system\": ..., \"messages\": [...]};"
+             " '-' reads stdin.", metavar="FILE|-")],
+    expected_version: Annotated[int | None, typer.Option(
+        "--expected-version", min=0, metavar="N",
+        help="0: the session must be new; N: it must be exactly at version N.")] = None,
+) -> None:
+    """Append chat messages to SESSION as one atomic batch; prints the positions written.
+
+    Each message becomes a message.appended event in the canonical form; an Anthropic
+    user turn holding tool results becomes one tool message per result. Any bad message
+    writes nothing, and the error names it (messages[2]: ...).
+    """
+    from ctxledger import render
+    from ctxledger._chat_input import check_batch, message_batch, parse_conversation
+    from ctxledger._setting_checks import check_event
+    from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES
+
+    if not session.strip():
+        raise typer.BadParameter("must not be empty", param_hint="SESSION")
+    messages, system = parse_conversation(read_input(file))
+    batch = message_batch(messages, system)
+    # Every message is checked before the database is opened: bad input never creates one.
+    check_batch(session, batch, DEFAULT_MAX_EVENT_BYTES, check_event)
+    with open_ledger(db_of(ctx)) as ledger:
+        result = ledger.append_messages(session, messages, system=system,
+                                        expected_version=expected_version)
+    typer.echo(render.dumps(render.append_record(result)))
+
+
 def events(
     ctx: typer.Context,
     stream: Annotated[str | None, typer.Argument(
@@ -145,5 +180,7 @@ def events(
             console.print(render.events_table([], layout=layout))
 
 
-COMMANDS: dict[str, Callable[..., None]] = {"init": init, "append": append, "events": events}
+COMMANDS: dict[str, Callable[..., None]] = {"init": init, "append": append,
+                                             "append-messages": append_messages,
+                                             "events": events}
 """This group's commands by name, in ``--help`` order."""

@@ -109,18 +109,33 @@ def _short(value: Any) -> str:
 
 
 def _message(data: Mapping[str, Any]) -> str:
-    who = data["role"] + (f" ({data['name']})" if data.get("name") else "")
-    if data.get("tool_call_id"):
-        who += f" -> {data['tool_call_id']}" + (" (error)" if data.get("is_error") else "")
+    """``user: hi [image]``, ``assistant -> get_weather({"city":"Paris"})``,
+    ``tool[call_1]: 12C``: the content's text with its media named, then the calls."""
+    who = data["role"]
+    if data.get("tool_call_id") is not None:
+        who += f"[{data['tool_call_id']}]" + (" error" if data.get("is_error") else "")
+    who += f" ({data['name']})" if data.get("name") else ""
     ident = f"[{data['message_id']}] " if data.get("message_id") else ""
-    content = data.get("content")
-    if isinstance(content, list):  # parts: their text, and how many media parts
-        media = sum(1 for part in content if part.get("type") != "text")
-        text = " ".join(str(part["text"]) for part in content if part.get("type") == "text")
-        content = text + (f" [+{media} media]" if media else "")
-    calls = [call["function"]["name"] for call in data.get("tool_calls") or ()]
-    said = " ".join(filter(None, [content or "", f"calls {', '.join(calls)}" if calls else ""]))
-    return f"{ident}{who}: {said}"
+    text = _content_line(data.get("content"))
+    calls = ", ".join(f"{call['function']['name']}({call['function']['arguments']})"
+                      for call in data.get("tool_calls") or ())
+    line = f"{ident}{who}" + (f": {text}" if text or not calls else "")
+    return line + (f" -> {calls}" if calls else "")
+
+
+def _content_line(content: Any) -> str:
+    """Stored content as one line: the string, or the parts with media as ``[image]`` or
+    ``[file name]``."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    shown = []
+    for part in content:
+        if part.get("type") == "text":
+            shown.append(str(part["text"]))
+        else:
+            label = part.get("filename")
+            shown.append(f"[{part.get('type')}{f' {label}' if label else ''}]")
+    return " ".join(shown)
 
 
 def _tool_used(data: Mapping[str, Any]) -> str:

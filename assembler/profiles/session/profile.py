@@ -127,7 +127,8 @@ class SessionProfile(Profile):
                                          weights=policy.weights)
         prior = view.previous_session
         engine.counter.prefetch([
-            "", "\n", "\n\n", policy.context_role, policy.header, policy.welcome_message, policy.previous_heading,
+            "", "\n", "\n\n", policy.context_role, policy.header, policy.welcome_message,
+            policy.previous_heading,
             policy.tools_heading, *(group.heading for group in policy.groups),
             *((prior.summary,) if prior is not None and prior.summary else ()),
             *(observation_line(item, now, policy) for item in view.observations),

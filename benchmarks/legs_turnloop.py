@@ -56,6 +56,7 @@ from registry import (
 from workload import DEFAULT_SEED
 
 from ctxledger import Ledger
+from ctxledger.assembler.model import Assembly
 
 CONTEXT_LIMIT = 8_192
 SESSION = "chat-turnloop"
@@ -222,12 +223,15 @@ class LedgerChat:
         self.ledger.append(SESSION, setup_events())
         # The first assembly loads the vocabulary; it is setup, as for the peer.
         first = self.ledger.assemble(SESSION, "card")
-        self.card_text: str = first.messages[0].content if first.messages else ""
+        card = first.messages[0].content if first.messages else None
+        if not isinstance(card, str):
+            raise RuntimeError("the card profile sent no system message with the card's text")
+        self.card_text = card
         self.context: tuple[int, int] = (0, 0)
         self.assemble_ms: list[float] = []
         """Each turn's ``assemble`` alone."""
         self.formats: dict[int, FormatCost] = {}
-        self._last: Any = first
+        self._last: Assembly = first
 
     def turn(self, number: int, turn: Turn) -> None:
         """Store the user message, assemble and build the request's messages, store the

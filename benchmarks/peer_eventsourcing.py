@@ -44,8 +44,10 @@ class BenchSession(Aggregate):
         self.events_seen += 1
 
     @event("MessageAppended")
-    def append_message(self, role: str, content: str) -> None:
-        """message.appended"""
+    def append_message(self, role: str, content: str | None,
+                       tool_calls: list[dict[str, Any]] | None = None,
+                       tool_call_id: str | None = None) -> None:
+        """message.appended (a tool call, a tool result: the mix's message fields)"""
         self.events_seen += 1
 
     @event("ToolUsed")

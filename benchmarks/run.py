@@ -55,7 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--peer-turns", type=int, default=2_000,
                         help="chat turns of the turnloop leg's LangGraph peer, compared at "
                              "this turn (its database grows with the square of the turns: "
-                             "about 8 GB at 2,000)")
+                             "about 9 GB at 2,000)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and one round: a smoke run, not a measurement")
     parser.add_argument("--only", action="append", default=None, metavar="LEG",

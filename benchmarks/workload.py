@@ -3,10 +3,14 @@
 About half messages, a quarter tool uses and a quarter setting changes, spread over
 interleaved sessions (1,000 for the full 100k mix). Each session's first event is its
 ``session.started`` (about 1% of the full mix), so every stream is a well-formed session.
+About 4% of the message draws are an assistant message calling a tool followed, as the
+next event of the mix, by the tool result answering that call (its ``tool_call_id``), as a
+chat API requires.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -55,11 +59,22 @@ def session_id(index: int) -> str:
     return f"session-{index:04d}"
 
 
-def _message(rng: random.Random, turn: int) -> dict[str, Any]:
-    role = ("user", "assistant")[turn % 2] if rng.random() < 0.96 else "tool"
+def _message(rng: random.Random, stream: str, turn: int,
+             room: int) -> list[dict[str, Any]]:
+    """The session's next message, or (about 4%, when ``room`` holds two events) an
+    assistant message calling a tool followed by the tool result that answers it, so a
+    result always comes right after its call, in its stream and in the mix."""
+    calls = rng.random() >= 0.96 and room >= 2
     words = rng.randint(12, 90)
     content = " ".join(rng.choice(_WORDS) for _ in range(words))
-    return {"role": role, "content": content}
+    if not calls:
+        return [{"role": ("user", "assistant")[turn % 2], "content": content}]
+    call_id = f"call-{stream}-{turn}"
+    arguments = json.dumps({"query": " ".join(content.split()[:4])})
+    return [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": call_id, "type": "function",
+                 "function": {"name": _TOOLS[words % len(_TOOLS)], "arguments": arguments}}]},
+            {"role": "tool", "content": content, "tool_call_id": call_id}]
 
 
 def _tool_use(rng: random.Random) -> dict[str, Any]:
@@ -110,8 +125,9 @@ def generate_mix(events: int = FULL_EVENTS, sessions: int | None = None,
             continue
         roll = rng.random()
         if roll < 0.5:
-            mix.append(MixEvent(stream, "message.appended", _message(rng, turns[index])))
-            turns[index] += 1
+            for message in _message(rng, stream, turns[index], events - len(mix)):
+                mix.append(MixEvent(stream, "message.appended", message))
+                turns[index] += 1
         elif roll < 0.75:
             mix.append(MixEvent(stream, "tool.used", _tool_use(rng)))
         else:

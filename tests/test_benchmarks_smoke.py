@@ -73,6 +73,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "session re-assembly at 1k events after one new observation",
         "ctxledger chat turn at 30 vs 10 turns",
         *peer_rows,
+        "to_openai() at 30 turns vs the assemble",
+        "to_anthropic() at 30 turns vs the assemble",
         # --quick sizes: 300 and 1,000 events.
         "cold assembly (new process) at 1k vs 300 events",
         "rollup of 30 days (catch-up)",

@@ -6,7 +6,7 @@ count). Floats were rounded before they entered the model, and datetimes seriali
 fixed UTC form, so the same input gives the same digest in any process.
 
 With a ``memo.CanonicalMemo`` (a speed-up, never a second definition), the canonical JSON
-of the (immutable) decisions and report rows of recent assemblies is reused, so sealing an
+of the (immutable) decisions, messages and report rows of recent assemblies is reused, so sealing an
 assembly that reuses most of them serializes only the new ones. ``canonical_payload(a, memo)`` is
 byte for byte ``canonical_payload(a)`` (tests check it); the text is still built, and
 hashed, whole.
@@ -31,7 +31,8 @@ from ctxledger.store.canonical import (
 )
 
 _EXCLUDED: Any = {"digest": True, "tokens": {"methods": True}}
-_SPLIT: Any = {"digest": True, "decisions": True, "report": True, "tokens": {"methods": True}}
+_SPLIT: Any = {"digest": True, "decisions": True, "messages": True, "report": True,
+               "tokens": {"methods": True}}
 
 def canonical_payload(assembly: Assembly, memo: CanonicalMemo | None = None) -> str:
     """The canonical JSON text the digest is computed over.
@@ -45,6 +46,7 @@ def canonical_payload(assembly: Assembly, memo: CanonicalMemo | None = None) -> 
     parts = {key: canonical_json(value) for key, value in
              assembly.model_dump(mode="json", exclude=_SPLIT).items()}
     parts["decisions"] = _json_list(assembly.decisions, memo)
+    parts["messages"] = _json_list(assembly.messages, memo)
     parts["report"] = _model_json(assembly.report, memo)
     return json_object(parts)
 

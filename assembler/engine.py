@@ -29,6 +29,7 @@ from ctxledger.assembler.budget import Additive, Measure, ShedResult, ShedStep
 from ctxledger.assembler.caches import CacheWrite
 from ctxledger.assembler.candidates import (
     Candidate,
+    Composed,
     Frame,
     Outgoing,
     Piece,
@@ -464,7 +465,7 @@ class Engine:
             if isinstance(plan, Said):
                 kept = self._kept(plan.candidate)
                 self._place(kept, items, order)
-                built.append(said_message(plan, kept))
+                built.append(self._said(plan, kept))
                 continue
             texts: list[str] = []
             spanned: list[str] = []
@@ -498,13 +499,32 @@ class Engine:
                 whole = counter.count(content)
                 framing[None] += whole - cost
                 cost = whole
-            built.append(ContextMessage.model_construct(
-                role=plan.role, content=content, name=None, tool_calls=None,
-                tool_call_id=None, is_error=None, item=None, sections=spanned,
-                tokens=wrapper + cost))
+            built.append(self._composed(plan, content, spanned, wrapper + cost))
         if built:
             framing[None] += overhead.reply_priming
         return laid, built
+
+    def _said(self, plan: Said, kept: Candidate) -> ContextMessage:
+        # A stored message is immutable (its log position names it): with a memo, the
+        # same message object (and its JSON) serves every assembly that sends it.
+        if self._memo is None:
+            return said_message(plan, kept)
+        key = ("said", kept.id, plan.message.position, plan.as_text, kept.tokens,
+               kept.section)
+        return self._memo.intern(key, lambda: said_message(plan, kept))
+
+    def _composed(self, plan: Composed, content: str, spanned: list[str],
+                  tokens: int) -> ContextMessage:
+        def build() -> ContextMessage:
+            return ContextMessage.model_construct(
+                role=plan.role, content=content, name=None, tool_calls=None,
+                tool_call_id=None, is_error=None, item=None, sections=spanned,
+                tokens=tokens)
+
+        if self._memo is None:
+            return build()
+        return self._memo.intern(("composed", plan.role, content, tuple(spanned), tokens),
+                                 build)
 
     @staticmethod
     def _place(kept: Candidate, items: dict[str, list[SectionItem]],

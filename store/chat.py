@@ -166,8 +166,8 @@ def check_message(role: str, content: str | Sequence[object] | None,
     ``call_id_required=False`` spares a tool result without ``tool_call_id`` (a legacy
     payload)."""
     if content is None and not (role == "assistant" and tool_calls):
-        raise ValueError("content may be null only for an assistant message with "
-                         "tool_calls")
+        raise ValueError(f"a {role} message needs content (only an assistant message "
+                         "with tool_calls may leave it out or null)")
     if content is not None and not isinstance(content, str):
         if not content:
             raise ValueError("content must not be an empty list")

@@ -300,8 +300,8 @@ def test_append_messages_writes_all_or_nothing(ledger: Ledger) -> None:
          "messages[1] (message 2 of the 2 it splits into): content[0]: a tool message may "
          "not hold a file part (allowed: image, text)"),
         ([good, good, {"role": "user", "content": None}],
-         "messages[2]: content may be null only for an assistant message with "
-         "tool_calls"),
+         "messages[2]: a user message needs content (only an assistant message with "
+         "tool_calls may leave it out or null)"),
         ([good, "hello"], "messages[1]: a message must be an object, got a string"),
         ([], "no messages to append"),
         ([good, {"role": "user", "content": "x" * 2_000_000}],

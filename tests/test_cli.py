@@ -193,7 +193,8 @@ def _bad_inputs() -> list[Any]:
         pytest.param((_VALID + _jsonl({"type": "message.sent", "data": {}})).encode(),
                      ("line 4: unknown event type 'message.sent'",), id="unknown-type"),
         pytest.param((_VALID + _jsonl({"type": "message.appended", "data": {"role": "user"}})
-                      ).encode(), ("line 4: message.appended: content",), id="missing-field"),
+                      ).encode(), ("line 4: message.appended: data: a user message needs content",),
+                     id="missing-field"),
         pytest.param((_VALID + _jsonl(_message("x" * (1024 * 1024)))).encode(),
                      ("line 4: message.appended: event is", "over the 1048576-byte limit"),
                      id="oversize"),

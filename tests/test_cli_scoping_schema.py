@@ -111,7 +111,10 @@ def test_assemble_novel_json_and_text(cli: Run) -> None:
         "hot": 15000, "warm": 25000, "cold": 40000}
     assert {name: tier["tokens"] for name, tier in tiers.items() if tier["items"]} == \
         assembly["tokens"]["tiers"]
-    assert sum(tier["tokens"] for tier in tiers.values()) == assembly["tokens"]["total"]
+    # The whole goes out as one message: its wrapper and the reply priming are framing.
+    assert sum(tier["tokens"] for tier in tiers.values()) + assembly["tokens"]["framing"] \
+        == assembly["tokens"]["total"]
+    assert assembly["tokens"]["framing"] == 3 + 1 + 3  # per message, "system", priming
     text = cli("assemble", "book", "--profile", "novel", "--format", "text")
     assert text.exit_code == 0, text.stderr
     lines = text.stdout.splitlines()

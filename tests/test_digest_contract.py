@@ -30,19 +30,14 @@ UTC_FORM = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 ANY_DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d")
 
 GOLDEN = {
-    "brief.jsonl": "40b9da08c6f16492ccdf5df3ff345ea33f50d20fa64d28957265bdb7520cbe6c",
-    "card.jsonl": "1771810a49cecb95af4987013804d5d65b82a9c90630eb6d279c47024d59b5d5",
-    "session.jsonl": "6127e75f82ecb6ad42afa32ba198d14d940396f210a78f850a37777b205d2e89",
-    "novel.jsonl": "42447339fa323a674f7bc6755dabfa3a06ad8eae4d99c6bfa125742f9d9916c2",
+    "brief.jsonl": "5ecc33e8bfe48ddb686fdf27a3c33bcd660fd63c1b0f8fe1e8ae9ce178fb6765",
+    "card.jsonl": "ce1e624c7c22f793dbc6bc9b28d4ce9a5d3ad93f9bfc48ec45c490930653815c",
+    "novel.jsonl": "10d9bebfcfe411883c3d2815187c4072c494d9654841e34a496b93d144278247",
+    "session.jsonl": "474d31d984a8638c5210f9b34b8ecb52bfe05ee40715552f51d6e6196be31feb",
+    "tools.jsonl": "b553d256cdc251206a2daaa7c94d628ced2371b5cdff4c0d0c68ba0d50d0f22f",
 }
 """Digests of the example assemblies (``ctxledger demo``), pinned. When one changes on
 purpose, bump ``FORMAT_VERSION`` if what is hashed changed, and update README and here."""
-
-CARD_AT_REVISION_1 = "93f8c56bf49656867682040525c684d4099f6cc00a254b5f5324b44c903e9a80"
-"""The card example's digest under ``card@1``. Its window is not on a boundary that the
-exact line-break count moves, so ``card@2`` decides and sends the same: only the policy
-version it names (which is hashed) differs."""
-
 
 def strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
@@ -135,15 +130,15 @@ def test_the_examples_give_the_pinned_digests_on_both_backends(sqlite_url: str,
     assert {name: found[1].digest for name, found in on_sqlite.items()} == GOLDEN
 
 
-def test_the_card_example_decides_the_same_under_card_2_as_under_card_1(
-        sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxledger.assembler.profiles.card import CardPolicy
-
-    now = load_and_assemble_examples(sqlite_url)["card.jsonl"][1]
-    assert now.policy_version.startswith("card@2+")
-    monkeypatch.setattr(CardPolicy, "REVISION", 1)
-    with Ledger.open(sqlite_url) as ledger:
-        before = ledger.assemble(now.session, "card", now=now.now)
-    assert before.policy_version == now.policy_version.replace("card@2", "card@1")
-    assert before.digest == CARD_AT_REVISION_1
-    assert before.text == now.text and before.decisions == now.decisions
+def test_the_digest_covers_the_messages(sqlite_url: str) -> None:
+    _, assembly = load_and_assemble_examples(sqlite_url)["tools.jsonl"]
+    payload = json.loads(canonical_payload(assembly))
+    assert payload["format_version"] == FORMAT_VERSION == 4
+    assert payload["messages"] == [m.model_dump(mode="json") for m in assembly.messages]
+    calls = next(i for i, m in enumerate(assembly.messages) if m.tool_calls)
+    # A message that would be sent otherwise, with the text unchanged, is another digest.
+    renamed = list(assembly.messages)
+    renamed[calls] = renamed[calls].model_copy(update={"name": "someone"})
+    assert compute_digest(assembly.model_copy(update={"messages": renamed})) \
+        != assembly.digest
+    assert compute_digest(assembly) == assembly.digest

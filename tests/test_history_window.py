@@ -20,10 +20,9 @@ from hypothesis import strategies as st
 from ctxledger import Ledger
 from ctxledger.assembler import Assembly, counter_for, policy_for, request_for
 from ctxledger.assembler.history_window import DROPPED_RANGE_ITEM
-from ctxledger.assembler.profiles.card import CardReport, render_message
+from ctxledger.assembler.profiles.card import CardReport
 from ctxledger.assembler.tokens import TokenCounter
 from ctxledger.projections.read_view import load_session_view
-from ctxledger.projections.view import Message
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 CARD = {"name": "Mara", "system_prompt": "You are Mara, a ship's captain.",
@@ -77,9 +76,9 @@ def test_the_history_fits_newest_first_as_a_contiguous_suffix(ledger: Ledger) ->
     # The first message that did not fit says why, with the numbers.
     misfit = assembly.decision(f"message:m{first - 1}")
     assert (misfit.action, misfit.reason) == ("dropped", "over_budget")
-    line = render_message(Message(first - 1, f"m{first - 1}", "user" if (first - 1) % 2
-                                  else "assistant", None, words(first - 1), 0, NOW))
-    assert misfit.detail["tokens"] == COUNTER.count(line)
+    # Its cost as sent: 3 per message, its role, its content.
+    role = "user" if (first - 1) % 2 else "assistant"
+    assert misfit.detail["tokens"] == 3 + COUNTER.count(role) + COUNTER.count(words(first - 1))
     assert misfit.detail["budget"] == 400
     assert misfit.detail["remaining"] == 400 - misfit.detail["used"]  # type: ignore[operator]
     assert misfit.detail["remaining"] < misfit.detail["tokens"] + 1  # type: ignore[operator]
@@ -216,59 +215,66 @@ def test_every_budget_holds_and_every_message_is_accounted_for(ledger: Ledger,
 
 def test_a_window_that_fills_the_budget_exactly_keeps_every_message_that_fits(
         ledger: Ledger) -> None:
-    # Three lines of 6 tokens and the two line breaks between them are exactly 20 tokens;
-    # the oldest kept line is not preceded by a line break, so it costs none.
+    # Each message costs 3 + "user" (1) + "hello number N" (4) = 8 tokens, and the list 3
+    # more to prime the reply: three messages are exactly 27.
+    each = 3 + len(ENCODING.encode("user")) + len(ENCODING.encode("hello number 2"))
+    assert each == 8
     ledger.append("chat", [
         {"type": "session.started", "data": {"scope": "s"}},
-        {"type": "setting.changed", "data": {"key": "context_limit", "value": 20}},
+        {"type": "setting.changed", "data": {"key": "context_limit", "value": 3 + 3 * each}},
         *({"type": "message.appended", "data": {"message_id": f"m{i}", "role": "user",
                                                 "content": f"hello number {i}"}}
           for i in range(5))])
     assembly = ledger.assemble("chat", "card", now=NOW)
     assert assembly.text == "user: hello number 2\nuser: hello number 3\nuser: hello number 4"
-    assert assembly.tokens.total == len(ENCODING.encode(assembly.text)) == 20
+    assert assembly.tokens.total == api_count(assembly) == 27
     assert kept_messages(assembly) == ["m2", "m3", "m4"]
-    assert assembly.policy_version.startswith("card@2+")
+    assert assembly.policy_version.startswith("card@3+")
 
 
-# Message bodies end with a letter, so no BPE merge crosses a line break and the whole
-# rendered text has exactly the tokens of its lines and breaks counted apart.
-_BODY = st.builds(lambda body, last: body + last,
-                  st.text(alphabet=string.ascii_letters + string.digits + " .,!?'\n",
-                           max_size=40),
-                  st.sampled_from(string.ascii_letters))
+def api_count(assembly: Assembly) -> int:
+    """The messages as OpenAI's cookbook counts them, with tiktoken itself: 3 per message
+    plus its role and content, 3 to prime the reply."""
+    return 3 + sum(3 + len(ENCODING.encode(m.role)) + len(ENCODING.encode(str(m.content)))
+                   for m in assembly.messages)
+
+
+_BODY = st.text(alphabet=string.ascii_letters + string.digits + " .,!?'\n", min_size=1,
+                max_size=40)
 _SESSIONS = itertools.count()
 
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(bodies=st.lists(_BODY, min_size=1, max_size=14), data=st.data())
-def test_the_window_is_the_longest_newest_suffix_whose_rendered_text_fits(
+def test_the_window_is_the_longest_newest_suffix_whose_messages_fit(
         ledger: Ledger, bodies: list[str], data: st.DataObject) -> None:
-    lines = [f"{'user' if i % 2 else 'assistant'}: {body}" for i, body in enumerate(bodies)]
+    roles = ["user" if i % 2 else "assistant" for i in range(len(bodies))]
+    costs = [3 + len(ENCODING.encode(role)) + len(ENCODING.encode(body, disallowed_special=()))
+             for role, body in zip(roles, bodies, strict=True)]
 
     def exact(count: int) -> int:
-        """Tokens of the newest ``count`` lines as sent, counted as one text."""
-        return len(ENCODING.encode("\n".join(lines[len(lines) - count:])))
+        """The newest ``count`` messages as a chat API counts them."""
+        return 3 + sum(costs[len(costs) - count:])
 
     # A limit at, just under or just over the exact size of some suffix: the boundaries.
-    size = data.draw(st.integers(1, len(lines)), label="suffix")
+    size = data.draw(st.integers(1, len(bodies)), label="suffix")
     limit = max(1, exact(size) + data.draw(st.sampled_from([-1, 0, 0, 1]), label="delta"))
     session = f"chat-{next(_SESSIONS)}"
     ledger.append(session, [
         {"type": "session.started", "data": {"scope": "s"}},
         {"type": "setting.changed", "data": {"key": "context_limit", "value": limit}},
         *({"type": "message.appended", "data": {
-            "message_id": f"m{i}", "role": "user" if i % 2 else "assistant",
-            "content": body}} for i, body in enumerate(bodies))])
+            "message_id": f"m{i}", "role": roles[i], "content": body}}
+          for i, body in enumerate(bodies))])
     assembly = ledger.assemble(session, "card", now=NOW)
     kept = kept_messages(assembly)
     count = len(kept)
-    assert kept == [f"m{i}" for i in range(len(lines) - count, len(lines))]
-    assert assembly.text == "\n".join(lines[len(lines) - count:])
-    # What the assembly says it sends is what tiktoken counts in the text it sends.
-    assert assembly.tokens.total == exact(count)
+    assert kept == [f"m{i}" for i in range(len(bodies) - count, len(bodies))]
+    assert [m.content for m in assembly.messages] == bodies[len(bodies) - count:]
+    # What the assembly says it sends is what tiktoken counts in the messages it sends.
+    assert assembly.tokens.total == exact(count) == api_count(assembly)
     # The longest suffix that fits: one more message would not (the newest always stays).
     assert exact(count) <= limit or count == 1
-    if count < len(lines):
+    if count < len(bodies):
         assert exact(count + 1) > limit

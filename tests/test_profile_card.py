@@ -46,6 +46,11 @@ CARD: dict[str, Any] = {
 }
 
 
+def cost(message: Message) -> int:
+    """A message's cost as a chat API counts it (3 per message, its role, its content)."""
+    return 3 + tokens(message.role) + tokens(message.content)
+
+
 def tokens(text: str) -> int:
     return len(ENCODING.encode(text, disallowed_special=()))
 
@@ -233,11 +238,16 @@ def test_custom_template_from_setting() -> None:
     assert report.memory == (f"[Captain Mara talking to Jo]\n"
                              f"{expand(CARD['description'], user='Jo')}\n--\n|")
     assert assembly.text.startswith(report.memory + "\n\n")
-    # The template's words are the card section's framing; the break before the history
-    # is the context's own.
+    # The template's words are the card section's framing; the messages' wrappers, the
+    # reply priming and what the joins of the memory's parts merge are the context's own.
     assert assembly.sections[0].framing_tokens == (
         tokens("[Captain Mara talking to Jo]\n") + tokens("\n--\n|"))
-    assert assembly.tokens.framing == tokens("\n\n")
+    memory = assembly.messages[0]
+    assert (memory.role, memory.content) == ("system", report.memory)
+    assert memory.tokens == 3 + tokens("system") + tokens(report.memory)
+    # A chat message's own cost (wrapper included) is its item's tokens.
+    assert assembly.tokens.framing == 3 + memory.tokens - assembly.sections[0].tokens
+    assert assembly.tokens.total == 3 + sum(m.tokens for m in assembly.messages)
 
 
 def test_default_template_substitutes_card_macros() -> None:
@@ -283,11 +293,14 @@ def test_summary_plus_tail_with_no_gap_and_summarized_from() -> None:
     chat = [item.id for item in assembly.sections[1].items]
     assert chat == [f"summary:{summary.through_message_id}",
                     *(f"message:{m.message_id}" for m in tail)]
-    tail_tokens = sum(tokens(line) for line in lines)
-    replaced = sum(tokens(render_message(m)) for m in messages[:5])
-    # Four line breaks: one after the summary and one between each two messages.
-    assert history.tokens == tokens(summary_text) + tail_tokens + 4 * tokens("\n")
+    # Each message costs what a chat API counts: 3, its role, its content.
+    tail_tokens = sum(cost(m) for m in tail)
+    replaced = sum(cost(m) for m in messages[:5])
+    # The summary is its own system message.
+    assert history.tokens == 3 + tokens("system") + tokens(summary_text) + tail_tokens
     assert history.summarized_from == replaced + tail_tokens
+    assert [m.role for m in assembly.messages[:2]] == ["system", "system"]
+    assert assembly.messages[1].content == summary_text
     assert (history.messages, history.summarized_messages) == (4, 5)
     assert "memo" not in history.model_dump()  # cache state is not output
     block = assembly.decision(f"summarized:{summary.through_message_id}")
@@ -303,7 +316,7 @@ def test_the_memo_gives_the_same_figures_while_counting_less() -> None:
     plain_counter = counter_for(policy)
     plain = assemble(load(messages, request, summary=summary), "card", NOW, policy,
                      plain_counter)
-    prefix = sum(tokens(render_message(m)) for m in messages[:3])
+    prefix = sum(cost(m) for m in messages[:3])
     memo_counter = counter_for(policy)
     memoized = assemble(load(messages, request, summary=summary,
                              memo=(messages[2].seq, prefix)), "card", NOW, policy,
@@ -339,7 +352,8 @@ def test_request_follows_the_level() -> None:
     assert (none.history, none.token_encoding) == ("full", None)
     tail = request_for("card", policy_for("card", {"compression_level": "chat_only",
                                                    "token_encoding": "chars4"}), NOW)
-    assert (tail.history, tail.token_encoding, tail.now) == ("tail", "chars4", NOW)
+    # The memo of summarized messages is kept per encoding and message overhead.
+    assert (tail.history, tail.token_encoding, tail.now) == ("tail", "chars4/m3.1.3.85", NOW)
 
 
 def test_views_that_cannot_serve_the_policy_are_refused() -> None:
@@ -401,5 +415,5 @@ def test_counts_are_cached_between_assemblies() -> None:
     second = assemble(load(messages, request_for("card", policy, NOW)), "card", NOW, policy,
                       counter)
     assert counter.calls == calls + 1  # only the new message was counted
-    assert second.tokens.total == (first.tokens.total + tokens("user: One more line.")
-                                   + tokens("\n"))
+    assert second.tokens.total == (first.tokens.total + 3 + tokens("user")
+                                   + tokens("One more line."))

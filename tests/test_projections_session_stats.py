@@ -22,6 +22,8 @@ def msg(role: str, content: str, message_id: str | None = None) -> dict[str, Any
     data: dict[str, Any] = {"role": role, "content": content}
     if message_id is not None:
         data["message_id"] = message_id
+    if role == "tool":
+        data["tool_call_id"] = "call-1"
     return {"type": "message.appended", "data": data}
 
 

@@ -72,6 +72,27 @@ def at(streams: tuple[str, ...], events: st.SearchStrategy[dict[str, Any]]
     return st.tuples(st.sampled_from(streams), events)
 
 
+CALL_IDS = ("c1", "c2", "c3")
+"""Few call ids, so a call reported by a message and by ``tool.used`` meets itself."""
+
+
+def chat_message(role: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A message of ``role``: a tool result names a call; an assistant message may call
+    tools (each call a tool use, counted once per call id)."""
+    extra: dict[str, st.SearchStrategy[Any]] = {}
+    if role == "tool":
+        extra["tool_call_id"] = st.sampled_from(CALL_IDS)
+    if role == "assistant":
+        calls = st.lists(st.tuples(st.sampled_from(CALL_IDS),
+                                   st.sampled_from(("grep", "mcp__gh__issues"))),
+                         min_size=1, max_size=2, unique_by=lambda call: call[0])
+        extra["tool_calls"] = optional(calls.map(lambda drawn: [
+            {"id": call_id, "type": "function",
+             "function": {"name": name, "arguments": "{}"}} for call_id, name in drawn]))
+    return event("message.appended", role=st.just(role), content=words,
+                 message_id=optional(message_ids), **extra)
+
+
 SCOPE_STREAMS = tuple(f"scope:{s}" for s in SCOPES)
 setting_changed = event("setting.changed", key=st.sampled_from(("k1", "k2")), value=json_values)
 
@@ -79,15 +100,14 @@ setting_changed = event("setting.changed", key=st.sampled_from(("k1", "k2")), va
 # repeated ids, summaries, tool uses, scope moves) are drawn most often. The first entry
 # is drawn a little more than its weight says.
 WEIGHTED = [
-    (8, at(SESSIONS, event("message.appended", role=st.sampled_from(ROLES), content=words,
-                           message_id=optional(message_ids)))),
+    (8, at(SESSIONS, st.sampled_from(ROLES).flatmap(chat_message))),
     (2, at(SESSIONS, event("session.started", scope=optional(st.sampled_from(SCOPES)),
                            title=optional(words)))),
     (1, at(SESSIONS, event("session.ended", summary=optional(words)))),
     (3, at(SESSIONS, event("message.retracted", message_id=any_message_id))),
     (2, at(SESSIONS, event("history.summarized", through_message_id=any_message_id,
                            summary=words))),
-    (5, at(SESSIONS, event("tool.used",
+    (5, at(SESSIONS, event("tool.used", call_id=optional(st.sampled_from(CALL_IDS)),
                            tool_name=st.sampled_from(("grep", "grep", "mcp__gh__issues")),
                            server_name=optional(st.sampled_from(("gh", "fs"))),
                            ok=optional(st.booleans())))),

@@ -114,7 +114,8 @@ def test_chosen_id_equal_to_an_earlier_event_id(chat: Ledger,
                          "data": {"role": "assistant", "content": "hello"}})
     # Replaces the first message (found by its event id), then retracts the replacement.
     chat.append("chat", {"type": "message.appended",
-                         "data": {"role": "tool", "content": "x", "message_id": first}})
+                         "data": {"role": "tool", "content": "x", "tool_call_id": "c1",
+                                  "message_id": first}})
     chat.append("chat", {"type": "history.summarized",
                          "data": {"through_message_id": first, "summary": "s"}})
     chat.append("chat", {"type": "message.retracted", "data": {"message_id": first}})

@@ -114,7 +114,7 @@ def test_metadata_counts_against_the_limit(db_url: str) -> None:
     ({"type": "message.appended", "data": {"role": "user", "content": "x"},
       "schema_version": "2"}, "'schema_version' must be an integer"),
     ({"type": "message.appended", "data": {"role": "user", "content": "x"},
-      "schema_version": 2}, "schema_version 2 is not between 1 and 1"),
+      "schema_version": 3}, "schema_version 3 is not between 1 and 2"),
     ({"type": "tool.used", "data": {"tool_name": "x"}, "schema_version": 0},
      "schema_version 0 is not between 1 and 2"),
     ({"type": "setting.changed", "data": {"key": "k", "value": math.nan}}, "not JSON"),

@@ -119,4 +119,11 @@ def test_tool_used_upcaster(data: dict[str, object], expected: dict[str, object]
 
 def test_current_types_pass_through_unchanged() -> None:
     data = {"role": "user", "content": "x"}
-    assert upcast("message.appended", 1, data) == (1, data)
+    assert upcast("message.appended", 2, data) == (2, data)
+    assert upcast("session.started", 1, {"scope": "s"}) == (1, {"scope": "s"})
+
+
+def test_a_v1_message_is_a_v2_message_as_it_is() -> None:
+    # v2 added roles and fields; a v1 tool result without a call id stays as it was.
+    legacy = {"role": "tool", "name": "get_weather", "content": "12C"}
+    assert upcast("message.appended", 1, dict(legacy)) == (2, legacy)

@@ -151,6 +151,7 @@ class CardProfile(Profile):
             raise AssemblyError(
                 f"session {view.stream_id!r}: the read view holds no chat history "
                 "(the card profile requests history 'tail' or 'full')")
+        engine.memo_for(view.stream_id)  # messages and decisions sent again reuse their JSON
         card = _Card(policy, policy.user_name,
                      _field_text(view.card, "name", user=policy.user_name, char="")
                      or DEFAULT_CHAR_NAME, engine.counter)

@@ -37,7 +37,7 @@ from ctxledger.assembler.candidates import (
     SectionLayout,
     Unit,
 )
-from ctxledger.assembler.chat_tokens import MessageOverhead, wrapper_tokens
+from ctxledger.assembler.chat_tokens import DEFAULT_OVERHEAD, MessageOverhead, wrapper_tokens
 from ctxledger.assembler.details import TYPE_CODES, DetailInput, detail_value, detail_values
 from ctxledger.assembler.digest import seal
 from ctxledger.assembler.errors import EngineError
@@ -388,13 +388,15 @@ class Engine:
     # -- output -------------------------------------------------------------------------
 
     def finish(self, *, profile: str, policy_version: str, session: str, position: int,
-               now: datetime, pieces: Sequence[Piece], messages: Sequence[Outgoing],
-               overhead: MessageOverhead, sections: Sequence[SectionLayout],
-               report: ProfileReport, warnings: Sequence[str] = ()) -> Assembly:
+               now: datetime, pieces: Sequence[Piece], sections: Sequence[SectionLayout],
+               report: ProfileReport, warnings: Sequence[str] = (),
+               messages: Sequence[Outgoing] | None = None,
+               overhead: MessageOverhead = DEFAULT_OVERHEAD) -> Assembly:
         """Render ``pieces`` into the text and ``messages`` into the messages form, check
         the decisions, build the sealed result.
 
-        Both forms must lay out exactly the kept candidates, in the same order. The token
+        Without ``messages`` the context is one system message holding the text. Both
+        forms must lay out exactly the kept candidates, in the same order. The token
         totals count the messages form, as a chat API counts it (``chat_tokens``): each
         kept item's tokens under its section, a composed message's framing texts under
         theirs, and the messages' wrappers and the reply priming as the context's own.
@@ -408,6 +410,8 @@ class Engine:
         known = [part.name for part in sections]
         if len(set(known)) != len(known):
             raise EngineError("a section is named twice")
+        if messages is None:
+            messages = [Composed("system", pieces)]
         text_order = self._lay_out_text(pieces)
         laid, built_messages = self._lay_out_messages(messages, known, overhead)
         if laid.order != text_order:

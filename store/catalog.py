@@ -296,6 +296,7 @@ class ContextAssembled(EventData):
     """The app sent a prompt built from this assembly; kept for audit."""
 
     type: ClassVar[str] = "context.assembled"
+    schema_version: ClassVar[int] = 2
     profile: str = Field(min_length=1, max_length=100)  # a String(100) key in usage rollups
     policy_version: str = NonEmpty
     position: int = Field(ge=0)
@@ -306,8 +307,9 @@ class ContextAssembled(EventData):
     """The policy's canonical JSON data, so an audit re-derives a custom policy too
     (records without it are audited with the policy the settings give)."""
     format_version: int | None = Field(default=None, ge=1, le=INT32_MAX)
-    """The ``Assembly.format_version`` the digest was computed under; records without it
-    were made before format 4."""
+    """The ``Assembly.format_version`` the digest was computed under (``record_assembly``
+    stores it; left out, the current one). v1 records had no such field: they read as
+    format 3."""
 
 
 class RollupCompleted(EventData):

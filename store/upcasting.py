@@ -39,6 +39,14 @@ def _message_appended_v1_to_v2(data: Payload) -> Payload:
     return data
 
 
+@upcaster("context.assembled", 1)
+def _context_assembled_v1_to_v2(data: Payload) -> Payload:
+    # v1 records did not store the assembly format they hashed: every release that wrote
+    # them made format 3 or earlier, so an audit reads them as format 3 (an older format,
+    # never a digest to compare with the current one).
+    return {**data, "format_version": data.get("format_version", 3)}
+
+
 _current: dict[str, int] = {}
 
 

@@ -1,8 +1,9 @@
 """Audit of records made under another assembly format, on SQLite and PostgreSQL.
 
-An assembly recorded before format 4 hashed another form, so its digest cannot be
+An assembly recorded under an older format hashed another form, so its digest cannot be
 compared: it gets its own verdict (``older_format``), never a digest mismatch that looks
-like tampering, while a current record whose digest differs still is one.
+like tampering, while a current record whose digest differs still is one. Records of
+``context.assembled`` v1 (before format 4 they stored no format) read as format 3.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ def start(ledger: Ledger) -> Assembly:
     return ledger.assemble("chat", "card")
 
 
-def record(ledger: Ledger, assembly: Assembly, **changes: Any) -> None:
+def record(ledger: Ledger, assembly: Assembly, schema_version: int | None = None,
+           **changes: Any) -> None:
     data = {"profile": "card", "policy_version": assembly.policy_version,
             "position": assembly.position, "now": assembly.now.isoformat(),
             "digest": assembly.digest, **changes}
-    ledger.append("chat", {"type": "context.assembled",
-                           "data": {k: v for k, v in data.items() if v is not None}})
+    event: dict[str, Any] = {"type": "context.assembled",
+                             "data": {k: v for k, v in data.items() if v is not None}}
+    if schema_version is not None:
+        event["schema_version"] = schema_version
+    ledger.append("chat", event)
 
 
 def test_older_formats_get_their_own_verdict(ledger: Ledger) -> None:
@@ -35,19 +40,26 @@ def test_older_formats_get_their_own_verdict(ledger: Ledger) -> None:
     assert FORMAT_VERSION == 4 and assembly.format_version == 4
     ledger.record_assembly("chat", assembly)                       # current: a match
     record(ledger, assembly, digest="0" * 64, format_version=3)     # says format 3
-    record(ledger, assembly, digest="1" * 64)                      # made before format 4
+    record(ledger, assembly, schema_version=1, digest="1" * 64)    # an earlier release's
     record(ledger, assembly, digest="2" * 64, format_version=4)    # current, altered
-    record(ledger, assembly, policy_version="card@2")              # an earlier release's
+    record(ledger, assembly, digest="3" * 64)                      # current by default
+    record(ledger, assembly, schema_version=1, policy_version="card@2")
     entries = ledger.audit("chat").entries
     assert [e.status for e in entries] == ["match", "older_format", "older_format",
-                                           "digest_mismatch", "older_format"]
-    assert entries[1].detail.startswith("recorded under format 3; current is 4: ")
-    assert "not a sign of tampering" in entries[1].detail
-    assert entries[2].detail.startswith(
-        "recorded under format 3 or earlier (the record does not say); current is 4")
-    assert "card@2" in entries[4].detail
+                                           "digest_mismatch", "digest_mismatch",
+                                           "older_format"]
+    for entry in (entries[1], entries[2], entries[5]):
+        assert entry.detail.startswith("recorded under format 3; current is 4: ")
+        assert "not a sign of tampering" in entry.detail
     assert not ledger.audit("chat").ok
     assert ledger.audit("chat").counts()["older_format"] == 3
+
+
+def test_a_v1_record_reads_as_format_3(ledger: Ledger) -> None:
+    assembly = start(ledger)
+    record(ledger, assembly, schema_version=1)
+    (event,) = [e for e in ledger.events("chat") if e.type == "context.assembled"]
+    assert (event.schema_version, event.data["format_version"]) == (2, 3)
 
 
 def test_record_assembly_stores_the_format(ledger: Ledger) -> None:

@@ -10,11 +10,10 @@ records without one, the policy the prefix's settings give) and reports one of:
   differs from a custom one the app used, or the stored policy is not its version);
 - ``digest_mismatch``: same policy, another digest (the log or the record was altered,
   or the assembler changed without a ``format_version`` bump);
-- ``older_format``: recorded under another ``Assembly.format_version``. The digest hashes
+- ``older_format``: recorded under another ``Assembly.format_version`` (records of
+  ``context.assembled`` v1, made before format 4, read as format 3). The digest hashes
   another form of the assembly, so it cannot be compared; it says nothing of tampering,
-  but it is not a match either. Records made before format 4 do not store their format:
-  one without it whose digest (or profile revision) differs is taken as format 3 or
-  earlier (``record_assembly`` always stores it now);
+  but it is not a match either;
 - ``superseded``: recorded under an earlier revision of the profile (``card@1`` where
   this release makes ``card@2``): that revision's decisions are no longer produced, so
   the record cannot be derived again. It says nothing of tampering, but it is not a
@@ -46,8 +45,6 @@ from ctxledger.timetravel._replay import ReplayError, TimelineStep, policy_data,
 AuditStatus = Literal["match", "digest_mismatch", "policy_mismatch", "older_format",
                       "superseded", "copied", "error"]
 RECORD_TYPE = "context.assembled"
-LAST_UNRECORDED_FORMAT = 3
-"""The last format whose records did not store ``format_version``."""
 
 
 def recorded_policy(assembly: Assembly, policy: Policy | None) -> dict[str, Any] | None:
@@ -143,38 +140,26 @@ def audit_record(conn: sa.Connection, record: RecordedEvent, *,
                           derived_policy_version=None, detail=str(exc))
     status: AuditStatus = "match"
     detail = ""
-    recorded_format = data.get("format_version")
-    if recorded_format is not None and recorded_format != derived.format_version:
-        status, detail = "older_format", _older_format(recorded_format, derived)
+    recorded_format = data.get("format_version") or derived.format_version
+    if recorded_format != derived.format_version:
+        status = "older_format"
+        detail = (f"recorded under format {recorded_format}; current is "
+                  f"{derived.format_version}: the digest hashes another form of the "
+                  "assembly, so it cannot be compared; not a sign of tampering")
     elif _superseded(base["recorded_policy_version"], derived.policy_version):
         status = "superseded"
         detail = (f"recorded under {base['recorded_policy_version']}, a revision this "
                   f"release no longer makes (it derives {derived.policy_version}); not "
                   "derivable again, not a sign of tampering")
-        if recorded_format is None:  # made by an earlier release: its format is older too
-            status, detail = "older_format", _older_format(None, derived, detail)
     elif derived.policy_version != base["recorded_policy_version"]:
         status = "policy_mismatch"
         detail = (f"recorded policy {base['recorded_policy_version']}, derived "
                   f"{derived.policy_version}")
     elif derived.digest != base["recorded_digest"]:
-        if recorded_format is None:
-            status, detail = "older_format", _older_format(None, derived)
-        else:
-            status = "digest_mismatch"
-            detail = f"recorded {base['recorded_digest'][:16]}, derived {derived.digest[:16]}"
+        status = "digest_mismatch"
+        detail = f"recorded {base['recorded_digest'][:16]}, derived {derived.digest[:16]}"
     return AuditEntry(**base, status=status, derived_digest=derived.digest,
                       derived_policy_version=derived.policy_version, detail=detail)
-
-
-def _older_format(recorded: int | None, derived: Assembly, also: str = "") -> str:
-    """Why a record made under another format cannot be compared."""
-    made = (f"recorded under format {recorded}" if recorded is not None else
-            f"recorded under format {LAST_UNRECORDED_FORMAT} or earlier (the record does "
-            "not say)")
-    return (f"{made}; current is {derived.format_version}: the digest hashes another form "
-            "of the assembly, so it cannot be compared; not a sign of tampering"
-            + (f" ({also})" if also else ""))
 
 
 _VERSION = re.compile(r"(?P<profile>[^@+]+)@(?P<revision>\d+)(?P<rest>\+[0-9a-f]+)?")

@@ -96,11 +96,14 @@ class SessionProfile(Profile):
     policy_type: ClassVar[type[Policy]] = SessionPolicy
     report_type: ClassVar[type[ProfileReport]] = SessionReport
     # Its own start is an input (the context it exists for); usage, observations and the
-    # previous session come from every session of the scope, tools from the scope.
+    # previous session come from every session of the scope, tools from the scope. A
+    # message may call tools, which are uses too.
     inputs: ClassVar[Inputs] = Inputs(
-        session=frozenset({"session.started", "tool.used", "observation.recorded"}),
+        session=frozenset({"session.started", "tool.used", "message.appended",
+                           "observation.recorded"}),
         scope=frozenset({"tool.registered", "tool.removed"}),
-        peers=frozenset({"tool.used", "observation.recorded", "session.ended"}))
+        peers=frozenset({"tool.used", "message.appended", "observation.recorded",
+                         "session.ended"}))
 
     def request(self, policy: Policy, now: datetime, counter: TokenCounter) -> ViewRequest:
         """Previous session, recent observations, tools and their usage in the window."""

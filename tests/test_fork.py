@@ -85,7 +85,8 @@ def _state(ledger: Ledger, now: datetime) -> dict[str, Any]:
 def test_a_fork_keeps_times_and_assembles_like_the_original_for_every_profile(
         examples: tuple[Ledger, ScriptedClock, dict[str, Any]]) -> None:
     ledger, _, found = examples
-    assert sorted(found) == ["brief.jsonl", "card.jsonl", "novel.jsonl", "session.jsonl"]
+    assert sorted(found) == ["brief.jsonl", "card.jsonl", "novel.jsonl", "session.jsonl",
+                             "tools.jsonl"]
     session_now = found["session.jsonl"][1].now
     usage_before = _usage(ledger, session_now)
     state_before = _state(ledger, session_now)
@@ -98,7 +99,7 @@ def test_a_fork_keeps_times_and_assembles_like_the_original_for_every_profile(
         assert {e.metadata["fork_time"] for e in copies} == {format_utc(FORK_TIME)}
         assert all(e.metadata["forked_from"] == session and "fork_counts" not in e.metadata
                    for e in copies)
-        profile = name.removesuffix(".jsonl")
+        profile = before.profile
         # The fork at the original's now is the original; the original is unchanged.
         _same(ledger.assemble(f"{session}-fork", profile, now=before.now), before, name,
               _copied_positions(ledger, f"{session}-fork"))
@@ -111,8 +112,7 @@ def test_a_fork_keeps_times_and_assembles_like_the_original_for_every_profile(
     assert _usage(ledger, session_now) == usage_before
     assert _state(ledger, session_now) == state_before
     for name, (session, before) in found.items():
-        _same(ledger.assemble(session, name.removesuffix(".jsonl"), now=before.now), before,
-              name)
+        _same(ledger.assemble(session, before.profile, now=before.now), before, name)
     # Nor do the rollups count the copies: rolled-up days read as the raw ones did.
     ledger.rollup(now=FORK_TIME)
     assert _usage(ledger, session_now) == usage_before

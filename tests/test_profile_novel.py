@@ -331,9 +331,15 @@ def test_tier_totals_include_their_framing_and_add_up_to_the_total(
     assembly = run(items)
     tiers = {tier.tier: tier for tier in report(assembly).tiers}
     assert {name: tier.tokens for name, tier in tiers.items()} == assembly.tokens.tiers
-    assert sum(tier.tokens for tier in tiers.values()) == assembly.tokens.total
-    assert assembly.tokens.framing == 0
-    assert report(assembly).stats.endswith(f"Total: {assembly.tokens.total}/80000")
+    # The book goes out as one system message: its wrapper and the reply priming are the
+    # only tokens outside the tiers (3 + "system" in chars4 + 3).
+    assert assembly.tokens.framing == 3 + 2 + 3
+    assert sum(tier.tokens for tier in tiers.values()) + assembly.tokens.framing \
+        == assembly.tokens.total
+    tier_total = assembly.tokens.total - assembly.tokens.framing
+    assert report(assembly).stats.endswith(f"Total: {tier_total}/80000")
+    [message] = assembly.messages
+    assert (message.role, message.content) == ("system", assembly.text)
     # One separator (1 token) between every two items; each tier holds its own.
     laid_out = kept(assembly)
     assert sum(t.framing_tokens for t in tiers.values()) == len(laid_out) - 1
@@ -382,8 +388,9 @@ def test_stats_line_and_tier_tokens() -> None:
         "Hot: 21/15000 tokens (2 items) | Warm: 6/25000 (1 items) | "
         "Cold: 8/40000 (1 items) | Total: 35/80000")
     assert assembly.tokens.tiers == {"hot": 21, "cold": 8, "warm": 6}
-    # The stats line adds up to the assembly's total: no framing outside the tiers.
-    assert assembly.tokens.framing == 0 and assembly.tokens.total == 35
+    # The stats line adds up the tiers; the message's wrapper and the reply priming are
+    # the only tokens outside them.
+    assert assembly.tokens.framing == 8 and assembly.tokens.total == 35 + 8
 
 
 def test_empty_session_assembles_to_nothing() -> None:
@@ -510,8 +517,8 @@ def test_every_tier_over_budget_with_real_tokens(ledger: Ledger) -> None:
         assert all(assembly.decision(item) == tail for item in dropped)
         assert not set(dropped) & {d.item for d in assembly.decisions}
     assert not any(d.action == "truncated" for d in assembly.decisions)
-    assert sum(t.tokens for t in tiers.values()) == assembly.tokens.total
-    assert report(assembly).stats.endswith(f"Total: {assembly.tokens.total}/80000")
+    assert sum(t.tokens for t in tiers.values()) + 7 == assembly.tokens.total
+    assert report(assembly).stats.endswith(f"Total: {assembly.tokens.total - 7}/80000")
 
 
 def test_issue_rules_through_the_ledger(ledger: Ledger) -> None:
@@ -536,7 +543,8 @@ def test_issue_rules_through_the_ledger(ledger: Ledger) -> None:
     assert assembly.decision("ed").priority == 6  # the scene plan (plan-new) has no arc
     assert report(assembly).suffix == ["ed", "rel", "char"]
     assert assembly.decision("rel").priority == 8  # evolving in chapter 1, the current one
-    assert sum(t.tokens for t in report(assembly).tiers) == assembly.tokens.total
+    # 3 + "system" + 3: the one message's wrapper and the reply priming.
+    assert sum(t.tokens for t in report(assembly).tiers) + 7 == assembly.tokens.total
     ledger.append("book", {"type": "chapter.moved", "data": {"chapter": 3}})
     moved = ledger.assemble("book", "novel", now=NOW)
     assert (moved.decision("s1").section, moved.decision("s1").priority) == ("warm", 6)

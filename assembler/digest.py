@@ -31,6 +31,7 @@ from ctxledger.store.canonical import (
 )
 
 _EXCLUDED: Any = {"digest": True, "tokens": {"methods": True}}
+_WITHOUT_MESSAGES: Any = {"digest": True, "messages": True, "tokens": {"methods": True}}
 _SPLIT: Any = {"digest": True, "decisions": True, "messages": True, "report": True,
                "tokens": {"methods": True}}
 
@@ -42,13 +43,32 @@ def canonical_payload(assembly: Assembly, memo: CanonicalMemo | None = None) -> 
     text as without it.
     """
     if memo is None:
-        return canonical_json(assembly.model_dump(mode="json", exclude=_EXCLUDED))
+        parts = {key: canonical_json(value) for key, value in
+                 assembly.model_dump(mode="json", exclude=_WITHOUT_MESSAGES).items()}
+        parts["messages"] = messages_json(assembly.messages)
+        return json_object(parts)
     parts = {key: canonical_json(value) for key, value in
              assembly.model_dump(mode="json", exclude=_SPLIT).items()}
     parts["decisions"] = _json_list(assembly.decisions, memo)
     parts["messages"] = _json_list(assembly.messages, memo)
     parts["report"] = _model_json(assembly.report, memo)
     return json_object(parts)
+
+
+def messages_json(messages: Sequence[ContextMessage]) -> str:
+    """``canonical_json`` of the messages' dump, straight from orjson.
+
+    A message holds strings, integers, booleans and nulls only (no float: nothing of
+    its model is one), and for those orjson writes the reference form's bytes, so the scan
+    ``canonical_json`` makes for floats written differently is not needed; it would
+    otherwise send the whole context's text to the slow reference encoder for every
+    ``null`` a message holds."""
+    dumped = [message.model_dump(mode="json") for message in messages]
+    try:
+        return orjson.dumps(dumped, default=refuse_non_json,
+                            option=orjson.OPT_SORT_KEYS | PLAIN_JSON_ONLY).decode()
+    except TypeError:  # a lone surrogate in a text: the reference form decides
+        return canonical_json(dumped)
 
 
 def compute_digest(assembly: Assembly, memo: CanonicalMemo | None = None) -> str:

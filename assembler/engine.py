@@ -413,7 +413,11 @@ class Engine:
         if messages is None:
             messages = [Composed("system", pieces)]
         text_order = self._lay_out_text(pieces)
-        laid, built_messages = self._lay_out_messages(messages, known, overhead)
+        # The session's memo keeps the chat messages sent, even for a profile that does
+        # not use it for its digest.
+        memo = self._memo if self._memo is not None or self.memos is None \
+            else self.memos.for_session(session)
+        laid, built_messages = self._lay_out_messages(messages, known, overhead, memo)
         if laid.order != text_order:
             raise EngineError("the text and the messages lay out different items")
         for item in self._order:
@@ -429,8 +433,8 @@ class Engine:
             messages=built_messages,
             sections=built, tokens=tokens, decisions=decisions, warnings=list(warnings),
             report=report, digest=""), self._memo)
-        if self._memo is not None:
-            self._memo.assembled()
+        if memo is not None:
+            memo.assembled()
         return sealed
 
     def _kept(self, piece: Candidate) -> Candidate:
@@ -456,7 +460,8 @@ class Engine:
         return laid_out
 
     def _lay_out_messages(self, messages: Sequence[Outgoing], known: Sequence[str],
-                          overhead: MessageOverhead) -> tuple[_LaidOut, list[ContextMessage]]:
+                          overhead: MessageOverhead, memo: CanonicalMemo | None
+                          ) -> tuple[_LaidOut, list[ContextMessage]]:
         """Walk the messages in order: each kept candidate under its section, each
         composed message's frames to their sections, wrappers and priming to the context;
         the messages form."""
@@ -469,7 +474,7 @@ class Engine:
             if isinstance(plan, Said):
                 kept = self._kept(plan.candidate)
                 self._place(kept, items, order)
-                built.append(self._said(plan, kept))
+                built.append(self._said(plan, kept, memo))
                 continue
             texts: list[str] = []
             spanned: list[str] = []
@@ -508,27 +513,22 @@ class Engine:
             framing[None] += overhead.reply_priming
         return laid, built
 
-    def _said(self, plan: Said, kept: Candidate) -> ContextMessage:
+    def _said(self, plan: Said, kept: Candidate, memo: CanonicalMemo | None
+              ) -> ContextMessage:
         # A stored message is immutable (its log position names it): with a memo, the
         # same message object (and its JSON) serves every assembly that sends it.
-        if self._memo is None:
+        if memo is None:
             return said_message(plan, kept)
         key = ("said", kept.id, plan.message.position, plan.as_text, kept.tokens,
                kept.section)
-        return self._memo.intern(key, lambda: said_message(plan, kept))
+        return memo.intern(key, lambda: said_message(plan, kept))
 
-    def _composed(self, plan: Composed, content: str, spanned: list[str],
+    @staticmethod
+    def _composed(plan: Composed, content: str, spanned: list[str],
                   tokens: int) -> ContextMessage:
-        def build() -> ContextMessage:
-            return ContextMessage.model_construct(
-                role=plan.role, content=content, name=None, tool_calls=None,
-                tool_call_id=None, is_error=None, item=None, sections=spanned,
-                tokens=tokens)
-
-        if self._memo is None:
-            return build()
-        return self._memo.intern(("composed", plan.role, content, tuple(spanned), tokens),
-                                 build)
+        return ContextMessage.model_construct(
+            role=plan.role, content=content, name=None, tool_calls=None,
+            tool_call_id=None, is_error=None, item=None, sections=spanned, tokens=tokens)
 
     @staticmethod
     def _place(kept: Candidate, items: dict[str, list[SectionItem]],

@@ -72,6 +72,8 @@ class Unit:
     def unanswered(self) -> list[str]:
         """The ids of the unit's calls with no answer in it."""
         head = self.members[0].message
+        if not head.tool_calls:
+            return []
         answered = {member.message.tool_call_id for member in self.members[1:]}
         return [call for call in head.call_ids if call not in answered]
 

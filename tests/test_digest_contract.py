@@ -18,12 +18,15 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxledger import Ledger
 from ctxledger._demo import load_and_assemble_examples
-from ctxledger.assembler.digest import canonical_payload, compute_digest
-from ctxledger.assembler.model import FORMAT_VERSION
+from ctxledger.assembler.digest import canonical_payload, compute_digest, messages_json
+from ctxledger.assembler.model import FORMAT_VERSION, ContextMessage
 from ctxledger.projections.view import ViewRequest
+from ctxledger.store.canonical import canonical_json
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 UTC_FORM = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
@@ -142,3 +145,17 @@ def test_the_digest_covers_the_messages(sqlite_url: str) -> None:
     assert compute_digest(assembly.model_copy(update={"messages": renamed})) \
         != assembly.digest
     assert compute_digest(assembly) == assembly.digest
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.text(), min_size=1, max_size=4), name=st.none() | st.text(),
+       tokens=st.integers(0, 2**40))
+def test_the_messages_fast_path_writes_the_reference_bytes(texts: list[str],
+                                                           name: str | None,
+                                                           tokens: int) -> None:
+    # Any text (nulls, "e-7", "null", surrogates...), names and counts: the messages'
+    # JSON straight from orjson is the reference form's.
+    messages = [ContextMessage(role="user", content=text, name=name, sections=["s"],
+                               tokens=tokens) for text in texts]
+    assert messages_json(messages) == canonical_json(
+        [message.model_dump(mode="json") for message in messages])

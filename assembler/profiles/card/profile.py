@@ -151,7 +151,6 @@ class CardProfile(Profile):
             raise AssemblyError(
                 f"session {view.stream_id!r}: the read view holds no chat history "
                 "(the card profile requests history 'tail' or 'full')")
-        engine.memo_for(view.stream_id)  # messages and decisions sent again reuse their JSON
         card = _Card(policy, policy.user_name,
                      _field_text(view.card, "name", user=policy.user_name, char="")
                      or DEFAULT_CHAR_NAME, engine.counter)
@@ -390,9 +389,8 @@ def _expire_fields(engine: Engine, card: _Card, view: SessionView,
     level, count = policy.compression_level, view.counts.total
     field_texts = {rule.key: _field_text(view.card, rule.key, user=card.user, char=card.char)
                    for rule in policy.fields}
-    counter.prefetch([policy.context_role, *field_texts.values(), LINE_SEPARATOR,
-                      MEMORY_SEPARATOR,
-                      *(render_message(message) for message in history.messages),
+    # A chat message's line is never counted (its cost is counted from its parts).
+    counter.prefetch([policy.context_role, *field_texts.values(),
                       *(text for message in history.messages
                         for text in cost_texts(message))])
     fields = _Fields({}, set(), {})

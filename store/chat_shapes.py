@@ -43,6 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ctxledger.store.chat import ID_MAX, is_media_type
+from ctxledger.store.strict import json_kind
 
 Message = dict[str, Any]
 """A message as a plain dict (checked by ``MessageAppended`` afterwards)."""
@@ -118,7 +119,7 @@ def canonical_conversation(messages: Sequence[Any],
     for index, message in enumerate(messages):
         try:
             if not isinstance(message, Mapping):
-                raise ChatShapeError(f"a message must be an object, got {_kind(message)}")
+                raise ChatShapeError(f"a message must be an object, got {json_kind(message)}")
             pieces = _pieces(message)
             if len(pieces) > 1:
                 _number(pieces, message.get("message_id"))
@@ -180,7 +181,7 @@ def _pieces(message: Mapping[str, Any]) -> list[Message]:
     for index, block in enumerate(content):
         where = f"content[{index}]"
         if not isinstance(block, Mapping):
-            raise ChatShapeError(f"{where}: a part must be an object, got {_kind(block)}")
+            raise ChatShapeError(f"{where}: a part must be an object, got {json_kind(block)}")
         kind = block.get("type")
         if kind == "tool_use":
             calls.append(_tool_call(block, role, where))
@@ -411,17 +412,3 @@ def _tool_message(block: Mapping[str, Any], role: Any, where: str) -> Message:
     if is_error is not None and is_error is not False:  # false: the default, left out
         message["is_error"] = is_error
     return message
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"

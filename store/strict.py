@@ -165,3 +165,18 @@ def check_time(value: datetime, what: str) -> datetime:
     if utc == "out of range":
         raise EventValidationError(f"{what} {value.isoformat()} is outside {STORED_RANGE}")
     return utc
+
+
+def json_kind(value: object) -> str:
+    """The JSON name of a decoded value's type, for error messages ("an array")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"

@@ -17,6 +17,7 @@ from typing import Any
 
 from ctxledger.store.errors import EventValidationError
 from ctxledger.store.log import EventCheck
+from ctxledger.store.strict import json_kind
 from ctxledger.store.validate import coerce_new_event, validate_event
 
 
@@ -66,7 +67,7 @@ def parse_jsonl(raw_lines: Iterable[bytes]) -> list[InputLine]:
                 f"line {number}: invalid JSON: an integer has over 4300 digits") from None
         if not isinstance(value, dict):
             raise InputError(
-                f"line {number}: expected a JSON object, got {_json_kind(value)}")
+                f"line {number}: expected a JSON object, got {json_kind(value)}")
         parsed.append(InputLine(number, value))
     return parsed
 
@@ -94,19 +95,6 @@ def validate_lines(stream_id: str, lines: Iterable[InputLine], max_event_bytes: 
             if earlier != line.number:
                 raise InputError(f"line {line.number}: event id {normalized.event_id}"
                                  f" is already used on line {earlier}")
-
-
-def _json_kind(value: object) -> str:
-    """The JSON name of a decoded value's type, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array"
 
 
 def read_policy(path: Path | None) -> str | None:

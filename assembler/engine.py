@@ -7,15 +7,19 @@ its token count, optionally a priority), then decides about it through the engin
 (``shed_until_fits``, which drops or shortens). The decision is recorded by the same call
 that makes it, so an ``Assembly`` cannot say one thing and do another.
 
-``finish`` takes the prompt as a list of *pieces*: kept candidates and ``Frame`` texts
-(headers, separators, a template's literals). The engine renders the text itself by
-joining them, so the text is exactly the kept items plus their framing; it checks that
-every candidate was decided and that exactly the kept ones are laid out, totals the
-tokens (items plus framing, where each stands), and seals the result with its digest.
+``finish`` takes the prompt twice: as a list of *pieces* (kept candidates and ``Frame``
+texts: headers, separators, a template's literals), which it joins into the text, and as
+*messages* (``Said`` chat messages of the log, ``Composed`` ones built from pieces), which
+it turns into ``Assembly.messages``. It checks that every candidate was decided and that
+both forms lay out exactly the kept ones in the same order, totals the tokens of the
+messages form (items, framing and the messages' wrappers, where each stands), and seals
+the result with its digest.
 
 The terms it works in have their own modules: ``candidates`` (``Candidate``, ``Frame``,
-``SectionLayout``), ``budget`` (``Measure``, ``Additive``, ``ShedStep``), ``details`` (how
-a decision's details are recorded) and ``ranking`` (``ranked``, ``round_score``).
+``SectionLayout``, ``Said``, ``Composed``), ``budget`` (``Measure``, ``Additive``,
+``ShedStep``), ``chat_tokens`` (what a message costs), ``outgoing`` (a stored message as
+sent), ``details`` (how a decision's details are recorded) and ``ranking`` (``ranked``,
+``round_score``).
 """
 
 from __future__ import annotations

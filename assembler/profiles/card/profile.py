@@ -16,11 +16,17 @@ Rules (SPEC §3 "Profile card"):
 - From chat_only up, a usable ``history.summarized`` (through message K) makes the history
   the summary plus the messages after K; otherwise it is the messages. The report gives
   "chat history X tokens (summarized from Y)".
-- With ``context_limit``, the context fits ``context_limit − response_reserve``: the
-  history is a window filled newest first (``assembler.history_window``); if the card,
-  the summary and the newest message alone are over, ``overflow_order`` gives way; if
-  what must be kept is still over, the context overshoots with a warning. It is flagged
-  when use is above ``pressure_threshold`` (80%) of the limit.
+- The messages form: the memory as one message (role ``context_role``), the summary as
+  one more when it is used, the chat messages as stored (roles, names, parts, tool calls
+  and their answers), then the card's ``post_history_instructions`` (section
+  ``post_history``); the text holds the same, the history a line per message.
+- With ``context_limit``, the context as messages (counted as a chat API counts them,
+  ``assembler.chat_tokens``) fits ``context_limit − response_reserve``: the history is a
+  window filled newest unit first (``assembler.history_window``: a tool call stays with
+  its answers); if the card, the summary, the post-history instructions and the newest
+  unit alone are over, ``overflow_order`` gives way; if what must be kept is still over,
+  the context overshoots with a warning. It is flagged when use is above
+  ``pressure_threshold`` (80%) of the limit.
 """
 
 from __future__ import annotations

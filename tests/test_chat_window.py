@@ -227,3 +227,23 @@ def test_messages_fit_the_limit_as_counted_apart(sqlite_url: str, turns: int,
         counted = api_count(sent(assembly))
         assert assembly.tokens.total == counted
         assert counted <= limit or report_of(assembly).over_budget
+
+
+def test_every_profile_sends_messages_and_the_role_is_a_setting(sqlite_url: str) -> None:
+    from ctxledger._demo import load_and_assemble_examples
+
+    found = load_and_assemble_examples(sqlite_url)
+    with Ledger.open(sqlite_url) as ledger:
+        for name, (session, assembly) in sorted(found.items()):
+            assert assembly.messages, name
+            assert assembly.tokens.total == 3 + sum(m.tokens for m in assembly.messages)
+            if assembly.profile == "card":
+                continue
+            # One message holding the text, as a system message unless a setting says.
+            [message] = assembly.messages
+            assert (message.role, message.content) == ("system", assembly.text), name
+            ledger.append(session, {"type": "setting.changed",
+                                    "data": {"key": "context_role", "value": "user"}})
+            again = ledger.assemble(session, assembly.profile, now=assembly.now)
+            assert [(m.role, m.content) for m in again.messages] == [("user", again.text)]
+            assert again.to_openai() == [{"role": "user", "content": again.text}]

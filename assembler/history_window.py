@@ -102,12 +102,6 @@ def pairing(messages: Sequence[Message]) -> list[tuple[int, int, bool]]:
     return out
 
 
-def units(messages: Sequence[WindowMessage]) -> list[Unit]:
-    """``messages`` (oldest first) cut into units (``pairing``)."""
-    cut = pairing([item.message for item in messages])
-    return [Unit(tuple(messages[start:stop]), unpaired) for start, stop, unpaired in cut]
-
-
 @dataclass(slots=True)
 class WindowResult:
     """What the fill kept (oldest first) and what it left out."""
@@ -140,25 +134,25 @@ def _unit_detail(unit: Unit, position: int) -> dict[str, int | str | None]:
     return detail
 
 
-def fill_window(engine: Engine, messages: Sequence[WindowMessage], *, base: int,
+def fill_window(engine: Engine, cut: Sequence[Unit], *, base: int,
                 budget: int | None, reason: str, unloaded: int = 0,
                 oldest_unloaded: Message | None = None,
                 **detail: int | str | None) -> WindowResult:
-    """Decide every loaded message (given oldest first) under ``budget``, unit by unit.
+    """Decide every loaded message under ``budget``, unit by unit (``cut``: the loaded
+    messages cut into units by ``pairing``, oldest first).
 
     ``base`` is what the context already uses. The kept units are the longest newest
     suffix whose cost fits: the sum of their messages' costs (a message's cost as sent
     is additive, so the suffix's total is exactly what is sent). ``reason`` is the reason
     code of kept messages; ``detail`` is added to every decision.
     """
-    cut = units(messages)
     if budget is None:
         for unit in cut:
             for position, member in enumerate(unit.members):
                 engine.include(member.candidate, reason, seq=member.message.seq,
                                **_unit_detail(unit, position), **detail)
         used = base + sum(unit.tokens for unit in cut)
-        return WindowResult(kept=cut, used=used)
+        return WindowResult(kept=list(cut), used=used)
 
     kept_newest_first: list[Unit] = []
     used = base
@@ -193,9 +187,10 @@ def fill_window(engine: Engine, messages: Sequence[WindowMessage], *, base: int,
             closed = True
     loaded_dropped = len(dropped_seqs)
     if unloaded > 0 and oldest_unloaded is not None:
+        oldest_loaded = cut[0].members[0] if cut else None
         newest_unread = (min(dropped_seqs) if dropped_seqs else
-                         min((item.message.seq for item in messages), default=None))
-        section = messages[0].candidate.section if messages else "chat_history"
+                         None if oldest_loaded is None else oldest_loaded.message.seq)
+        section = "chat_history" if oldest_loaded is None else oldest_loaded.candidate.section
         range_item = engine.candidate(DROPPED_RANGE_ITEM, section, "")
         engine.exclude(range_item, "dropped", "over_budget", messages=unloaded,
                        first_seq=oldest_unloaded.seq,

@@ -53,6 +53,7 @@ from ctxledger.assembler.chat_tokens import cost_key, wrapper_tokens
 from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.history_window import (
+    Unit,
     WindowMessage,
     WindowResult,
     fill_window,
@@ -172,7 +173,8 @@ class CardProfile(Profile):
         summary = _summary(engine, history, policy, summarizing, replaced)
         loaded = _loaded(engine, history.messages, policy)
         post = _post_history(engine, card, view)
-        newest = _newest_unit(loaded)
+        # The newest unit: what the window always keeps.
+        newest = [member.candidate for member in loaded[-1].members] if loaded else []
         kept_fields, summary = _give_way(engine, card, fields.included, summary, newest,
                                          post, history)
 
@@ -261,29 +263,21 @@ def _tokens(counter: TokenCounter, pieces: Sequence[Piece]) -> int:
                for piece in pieces)
 
 
-def _loaded(engine: Engine, messages: Sequence[Message],
-            policy: CardPolicy) -> list[WindowMessage]:
-    """Each loaded message as a candidate whose tokens are its cost as sent (an unpaired
-    tool result as the user message holding its line)."""
+def _loaded(engine: Engine, messages: Sequence[Message], policy: CardPolicy) -> list[Unit]:
+    """The loaded messages cut into units (``history_window.pairing``), each message a
+    candidate whose tokens are its cost as sent (an unpaired tool result as the user
+    message holding its line)."""
     counter, overhead = engine.counter, policy.message_overhead
-    unpaired = {start for start, _, alone in pairing(messages) if alone}
-    loaded: list[WindowMessage] = []
-    for index, message in enumerate(messages):
-        line = render_message(message)
-        cost = sent_cost(counter, message, overhead,
-                         line=line if index in unpaired else None)
-        loaded.append(WindowMessage(message, engine.candidate(
-            message_item(message), SECTION_HISTORY, line, tokens=cost)))
+    loaded: list[Unit] = []
+    for start, stop, unpaired in pairing(messages):
+        members = []
+        for message in messages[start:stop]:
+            line = render_message(message)
+            cost = sent_cost(counter, message, overhead, line=line if unpaired else None)
+            members.append(WindowMessage(message, engine.candidate(
+                message_item(message), SECTION_HISTORY, line, tokens=cost)))
+        loaded.append(Unit(tuple(members), unpaired))
     return loaded
-
-
-def _newest_unit(loaded: Sequence[WindowMessage]) -> list[Candidate]:
-    """The candidates of the newest unit: what the window always keeps."""
-    cut = pairing([item.message for item in loaded])
-    if not cut:
-        return []
-    start, stop, _ = cut[-1]
-    return [item.candidate for item in loaded[start:stop]]
 
 
 def _post_history(engine: Engine, card: _Card, view: SessionView) -> Candidate | None:

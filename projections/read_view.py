@@ -24,6 +24,7 @@ from ctxledger.projections.knowledge import (
     knowledge_sources,
     personas,
 )
+from ctxledger.projections.lorebooks import scope_lorebooks
 from ctxledger.projections.observations import observations
 from ctxledger.projections.read_history import load_history
 from ctxledger.projections.registry import builtin_names
@@ -45,6 +46,7 @@ from ctxledger.projections.view import (
     Observation,
     Persona,
     PreviousSession,
+    ScopeLorebook,
     SessionView,
     Snippet,
     SnippetBase,
@@ -54,6 +56,7 @@ from ctxledger.projections.view import (
     ViewRequest,
 )
 from ctxledger.store.backends import backend_for
+from ctxledger.store.character_card import REPLACE, lorebook_data
 from ctxledger.store.read import head_position
 from ctxledger.store.schema import events
 from ctxledger.store.streams import SCOPE_PREFIX
@@ -112,7 +115,8 @@ def load_session_view(conn: sa.Connection, stream_id: str,
             scene=None if session is None else session["scene"],
             settings=settings,
             setting_sources=sources,
-            card=load_card(conn, stream_id),
+            card=load_card(conn, stream_id, scope),
+            lorebooks=load_lorebooks(conn, scope) if request.lorebooks else (),
             history=(None if request.history == "none" else
                      load_history(conn, session, request) if session is not None else
                      History(summary=None, messages=(), complete=True, summarized_count=0)),
@@ -170,14 +174,31 @@ def load_settings(conn: sa.Connection, stream_id: str,
     return ({k: json.loads(resolved[k][0]) for k in keys}, {k: resolved[k][1] for k in keys})
 
 
-def load_card(conn: sa.Connection, stream_id: str) -> dict[str, Any]:
-    """The session's card fields, in field-name order."""
-    rows = conn.execute(sa.select(card_fields.c.field, card_fields.c.value)
-                        .where(card_fields.c.stream_id == stream_id)
-                        .order_by(card_fields.c.field))
-    # Re-sorted here: PostgreSQL orders text by collation, SQLite by bytes.
-    return {row.field: json.loads(row.value)
-            for row in sorted(rows, key=lambda row: str(row.field))}
+def load_card(conn: sa.Connection, stream_id: str, scope: str) -> dict[str, Any]:
+    """The session's card fields, in field-name order: the scope's card with the
+    session's own fields over it; a session's whole card (``replace``) hides the
+    scope's."""
+    streams = [SCOPE_PREFIX + scope, stream_id]
+    rows = conn.execute(sa.select(card_fields.c.stream_id, card_fields.c.field,
+                                  card_fields.c.value)
+                        .where(card_fields.c.stream_id.in_(streams))).all()
+    own = {row.field: row.value for row in rows if row.stream_id == stream_id}
+    fields = {} if own.get(REPLACE) == "true" else {
+        row.field: row.value for row in rows if row.stream_id != stream_id}
+    fields.update(own)
+    # Sorted here: PostgreSQL orders text by collation, SQLite by bytes.
+    return {name: json.loads(fields[name]) for name in sorted(fields)}
+
+
+def load_lorebooks(conn: sa.Connection, scope: str) -> tuple[ScopeLorebook, ...]:
+    """The scope's lorebooks by book id, each as written (a ``lorebook_v3`` file's
+    ``data``)."""
+    rows = conn.execute(sa.select(scope_lorebooks).where(scope_lorebooks.c.scope == scope)
+                        ).mappings().all()
+    return tuple(ScopeLorebook(book_id=row["book_id"],
+                               book=lorebook_data(json.loads(row["book"])),
+                               position=row["position"])
+                 for row in sorted(rows, key=lambda row: str(row["book_id"])))
 
 
 # -- tools --------------------------------------------------------------------------------

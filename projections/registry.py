@@ -13,6 +13,7 @@ from ctxledger.projections.card import CardProjection
 from ctxledger.projections.context_items import ContextItemsProjection
 from ctxledger.projections.documents import DocumentsProjection
 from ctxledger.projections.knowledge import KnowledgeProjection
+from ctxledger.projections.lorebooks import LorebooksProjection
 from ctxledger.projections.observations import ObservationsProjection
 from ctxledger.projections.scope_members import ScopeMembersProjection
 from ctxledger.projections.session_stats import SessionStatsProjection
@@ -33,6 +34,7 @@ BUILTIN_PROJECTION_TYPES: tuple[type[Projection], ...] = (
     DocumentsProjection,
     KnowledgeProjection,
     ScopeMembersProjection,
+    LorebooksProjection,
 )
 """Every built-in projection class, in the order they are applied to each event."""
 

@@ -51,6 +51,8 @@ class ViewRequest:
     tools: bool = False
     items: bool = False
     documents: bool = False
+    lorebooks: bool = False
+    """The scope's lorebooks (``SessionView.lorebooks``)."""
     items_probe: ItemsProbe | None = None
     """With ``items``: when the probe's set is a prefix of this log's session stream
     (the same chained hash at its position), only the items put or removed after it are
@@ -299,6 +301,15 @@ class Persona:
 
 
 @dataclass(frozen=True, slots=True)
+class ScopeLorebook:
+    """A scope's lorebook: the book as written (a ``lorebook_v3`` file's ``data``)."""
+
+    book_id: str
+    book: Mapping[str, Any]
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
 class SessionView:
     """Everything the assembler may know about one session at ``position``."""
 
@@ -319,7 +330,10 @@ class SessionView:
     setting_sources: Mapping[str, str] = field(default_factory=dict)
     """For each setting: ``session`` or ``scope``."""
     card: Mapping[str, Any] = field(default_factory=dict)
-    """The current Character Card V2 fields, in field-name order."""
+    """The current character card's fields, in field-name order: the scope's card with
+    the session's own fields laid over it (``read_view.load_card``)."""
+    lorebooks: tuple[ScopeLorebook, ...] = ()
+    """With ``ViewRequest.lorebooks``: the scope's lorebooks, by book id."""
     history: History | None = None
     tools: tuple[Tool, ...] = ()
     """Registered tools in the scope, by name (``ViewRequest.tools`` also loads lifetime

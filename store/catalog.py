@@ -22,6 +22,12 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ctxledger.store.character_card import (
+    CardFileError,
+    card_event_data,
+    check_lorebook,
+    lorebook_data,
+)
 from ctxledger.store.chat import ChatRole, ContentPart, ToolCall, check_message
 from ctxledger.store.chat_shapes import ChatShapeError, canonical_message
 from ctxledger.store.streams import SCOPE_PREFIX, StreamKind
@@ -138,9 +144,14 @@ class SettingChanged(EventData):
 
 
 class CardSet(EventData):
-    """Character Card V2 ``data`` fields. Fields present replace the current ones."""
+    """Character card fields (V2/V3 ``data``): fields present replace the current ones.
+
+    A whole card file (V1, or V2/V3 with ``spec``) is taken as written and replaces the
+    whole card (``store.character_card``); on a scope stream it is the card of the
+    scope's sessions that have none of their own."""
 
     type: ClassVar[str] = "card.set"
+    stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("session", "scope")
     name: str | None = None
     description: str | None = None
     personality: str | None = None
@@ -155,6 +166,70 @@ class CardSet(EventData):
     creator: str | None = None
     character_version: str | None = None
     extensions: dict[str, JsonValue] | None = None
+    character_book: dict[str, JsonValue] | None = None
+    """The card's lorebook as written (its types checked: ``character_card.Lorebook``)."""
+    # V3 additions
+    nickname: str | None = None
+    """V3: what ``{{char}}`` stands for, when given (else ``name``)."""
+    creator_notes_multilingual: dict[str, str] | None = None
+    source: list[str] | None = None
+    group_only_greetings: list[str] | None = None
+    assets: list[dict[str, JsonValue]] | None = None
+    creation_date: int | float | None = None
+    modification_date: int | float | None = None
+    # What the file carried besides the character (never read into a prompt)
+    spec: str | None = None
+    spec_version: str | int | float | None = None
+    card_extra: dict[str, JsonValue] | None = None
+    """A card file's other top-level keys (SillyTavern's ``avatar``, ``chat``, …)."""
+    data_extra: dict[str, JsonValue] | None = None
+    """Keys of a V2/V3 ``data`` object that no spec names."""
+    replace: bool | None = None
+    """The fields replace the whole card (a card file), rather than merge into it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _card_file(cls, data: Any) -> Any:
+        """A whole card file becomes the fields of a whole card."""
+        if not isinstance(data, Mapping):
+            return data
+        try:
+            return card_event_data(data, frozenset(cls.model_fields))
+        except CardFileError as exc:
+            raise PydanticCustomError("card_file", "{reason}", {"reason": str(exc)}) from None
+
+    @field_validator("character_book")
+    @classmethod
+    def _book(cls, book: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
+        return check_lorebook(book)  # type: ignore[no-any-return]
+
+
+class LorebookSet(EventData):
+    """A scope-level lorebook (world info) is created or replaced; every session of the
+    scope reads it. ``book`` is a V2 ``character_book`` object or a ``lorebook_v3``
+    file, kept as written."""
+
+    type: ClassVar[str] = "lorebook.set"
+    stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("scope",)
+    book_id: str = Id
+    book: dict[str, JsonValue]
+
+    @field_validator("book")
+    @classmethod
+    def _book(cls, book: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        try:
+            check_lorebook(lorebook_data(book))
+        except CardFileError as exc:
+            raise ValueError(str(exc)) from None
+        return book
+
+
+class LorebookRemoved(EventData):
+    """A scope-level lorebook is removed."""
+
+    type: ClassVar[str] = "lorebook.removed"
+    stream_kinds: ClassVar[tuple[StreamKind, ...]] = ("scope",)
+    book_id: str = Id
 
 
 class ChapterMoved(EventData):
@@ -352,7 +427,8 @@ CATALOG: dict[str, type[EventData]] = {
     model.type: model
     for model in (
         SessionStarted, SessionEnded, MessageAppended, MessageRetracted, HistorySummarized,
-        ToolUsed, SettingChanged, CardSet, ChapterMoved, ItemPut, ItemRemoved,
+        ToolUsed, SettingChanged, CardSet, LorebookSet, LorebookRemoved, ChapterMoved,
+        ItemPut, ItemRemoved,
         ObservationRecorded, DocumentPut, ToolRegistered, ToolRemoved, SourceRegistered,
         SnippetAdded, EntityPut, PersonaSet, ContextAssembled, RollupCompleted,
     )

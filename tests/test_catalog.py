@@ -55,7 +55,12 @@ EXAMPLES: dict[str, Example] = {
         "chat", {"tool_name": "grep"}, {"tool_name": 7}, "scope:alice", "tool_name"),
     "setting.changed": Example(
         "scope:alice", {"key": "k", "value": 1}, {"key": 1}, "system", "key"),
-    "card.set": Example("chat", {}, {"tags": "not-a-list"}, "scope:alice"),
+    "card.set": Example("chat", {}, {"tags": "not-a-list"}, "system"),
+    "lorebook.set": Example(
+        "scope:alice", {"book_id": "world", "book": {"entries": []}},
+        {"book": {"entries": [{"content": 3}]}}, "chat", "book"),
+    "lorebook.removed": Example("scope:alice", {"book_id": "world"}, {"book_id": 1}, "chat",
+                                "book_id"),
     "chapter.moved": Example("chat", {"chapter": 1}, {"chapter": "one"}, "scope:alice",
                              "chapter"),
     "item.put": Example(

@@ -243,15 +243,16 @@ class Ledger:
         card of that scope's sessions that have none of their own); exactly one of them.
 
         ``source`` is a ``.json`` or ``.png`` file (its path or bytes) or the card's
-        already-parsed JSON; the card is appended as the file holds it, so
-        ``export_card`` gives it back. A file that is no card raises ``CardFileError``
+        already-parsed JSON; the card is appended as the file holds it, as the whole
+        card (``ctxledger.io._card_files.card_set_data``), so ``export_card`` gives it
+        back. A file that is no card raises ``CardFileError``
         and a card the event model refuses raises ``EventValidationError``, writing
         nothing."""
-        from ctxledger.io._card_files import read_card
+        from ctxledger.io._card_files import card_set_data, read_card
 
         stream = _card_stream(session, scope)
-        card = dict(source) if isinstance(source, Mapping) else read_card(source)
-        event: dict[str, Any] = {"type": "card.set", "data": card}
+        card = source if isinstance(source, Mapping) else read_card(source)
+        event: dict[str, Any] = {"type": "card.set", "data": card_set_data(card)}
         if event_id is not None:
             event["id"] = event_id
         return self.append(stream, event)

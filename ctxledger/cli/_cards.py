@@ -74,7 +74,7 @@ def card_import(
     the whole current card. Prints the card's name, spec, lorebook entries, the stream
     and the position written."""
     from ctxledger import render
-    from ctxledger.io._card_files import read_card
+    from ctxledger.io._card_files import card_set_data, read_card
     from ctxledger.store.character_card import CardFileError
 
     stream = _stream(session, scope)
@@ -82,7 +82,7 @@ def card_import(
         card = read_card(file)
     except CardFileError as exc:
         raise fail(str(exc)) from None
-    _checked(stream, {"type": "card.set", "data": card}, Path(file).name)
+    _checked(stream, {"type": "card.set", "data": card_set_data(card)}, Path(file).name)
     with open_ledger(db_of(ctx)) as ledger:
         result = ledger.import_card(card, session=session, scope=scope)
     data = card.get("data") if "spec" in card else card

@@ -123,6 +123,14 @@ def card_event_data(raw: Mapping[str, Any], known: frozenset[str]) -> dict[str, 
     return _whole(fields, known)
 
 
+def whole_card_data(raw: Mapping[str, Any], known: frozenset[str]) -> dict[str, Any]:
+    """``card.set`` data for a card file imported as the whole card, whatever it holds: a
+    V1 card with nothing but card fields would otherwise read as a merge of them."""
+    if raw.get("spec") is not None or any(key not in known for key in raw):
+        return dict(raw)  # a file by its shape: card_event_data makes it whole
+    return _whole(dict(raw), known)
+
+
 def _spec_card(raw: Mapping[str, Any], known: frozenset[str]) -> dict[str, Any]:
     spec = raw["spec"]
     if spec not in CARD_SPECS:

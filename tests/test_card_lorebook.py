@@ -124,7 +124,7 @@ def test_selective_entries_need_a_secondary_key(ledger: Ledger) -> None:
         "dropped", "not_matched")
     both = session(ledger, ["The moon is up.", "The cult gathers."])
     assembly, _ = assemble(ledger, both)
-    action, reason, detail = decisions(assembly)["lore:card:3"]
+    action, _, detail = decisions(assembly)["lore:card:3"]
     assert (action, detail["key"], detail["secondary_key"]) == ("included", "moon", "cult")
     assert "Wren distrusts the moon cult." in assembly.text  # macros apply to entries
 

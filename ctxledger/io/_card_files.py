@@ -21,12 +21,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from ctxledger.store.character_card import (
-    LOREBOOK_SPEC,
-    REPLACE,
-    V1_FIELDS,
-    CardFileError,
-)
+from ctxledger.store.character_card import LOREBOOK_SPEC, CardFileError, whole_card_data
 
 PNG_SIGNATURE: Final = b"\x89PNG\r\n\x1a\n"
 CARD_KEYWORDS: Final = ("ccv3", "chara")
@@ -54,19 +49,11 @@ def read_card(source: Source, *, name: str | None = None) -> dict[str, Any]:
 
 
 def card_set_data(card: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``card.set`` data that sets ``card`` (a card file's JSON) as the whole card.
-
-    The card as written, except a V1 card with no key beyond ``card.set``'s fields: the
-    event would take that for a merge of fields, so it is given whole here (every other
-    field cleared, ``replace``), as any other card file is."""
+    """The ``card.set`` data that sets ``card`` (a card file's JSON) as the whole card
+    (``store.character_card.whole_card_data``)."""
     from ctxledger.store.catalog import CardSet
 
-    known = CardSet.model_fields
-    if "spec" in card or any(key not in known for key in card) or not all(
-            name in card for name in V1_FIELDS):
-        return dict(card)
-    cleared: dict[str, Any] = {key: None for key in sorted(known) if key != REPLACE}
-    return {**cleared, **card, REPLACE: True}
+    return whole_card_data(card, frozenset(CardSet.model_fields))
 
 
 def read_lorebook(source: Source | Mapping[str, Any], *, name: str | None = None

@@ -5,7 +5,10 @@ Example files hold one event a line::
 
     {"stream": "chat-1", "at": "2025-03-14T19:02:00Z", "type": "...", "data": {...}}
 
-with optional ``id`` and ``metadata``. The loader drives the ledger's injectable clock so
+with optional ``id`` and ``metadata``. An example ``card.set`` may give
+``"card_file": "cards/NAME.png"`` (a card file beside the examples, ``.json`` or ``.png``)
+instead of ``data``: the card is read from the file, as ``card import`` reads it. The
+loader drives the ledger's injectable clock so
 each event's ``recorded_at`` is its ``at``: timelines that span days (tool usage windows,
 previous sessions) come out as written. Events of all files are appended in ``at`` order
 (ties by file name, then line), so positions and recorded times rise together.
@@ -45,6 +48,7 @@ EXAMPLE_ID_NAMESPACE = uuid.UUID("5b0e3c1e-7d4f-4c57-9a43-2f6f1d0c8e21")
 
 
 _LINE_KEYS = frozenset({"stream", "at", "type", "data", "id", "metadata"})
+_CARD_FILE = "card_file"
 
 
 class ExampleError(LedgerError):
@@ -103,11 +107,13 @@ class LogLine:
     """``{"type", "data", "id"[, "metadata"]}`` as ``Ledger.append`` takes it."""
 
 
-def parse_log_line(file: str, number: int, text: str, *, where: str | None = None) -> LogLine:
+def parse_log_line(file: str, number: int, text: str, *, where: str | None = None,
+                   card_files: Path | None = None) -> LogLine:
     """Decode one line ``{stream, type, data[, id, metadata, at]}``; the event itself is
     validated by the store. A missing ``id`` becomes uuid5(namespace, "FILE:LINE"), so
     loading the same file twice is idempotent. ``where`` prefixes errors (default
-    ``"FILE line N"``)."""
+    ``"FILE line N"``). With ``card_files`` (the examples' folder), a ``card.set`` line
+    may name a ``card_file`` there instead of giving ``data``."""
     where = where or f"{file} line {number}"
     try:
         raw = json.loads(text)
@@ -118,16 +124,20 @@ def parse_log_line(file: str, number: int, text: str, *, where: str | None = Non
                            ) from None
     if not isinstance(raw, dict):
         raise ExampleError(f"{where}: expected a JSON object")
-    unknown = sorted(set(raw) - _LINE_KEYS)
+    allowed = _LINE_KEYS if card_files is None else _LINE_KEYS | {_CARD_FILE}
+    unknown = sorted(set(raw) - allowed)
     if unknown:
         raise ExampleError(f"{where}: unknown key(s): {', '.join(unknown)}")
     stream = raw.get("stream")
     if not isinstance(stream, str) or not stream:
         raise ExampleError(f"{where}: 'stream' must be a non-empty string")
     at = None if raw.get("at") is None else parse_at(raw.get("at"), where)
+    data = raw.get("data", {})
+    if card_files is not None and _CARD_FILE in raw:
+        data = _card_file_data(raw, card_files, where)
     event: dict[str, Any] = {
         "type": raw.get("type"),
-        "data": raw.get("data", {}),
+        "data": data,
         "id": raw.get("id") or str(uuid.uuid5(EXAMPLE_ID_NAMESPACE, f"{file}:{number}")),
     }
     if "metadata" in raw:
@@ -135,9 +145,25 @@ def parse_log_line(file: str, number: int, text: str, *, where: str | None = Non
     return LogLine(file, number, stream, at, event)
 
 
-def parse_example_line(file: str, number: int, text: str) -> ExampleEvent:
-    """Decode one example line (``parse_log_line``, with ``at`` required)."""
-    line = parse_log_line(file, number, text)
+def _card_file_data(raw: dict[str, Any], folder: Path, where: str) -> dict[str, Any]:
+    from ctxledger.io._card_files import card_set_data, read_card
+    from ctxledger.store.character_card import CardFileError
+
+    name = raw[_CARD_FILE]
+    if raw.get("type") != "card.set" or "data" in raw or not isinstance(name, str):
+        raise ExampleError(f"{where}: 'card_file' names a card file for a card.set line "
+                           "that gives no 'data'")
+    try:
+        return card_set_data(read_card(folder / name, name=name))
+    except CardFileError as exc:
+        raise ExampleError(f"{where}: {exc}") from None
+
+
+def parse_example_line(file: str, number: int, text: str,
+                       folder: Path | None = None) -> ExampleEvent:
+    """Decode one example line (``parse_log_line``, with ``at`` required; card files
+    are read from ``folder``)."""
+    line = parse_log_line(file, number, text, card_files=folder)
     if line.at is None:
         raise ExampleError(f"{file} line {number}: 'at' must be an ISO-8601 string")
     return ExampleEvent(line.file, line.line, line.stream, line.at, line.event)
@@ -149,7 +175,7 @@ def read_example_file(path: Path) -> list[ExampleEvent]:
     for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not text.strip():
             continue
-        event = parse_example_line(path.name, number, text)
+        event = parse_example_line(path.name, number, text, path.parent)
         if events and event.at < events[-1].at:
             raise ExampleError(f"{path.name} line {number}: 'at' goes back in time"
                                f" (line {events[-1].line} is later)")

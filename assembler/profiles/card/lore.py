@@ -26,6 +26,7 @@ from ctxledger.assembler.lorebook import (
     Activation,
     Book,
     Entry,
+    Role,
     ScanMessage,
     activate,
     fit_budget,
@@ -49,6 +50,15 @@ class Placed:
     candidate: Candidate
 
 
+@dataclass(frozen=True, slots=True)
+class AtDepth:
+    """A message placed inside the history: ``depth`` messages from its end."""
+
+    candidate: Candidate
+    depth: int
+    role: Role
+
+
 @dataclass(slots=True)
 class Lore:
     """The lorebook step's outcome."""
@@ -64,6 +74,15 @@ class Lore:
     warnings: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     """The raw contents sent (before macros), for the unknown-macro warning."""
+    note: AtDepth | None = None
+    """The card's character note (SillyTavern's ``extensions.depth_prompt``)."""
+
+    def at_depth(self, shed: frozenset[str] = frozenset()) -> list[AtDepth]:
+        """What goes inside the history, but ``shed``: the entries with a depth, then
+        the character note."""
+        placed = [AtDepth(p.candidate, p.entry.depth or 0, p.entry.role or "system")
+                  for p in self.depth if p.candidate.id not in shed]
+        return placed + ([self.note] if self.note is not None else [])
 
     @property
     def kept(self) -> list[Placed]:
@@ -93,8 +112,11 @@ def books(view: SessionView, policy: CardPolicy) -> list[Book]:
 def decide_lore(engine: Engine, policy: CardPolicy, macros: Macros, view: SessionView,
                 messages: Sequence[Message], section_card: str,
                 section_history: str) -> Lore:
-    """Activate every book over ``messages``, decide each entry and place the kept."""
-    lore = Lore()
+    """Activate every book over ``messages``, decide each entry and place the kept; and
+    the card's character note."""
+    lore = Lore(note=_character_note(engine, macros, view.card, section_history))
+    if lore.note is not None:
+        lore.texts.append(str(view.card["extensions"]["depth_prompt"]["prompt"]))
     scan = [ScanMessage(message.message_id, message.content) for message in messages]
     memo = engine.memo_for(view.stream_id) if engine.memos is not None else None
     intern = memo.intern if memo is not None else None
@@ -157,8 +179,8 @@ def _detail(book: Book, activation: Activation) -> dict[str, str | int | float |
     entry = activation.entry
     by = {"constant": "constant", "recursion": "recursion"}.get(activation.reason, "key")
     detail: dict[str, str | int | float | None] = {
-        "book": book.source, "entry": entry.label, "insertion_order": entry.insertion_order,
-        "priority": entry.priority,
+        "book": book.source, "entry": entry.label,
+        "insertion_order": _number(entry.insertion_order), "priority": _number(entry.priority),
         "position": "depth" if entry.depth is not None else entry.position}
     if activation.status in ("activated", "constant"):
         detail["by"] = by
@@ -176,6 +198,36 @@ def _detail(book: Book, activation: Activation) -> dict[str, str | int | float |
         detail["depth"] = entry.depth
         detail["role"] = entry.role
     return detail
+
+
+NOTE_ID = "depth_prompt"
+"""The item id of the card's character note."""
+NOTE_ROLES: tuple[Role, ...] = ("system", "user", "assistant")
+
+
+def _character_note(engine: Engine, macros: Macros, card: Mapping[str, object],
+                    section: str) -> AtDepth | None:
+    """SillyTavern's character note: ``extensions.depth_prompt`` ``{prompt, depth,
+    role}``, sent at its depth (4 and ``system`` by default, as SillyTavern does) when it
+    has a prompt. Kept like a permanent field."""
+    extensions = card.get("extensions")
+    note = extensions.get(NOTE_ID) if isinstance(extensions, Mapping) else None
+    if not isinstance(note, Mapping) or not isinstance(note.get("prompt"), str) \
+            or not note["prompt"].strip():
+        return None
+    depth = note.get("depth")
+    role = note.get("role")
+    depth = depth if isinstance(depth, int) and not isinstance(depth, bool) \
+        and depth >= 0 else 4
+    chosen: Role = next((known for known in NOTE_ROLES if known == role), "system")
+    candidate = engine.candidate(NOTE_ID, section, macros.apply(note["prompt"]))
+    engine.include(candidate, "character_note", depth=depth, role=chosen)
+    return AtDepth(candidate, depth, chosen)
+
+
+def _number(value: float) -> int | float:
+    """A whole number as an int (cards write ``100``, not ``100.0``)."""
+    return int(value) if float(value).is_integer() else value
 
 
 def lore_rows(engine: Engine, lore: Lore) -> list[LoreRow]:

@@ -323,10 +323,10 @@ def _unknown_macros(texts: Sequence[str]) -> list[str]:
 
 
 def _with_depth_entries(kept: Sequence[Unit], lore: Lore) -> list[tuple[Candidate, Outgoing]]:
-    """The kept chat messages (each with its line) with the lorebook entries that have a
-    depth placed among them: an entry at depth d goes before the last d messages (after
+    """The kept chat messages (each with its line) with what goes inside the history
+    (``Lore.at_depth``) placed among them: at depth d, before the last d messages (after
     the last one at 0; before the first when d is larger), moved earlier to the start of
-    a tool call's unit rather than inside it."""
+    a tool call's unit rather than inside it; deeper first, then in the given order."""
     said: list[tuple[Candidate, Outgoing]] = []
     starts: list[int] = []
     for unit in kept:
@@ -334,17 +334,17 @@ def _with_depth_entries(kept: Sequence[Unit], lore: Lore) -> list[tuple[Candidat
         said.extend((member.candidate, Said(member.candidate, member.message,
                                             UNPAIRED_ROLE if unit.unpaired else None))
                     for member in unit.members)
-    if not lore.depth:
+    placed = lore.at_depth()
+    if not placed:
         return said
     total = len(said)
     inserts: dict[int, list[tuple[Candidate, Outgoing]]] = {}
-    for placed in lore.depth:
-        depth = placed.entry.depth or 0
-        at = max(0, total - depth)
-        at = max([start for start in starts if start <= at], default=0) if at < total else at
+    for item in sorted(placed, key=lambda item: -item.depth):  # stable: given order next
+        at = max(0, total - item.depth)
+        if at < total:
+            at = max([start for start in starts if start <= at], default=0)
         inserts.setdefault(at, []).append(
-            (placed.candidate, Composed(placed.entry.role or "system", [placed.candidate],
-                                        exact=True)))
+            (item.candidate, Composed(item.role, [item.candidate], exact=True)))
     out: list[tuple[Candidate, Outgoing]] = []
     for index in range(total + 1):
         out.extend(inserts.get(index, ()))
@@ -466,8 +466,8 @@ class _Card:
                 + self.composed(role, card_pieces)
                 + (self.composed(role, [summary]) if summary is not None else 0)
                 + (self.composed(role, [post]) if post is not None else 0)
-                + sum(self.composed(placed.entry.role or "system", [placed.candidate])
-                      for placed in lore.depth if placed.candidate.id not in shed))
+                + sum(self.composed(item.role, [item.candidate])
+                      for item in lore.at_depth(shed)))
 
     def pieces(self, kept: Mapping[str, Candidate], lore: Lore,
                shed: frozenset[str] = frozenset()) -> list[Piece]:

@@ -379,3 +379,26 @@ def test_memo_never_changes_results(texts: list[str], depth: int, recursive: boo
         assert (cold[0].status == "activated") == any(
             "dragon" in t.casefold() for t in window)
         assert (cold[3].status == "activated") == any("ship" in t for t in window)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(1, 30)),
+                min_size=0, max_size=8),
+       st.one_of(st.none(), st.integers(0, 60)))
+def test_fit_budget_invariants(rows: list[tuple[int, int, int]], budget: int | None) -> None:
+    b = book(*({"priority": p, "insertion_order": o} for p, o, _ in rows))
+    tokens = {e.uid: size for e, (_, _, size) in zip(b.entries, rows, strict=True)}
+    active = _active(b)
+    kept, dropped = fit_budget(list(reversed(active)), tokens, budget)
+    assert sorted(a.entry.index for a in (*kept, *dropped)) == list(range(len(rows)))
+    assert [(a.entry.insertion_order, a.entry.index) for a in kept] == sorted(
+        (a.entry.insertion_order, a.entry.index) for a in kept)
+    if budget is None:
+        assert dropped == ()
+        return
+    assert sum(tokens[a.entry.uid] for a in kept) <= budget
+    # Apart from entries too big alone, nothing kept ranks below something dropped.
+    def rank(a: Activation) -> tuple[float, float, int]:
+        return (a.entry.priority, -a.entry.insertion_order, -a.entry.index)
+    fitting = [a for a in dropped if tokens[a.entry.uid] <= budget]
+    assert all(rank(d) < rank(k) for d in fitting for k in kept)

@@ -345,11 +345,12 @@ def test_memo_scans_only_the_new_message() -> None:
     texts = [f"message {i} about the dragon" if i == 5 else f"message {i}" for i in range(8)]
     first = activate(b, chat(*texts), scan_depth=5, intern=counting.intern)
     # Five messages, then the content of the two active entries (recursion).
-    assert counting.builds == {"lore-plan": 1, "lore-scan": 5 + 2}
+    assert counting.builds == {"lore-plan": 1, "lore-baseline": 1, "lore-scan": 5 + 2}
     more = [*texts, "now a ship"]
     second = activate(b, chat(*more), scan_depth=5, intern=counting.intern)
     # The new message, and the content of the entry it activates: nothing else.
-    assert counting.builds == {"lore-plan": 1, "lore-scan": 7 + 1 + 1}
+    assert counting.builds == {"lore-plan": 1, "lore-baseline": 1,
+                               "lore-scan": 7 + 1 + 1}
     assert second == activate(b, chat(*more), scan_depth=5)
     assert first == activate(b, chat(*texts), scan_depth=5)
     assert [a.status for a in second] == ["activated", "activated", "activated"]

@@ -146,6 +146,16 @@ class _Scanner:
         self.plan = (_plan(book) if intern is None
                      else intern(("lore-plan", book.digest), lambda: _plan(book)))
 
+    def baseline(self, book: Book) -> tuple[Activation, ...]:
+        """Each entry's activation when no key of the book occurs anywhere."""
+        def build() -> tuple[Activation, ...]:
+            return tuple(_window_activation(entry, self.plan, None, None, (), set())
+                         for entry in book.entries)
+
+        if self.intern is None:
+            return build()
+        return self.intern(("lore-baseline", book.source, book.digest), build)
+
     def hits(self, text: str) -> _Hits:
         if self.intern is None:
             return _scan(self.plan, text)
@@ -180,10 +190,15 @@ def activate(book: Book, messages: Sequence[ScanMessage], *, scan_depth: int,
     timed_out: set[int] = set()
     for hits in newest_first:
         timed_out |= hits.timed_out
-    out: list[Activation] = []
-    for entry in book.entries:
-        out.append(_window_activation(entry, plan, primary.get(entry.index),
-                                      secondary.get(entry.index), window, timed_out))
+    # Most entries match nothing: their activation is the book's baseline, built once.
+    out = list(scanner.baseline(book))
+    touched = set(primary)
+    for matcher in timed_out:
+        touched.update(index for index, _ in plan.primary_users.get(matcher, ()))
+        touched.update(index for index, _ in plan.secondary_users.get(matcher, ()))
+    for index in sorted(touched):
+        out[index] = _window_activation(book.entries[index], plan, primary.get(index),
+                                        secondary.get(index), window, timed_out)
     if recursive if recursive is not None else book.recursive_scanning:
         _recurse(book, scanner, out, secondary, timed_out)
     return tuple(out)

@@ -164,6 +164,11 @@ def test_regex_literal_bare_and_flags() -> None:
     assert [a.status for a in out] == ["activated", "not_matched", "activated", "activated",
                                        "activated", "activated", "not_matched", "not_matched"]
     assert out[3].key == r"\bwy(rm|vern)s?\b"
+    # Only JavaScript's flag letters make a literal: this is a bare pattern.
+    assert statuses(run(book({"keys": ["/usr/bin"], "use_regex": True}), "see /usr/bin")) == [
+        ("activated", "key_matched")]
+    assert run(book({"keys": ["/usr/bin"], "use_regex": True}), "usr")[0].status == (
+        "not_matched")
 
 
 def test_invalid_regex_is_a_problem_and_a_reason() -> None:

@@ -23,7 +23,8 @@ import regex
 
 REGEX_TIMEOUT: Final = 0.25
 """Seconds one regex key may search one text before it counts as not matching."""
-_LITERAL = regex.compile(r"/(.*)/([A-Za-z]*)", regex.DOTALL)
+# JavaScript's flag letters only: "/usr/bin" is a bare pattern, not /usr/ with flags.
+_LITERAL = regex.compile(r"/(.+)/([dgimsuvy]*)", regex.DOTALL)
 _FLAGS: Final = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL}
 
 

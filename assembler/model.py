@@ -26,7 +26,7 @@ from ctxledger.store.chat import ChatRole, ContentPart, ToolCall
 from ctxledger.store.clock import format_utc
 from ctxledger.store.time_fields import Instant
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 """Version of what an ``Assembly`` holds and hashes. Any change to the hashed output (a new
 field, another number format) is a deliberate bump, so old digests stay explainable:
 1 = the first release; 2 = ``format_version`` itself, one datetime form, no cache state
@@ -34,7 +34,8 @@ in reports, framing counted where it stands, the history window; 3 = a novel tie
 dropped tail is one range decision (``<tier>:dropped``) and per-item novel details hold
 only the item's own values (the current chapter and window are on the report); 4 = the
 context as role-tagged ``messages``, token totals counted as chat APIs count messages,
-and the history window keeping a tool call with its answers."""
+and the history window keeping a tool call with its answers; 5 = the card report's
+lorebook rows, ``lorebook_tokens``, ``greeting`` and the ``in_history`` field status."""
 
 UtcTime = Annotated[Instant, PlainSerializer(format_utc, return_type=str, when_used="json")]
 """A datetime that serializes in the one fixed form (``store.clock.format_utc``) used

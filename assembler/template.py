@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 _TAG = re.compile(r"\{\{\s*(#if\s+([A-Za-z_]\w*)|/if|([A-Za-z_]\w*))\s*\}\}")
-_MACRO = re.compile(r"\{\{\s*(user|char)\s*\}\}", re.IGNORECASE)
+_MACRO = re.compile(r"\{\{(.*?)\}\}|<(BOT|USER|CHAR)>", re.IGNORECASE | re.DOTALL)
 
 
 class TemplateError(ValueError):
@@ -117,9 +117,64 @@ def parse_template(source: str, allowed: Sequence[str]) -> Template:
     return Template(source, tuple(stack[0][1]))
 
 
-def substitute_macros(text: str, *, user: str, char: str) -> str:
-    """Replace the card macros ``{{user}}`` and ``{{char}}`` inside a field's text."""
-    return _MACRO.sub(lambda match: user if match.group(1).lower() == "user" else char, text)
+@dataclass(frozen=True, slots=True)
+class Macros:
+    """The card macros, as SillyTavern substitutes them in card fields and lorebook
+    entries (names are case-insensitive):
+
+    ``{{char}}``/``<BOT>``/``<CHAR>`` the character's name, ``{{user}}``/``<USER>`` the
+    user's, ``{{original}}`` what a card's ``system_prompt`` or
+    ``post_history_instructions`` replaces (empty elsewhere), ``{{newline}}`` a line break,
+    ``{{// …}}`` a comment (removed). Any other ``{{…}}`` stays as written and is listed
+    by ``unknown``: a macro that needs the wall clock or randomness (``{{time}}``,
+    ``{{random}}``) would break reproducible assemblies, so none is run.
+    """
+
+    user: str
+    char: str
+
+    def apply(self, text: str, *, original: str = "") -> str:
+        """``text`` with the known macros substituted."""
+        if "{{" not in text and "<" not in text:
+            return text
+
+        def one(match: re.Match[str]) -> str:
+            legacy = match.group(2)
+            if legacy is not None:
+                return self.user if legacy.upper() == "USER" else self.char
+            name = match.group(1).strip()
+            if name.startswith("//"):
+                return ""
+            value = self._known(name.lower(), original)
+            return match.group(0) if value is None else value
+
+        return _MACRO.sub(one, text)
+
+    @staticmethod
+    def unknown(text: str) -> list[str]:
+        """The macros of ``text`` that ``apply`` leaves as written, in order of
+        appearance (each once)."""
+        found: list[str] = []
+        for match in _MACRO.finditer(text):
+            name = (match.group(1) or "").strip()
+            if (match.group(2) is None and not name.startswith("//")
+                    and name.lower() not in _KNOWN and match.group(0) not in found):
+                found.append(match.group(0))
+        return found
+
+    def _known(self, name: str, original: str) -> str | None:
+        if name == "char":
+            return self.char
+        if name == "user":
+            return self.user
+        if name == "original":
+            return original
+        if name == "newline":
+            return "\n"
+        return None
+
+
+_KNOWN = frozenset({"char", "user", "original", "newline"})
 
 
 def _check(name: str, allowed: Sequence[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -232,6 +233,79 @@ class Ledger:
         when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn:
             return session_state(conn, session, now=when, agent=agent)
+
+    # -- character cards ----------------------------------------------------------------
+
+    def import_card(self, source: str | os.PathLike[str] | bytes | Mapping[str, Any], *,
+                    session: str | None = None, scope: str | None = None,
+                    event_id: str | None = None) -> AppendResult:
+        """Append a card file as one ``card.set``: to ``session``, or to ``scope`` (the
+        card of that scope's sessions that have none of their own); exactly one of them.
+
+        ``source`` is a ``.json`` or ``.png`` file (its path or bytes) or the card's
+        already-parsed JSON; the card is appended as the file holds it, as the whole
+        card (``ctxledger.io._card_files.card_set_data``), so ``export_card`` gives it
+        back. A file that is no card raises ``CardFileError``
+        and a card the event model refuses raises ``EventValidationError``, writing
+        nothing."""
+        from ctxledger.io._card_files import card_set_data, read_card
+
+        stream = _card_stream(session, scope)
+        card = source if isinstance(source, Mapping) else read_card(source)
+        event: dict[str, Any] = {"type": "card.set", "data": card_set_data(card)}
+        if event_id is not None:
+            event["id"] = event_id
+        return self.append(stream, event)
+
+    def export_card(self, *, session: str | None = None,
+                    scope: str | None = None) -> dict[str, Any]:
+        """The current card as a card file (``card_file``): a session's card as its
+        sessions read it (the scope's card with the session's own fields over it), or a
+        scope's own card. Exactly one of ``session``/``scope``; no card raises
+        ``InvalidArgument``."""
+        from ctxledger.projections.read_view import load_card
+        from ctxledger.store.character_card import card_file
+
+        stream = _card_stream(session, scope)
+        card: Mapping[str, Any]
+        if scope is not None:
+            # The scope stream as both session and scope: its own rows, nothing laid over.
+            with self.log.connection() as conn:
+                card = load_card(conn, stream, scope)
+            what = f"scope {scope!r}"
+        else:
+            card = self.view(stream).card
+            what = f"session {session!r}"
+            if not card and self.log.stream_version(stream) == 0:
+                raise InvalidArgument(f"unknown session {session!r}")
+        if not card:
+            raise InvalidArgument(f"{what} has no card")
+        return card_file(card)
+
+    def set_lorebook(self, scope: str, book_id: str,
+                     book: str | os.PathLike[str] | bytes | Mapping[str, Any]
+                     ) -> AppendResult:
+        """Create or replace the lorebook ``book_id`` of ``scope`` (one ``lorebook.set``).
+
+        ``book`` is a lorebook file (path or bytes) or its parsed JSON: a V2
+        ``character_book``, a ``lorebook_v3`` file, or a SillyTavern world-info export
+        (converted: ``ctxledger.io._card_files.world_info_book``)."""
+        from ctxledger.io._card_files import read_lorebook
+
+        data = {"book_id": book_id, "book": read_lorebook(book)}
+        return self.append(_card_stream(None, scope), {"type": "lorebook.set", "data": data})
+
+    def remove_lorebook(self, scope: str, book_id: str) -> AppendResult:
+        """Remove the lorebook ``book_id`` of ``scope`` (one ``lorebook.removed``); a book
+        the scope does not have raises ``InvalidArgument``, writing nothing."""
+        from ctxledger.projections.read_view import load_lorebooks
+
+        with self.log.connection() as conn:
+            books = [found.book_id for found in load_lorebooks(conn, scope)]
+        if book_id not in books:
+            raise InvalidArgument(f"scope {scope!r} has no lorebook {book_id!r}")
+        return self.append(_card_stream(None, scope),
+                           {"type": "lorebook.removed", "data": {"book_id": book_id}})
 
     # -- assembling -----------------------------------------------------------------------
 
@@ -549,3 +623,12 @@ def _as_policy(policy: Policy | Mapping[str, Any] | str | None) -> Policy | None
     if policy is None or isinstance(policy, Policy):
         return policy
     return parse_policy(policy)
+
+
+def _card_stream(session: str | None, scope: str | None) -> str:
+    """The stream a card call names: the session's, or ``scope:<scope>``; exactly one."""
+    from ctxledger.store.streams import SCOPE_PREFIX
+
+    if (session is None) == (scope is None):
+        raise InvalidArgument("give exactly one of session and scope")
+    return session if session is not None else SCOPE_PREFIX + str(scope)

@@ -104,9 +104,10 @@ def card_event_data(raw: Mapping[str, Any], known: frozenset[str]) -> dict[str, 
     """``card.set`` data from ``raw``: a merge of ``known`` fields as it is, or a card
     file (V1, V2, V3) as the fields of a whole card (``replace``).
 
-    A mapping with ``spec`` is a V2/V3 file; one with keys outside ``known`` is a V1 file
-    when it has the six V1 fields, and an error otherwise (naming the unknown keys)."""
-    if "spec" in raw:
+    A mapping with a ``spec`` is a V2/V3 file (``spec: null`` in a merge clears it); one
+    with keys outside ``known`` is a V1 file when it has the six V1 fields, and an error
+    otherwise (naming the unknown keys)."""
+    if raw.get("spec") is not None:
         return _spec_card(raw, known)
     unknown = sorted(key for key in raw if key not in known)
     if not unknown:

@@ -74,7 +74,7 @@ def test_counter_must_match_the_policy_encoding() -> None:
 def test_policy_defaults_to_the_view_settings() -> None:
     assembly = assemble(card_view({"token_encoding": "chars4", "user_name": "Kim"}), "card",
                         NOW)
-    assert assembly.policy_version.startswith("card@3+")
+    assert assembly.policy_version.startswith("card@4+")
     assert assembly.tokens.encoding == "chars4" and assembly.tokens.methods == ["chars4"]
     assert isinstance(assembly.report, CardReport)
     line = "ana: Hello there, how are you?"

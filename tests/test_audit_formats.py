@@ -37,11 +37,11 @@ def record(ledger: Ledger, assembly: Assembly, schema_version: int | None = None
 
 def test_older_formats_get_their_own_verdict(ledger: Ledger) -> None:
     assembly = start(ledger)
-    assert FORMAT_VERSION == 4 and assembly.format_version == 4
+    assert assembly.format_version == FORMAT_VERSION
     ledger.record_assembly("chat", assembly)                       # current: a match
     record(ledger, assembly, digest="0" * 64, format_version=3)     # says format 3
     record(ledger, assembly, schema_version=1, digest="1" * 64)    # an earlier release's
-    record(ledger, assembly, digest="2" * 64, format_version=4)    # current, altered
+    record(ledger, assembly, digest="2" * 64, format_version=FORMAT_VERSION)  # altered
     record(ledger, assembly, digest="3" * 64)                      # current by default
     record(ledger, assembly, schema_version=1, policy_version="card@2")
     entries = ledger.audit("chat").entries
@@ -49,7 +49,8 @@ def test_older_formats_get_their_own_verdict(ledger: Ledger) -> None:
                                            "digest_mismatch", "digest_mismatch",
                                            "older_format"]
     for entry in (entries[1], entries[2], entries[5]):
-        assert entry.detail.startswith("recorded under format 3; current is 4: ")
+        assert entry.detail.startswith(
+            f"recorded under format 3; current is {FORMAT_VERSION}: ")
         assert "not a sign of tampering" in entry.detail
     assert not ledger.audit("chat").ok
     assert ledger.audit("chat").counts()["older_format"] == 3

@@ -136,7 +136,7 @@ def test_the_examples_give_the_pinned_digests_on_both_backends(sqlite_url: str,
 def test_the_digest_covers_the_messages(sqlite_url: str) -> None:
     _, assembly = load_and_assemble_examples(sqlite_url)["tools.jsonl"]
     payload = json.loads(canonical_payload(assembly))
-    assert payload["format_version"] == FORMAT_VERSION == 4
+    assert payload["format_version"] == FORMAT_VERSION == 5
     assert payload["messages"] == [m.model_dump(mode="json") for m in assembly.messages]
     calls = next(i for i, m in enumerate(assembly.messages) if m.tool_calls)
     # A message that would be sent otherwise, with the text unchanged, is another digest.

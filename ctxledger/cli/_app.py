@@ -18,7 +18,16 @@ from typer.core import TyperGroup
 
 import ctxledger
 from ctxledger._config import DEFAULT_DB_URL, ENV_VAR
-from ctxledger.cli import _context, _io, _jobs, _log, _maintenance, _seal, _timetravel
+from ctxledger.cli import (
+    _cards,
+    _context,
+    _io,
+    _jobs,
+    _log,
+    _maintenance,
+    _seal,
+    _timetravel,
+)
 from ctxledger.cli._errors import reports_errors
 from ctxledger.cli._options import DB_OPTION, Options, hoist_db
 
@@ -75,10 +84,17 @@ def root(
 
 
 def _register(target: typer.Typer) -> None:
-    """Add every group's commands, each wrapped so a failure ends as one ``error:`` line."""
+    """Add every group's commands, each wrapped so a failure ends as one ``error:`` line,
+    then the commands with subcommands (``card import``...)."""
     for group in GROUPS:
         for name, command in group.COMMANDS.items():
             target.command(name)(reports_errors(command))
+    for name, (help_text, commands) in _cards.SUBCOMMANDS.items():
+        sub = typer.Typer(name=name, help=help_text, no_args_is_help=True,
+                          rich_markup_mode=None)
+        for sub_name, command in commands.items():
+            sub.command(sub_name)(reports_errors(command))
+        target.add_typer(sub)
 
 
 _register(app)

@@ -159,6 +159,24 @@ def _entity_put(data: Mapping[str, Any]) -> str:
             f" ({critical} critical){tags}")
 
 
+def _book_entries(book: Mapping[str, Any]) -> list[Any]:
+    data = book.get("data") if book.get("spec") is not None else book
+    entries = data.get("entries") if isinstance(data, Mapping) else None
+    return entries if isinstance(entries, list) else []
+
+
+def _card_set(data: Mapping[str, Any]) -> str:
+    """``Name: fields set`` for a merge; ``Name: whole card (spec), N lorebook entries``
+    for a card file."""
+    name = f"{data['name']}: " if data.get("name") else ""
+    if data.get("replace") is not True:
+        return name + ", ".join(k for k in sorted(data) if k != "name")
+    book = data.get("character_book")
+    entries = len(book.get("entries") or []) if isinstance(book, Mapping) else 0
+    return (f"{name}whole card ({data.get('spec') or 'V1'})"
+            + (f", {entries} lorebook entries" if entries else ""))
+
+
 _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "session.started": lambda d: f"scope {d.get('scope', 'default')}"
                                  + (f", agent {d['agent']}" if d.get("agent") else "")
@@ -169,8 +187,7 @@ _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "history.summarized": lambda d: f"through {d['through_message_id']}: {d['summary']}",
     "tool.used": _tool_used,
     "setting.changed": lambda d: f"{d['key']} = {_short(d['value'])}",
-    "card.set": lambda d: (f"{d['name']}: " if d.get("name") else "")
-                          + ", ".join(k for k in sorted(d) if k != "name"),
+    "card.set": _card_set,
     "chapter.moved": lambda d: f"chapter {d['chapter']}"
                                + (f", scene {d['scene']}" if d.get("scene") else ""),
     "item.put": _item_put,
@@ -181,6 +198,8 @@ _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
                                  + (f", server {d['server_name']}" if d.get("server_name")
                                     else "") + ")",
     "tool.removed": lambda d: f"remove {d['name']}",
+    "lorebook.set": lambda d: f"{d['book_id']}: {len(_book_entries(d['book']))} entries",
+    "lorebook.removed": lambda d: f"remove {d['book_id']}",
     "source.registered": lambda d: f"{d['source_id']}@{d['version']} trust {d['trust']}"
                                    + (", neutral" if d.get("neutral") else "")
                                    + (", compliance" if d.get("compliance") else ""),

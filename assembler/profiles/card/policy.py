@@ -25,19 +25,32 @@ from ctxledger.assembler.profiles.card.expiry import (
 )
 from ctxledger.assembler.template import Template, TemplateError, parse_template
 
+LORE_VARIABLES: tuple[str, ...] = ("lore_before", "lore_after")
+"""The lorebook entries placed before and after the character's fields."""
 TEMPLATE_VARIABLES: tuple[str, ...] = (
     "system", "description", "personality", "scenario", "examples", "first_mes", "user",
-    "char")
+    "char", *LORE_VARIABLES)
 
 DEFAULT_TEMPLATE = (
     "{{#if system}}{{system}}\n\n{{/if}}"
+    "{{#if lore_before}}{{lore_before}}\n\n{{/if}}"
     "{{#if description}}{{char}}'s description:\n{{description}}\n\n{{/if}}"
     "{{#if personality}}{{char}}'s personality: {{personality}}\n\n{{/if}}"
     "{{#if scenario}}Scenario: {{scenario}}\n\n{{/if}}"
+    "{{#if lore_after}}{{lore_after}}\n\n{{/if}}"
     "{{#if examples}}Example dialogue:\n{{examples}}\n\n{{/if}}"
     "{{#if first_mes}}{{char}}'s first message:\n{{first_mes}}{{/if}}"
 )
-"""Fields in SPEC order, each block present only when its field is (not expired, not empty)."""
+"""Fields in SPEC order, each block present only when its field is (not expired, not
+empty); lorebook entries around the character's fields, where SillyTavern's story string
+puts them (before the description, after the scenario)."""
+NEVER_IN_PROMPT: frozenset[str] = frozenset({
+    "creator_notes", "creator_notes_multilingual", "tags", "creator", "character_version",
+    "extensions", "character_book", "alternate_greetings", "group_only_greetings",
+    "assets", "source", "nickname", "creation_date", "modification_date", "spec",
+    "spec_version", "card_extra", "data_extra", "replace", "name"})
+"""Card keys that are about the card, not the character: no field rule may send them
+(the specs say creator notes, tags, creator and version never reach the prompt)."""
 
 
 class CardPolicy(Policy):
@@ -48,14 +61,19 @@ class CardPolicy(Policy):
     ``card_expiration`` -> fields (an object ``{field_key: {rule fields}}`` merged into the
     table), ``card_pressure_threshold`` -> pressure_threshold, ``response_reserve`` ->
     response_reserve, ``token_encoding`` -> token_encoding,
-    ``context_role`` -> context_role; ``policy.card`` -> any field.
+    ``context_role`` -> context_role, ``system_prompt``, ``post_history_instructions``,
+    ``greeting``, ``card_lorebook``, ``lorebook_scan_depth``, ``lorebook_token_budget``,
+    ``lorebook_recursive_scanning`` -> the same; ``policy.card`` -> any field.
     """
 
-    REVISION: ClassVar[int] = 3
+    REVISION: ClassVar[int] = 4
     """2: the history window no longer charges the oldest kept message a line break that
     is never sent, so at some limits it keeps one message more. 3: the budget holds for
     the context sent as chat messages (each message's cost as an API counts it), a tool
-    call is kept or dropped with its results, and post-history instructions are sent."""
+    call is kept or dropped with its results, and post-history instructions are sent.
+    4: lorebooks, the greeting sent once, default system prompt and post-history
+    instructions, and the macros ``{{original}}``, ``{{newline}}``, ``{{// …}}``,
+    ``<BOT>``, ``<USER>``, ``<CHAR>``."""
     SETTINGS: ClassVar[Mapping[str, str]] = {
         "compression_level": "compression_level",
         "card_template": "template",
@@ -66,6 +84,13 @@ class CardPolicy(Policy):
         "response_reserve": "response_reserve",
         "token_encoding": "token_encoding",
         "context_role": "context_role",
+        "system_prompt": "system_prompt",
+        "post_history_instructions": "post_history_instructions",
+        "greeting": "greeting",
+        "card_lorebook": "card_lorebook",
+        "lorebook_scan_depth": "lorebook_scan_depth",
+        "lorebook_token_budget": "lorebook_token_budget",
+        "lorebook_recursive_scanning": "lorebook_recursive_scanning",
     }
 
     profile: Literal["card"] = "card"
@@ -82,11 +107,33 @@ class CardPolicy(Policy):
     this."""
     pressure_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
     summary_header: str = "[Summary of the conversation so far]"
-    overflow_order: tuple[str, ...] = ("first_mes", "scenario", "mes_example", "summary")
-    """What gives way, in this order, when the card, the summary and the newest message
-    are over the budget together: card fields (by key) and ``summary``. Permanent fields
-    and the newest message never give way; if they alone are over, the context
-    overshoots with a warning."""
+    overflow_order: tuple[str, ...] = ("lorebook", "first_mes", "scenario", "mes_example",
+                                       "summary")
+    """What gives way, in this order, when the card, the lorebook entries, the summary and
+    the newest message are over the budget together: ``lorebook`` (its entries, lowest
+    priority first), card fields (by key) and ``summary``. Permanent fields and the newest
+    message never give way; if they alone are over, the context overshoots with a
+    warning."""
+    system_prompt: str = ""
+    """The app's system prompt: sent when the card has none, and what ``{{original}}``
+    in the card's ``system_prompt`` stands for."""
+    post_history_instructions: str = ""
+    """The app's instructions after the history (SillyTavern's jailbreak prompt): sent when
+    the card has none, and what ``{{original}}`` in the card's stands for."""
+    greeting: int = Field(default=0, ge=0)
+    """Which greeting is the first message: 0 ``first_mes``, n the card's n-th
+    ``alternate_greetings``."""
+    card_lorebook: bool = True
+    """Use the card's ``character_book`` (the V2 spec: by default, a frontend must)."""
+    lorebook_scan_depth: int = Field(default=2, ge=0)
+    """How many of the newest messages a book without ``scan_depth`` scans (SillyTavern's
+    default is 2)."""
+    lorebook_token_budget: int | None = Field(default=None, ge=0)
+    """The token budget of a book without ``token_budget`` (None: no budget of its own;
+    the context's budget still holds)."""
+    lorebook_recursive_scanning: bool | None = None
+    """Scan activated entries for other entries' keys: None follows each book's
+    ``recursive_scanning``."""
 
     @field_validator("levels")
     @classmethod
@@ -121,15 +168,20 @@ class CardPolicy(Policy):
         if len(set(keys)) != len(keys) or len(set(variables)) != len(variables):
             raise ValueError("field keys and template variables must be distinct")
         for variable in variables:
-            if variable not in TEMPLATE_VARIABLES or variable in ("user", "char"):
+            if variable not in TEMPLATE_VARIABLES or variable in ("user", "char",
+                                                                 *LORE_VARIABLES):
                 raise ValueError(f"field variable {variable!r} is not a card template variable")
+        for key in keys:
+            if key in NEVER_IN_PROMPT:
+                raise ValueError(f"card key {key!r} never reaches the prompt: it is not a "
+                                 "field a rule can send")
         return self
 
     @model_validator(mode="after")
     def _overflow(self) -> CardPolicy:
         rules = {rule.key: rule for rule in self.fields}
         for name in self.overflow_order:
-            if name == "summary":
+            if name in ("summary", "lorebook"):
                 continue
             if name not in rules:
                 raise ValueError(f"overflow_order names unknown field {name!r}")

@@ -66,7 +66,8 @@ from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.outgoing import UNPAIRED_ROLE, cost_texts, sent_cost
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles.base import Profile, report_of
-from ctxledger.assembler.profiles.card.policy import CardPolicy
+from ctxledger.assembler.profiles.card.lore import Lore, decide_lore, lore_rows
+from ctxledger.assembler.profiles.card.policy import LORE_VARIABLES, CardPolicy
 from ctxledger.assembler.profiles.card.report import (
     CardReport,
     ChatHistoryReport,
@@ -74,7 +75,7 @@ from ctxledger.assembler.profiles.card.report import (
     FieldStatus,
 )
 from ctxledger.assembler.report import ProfileReport
-from ctxledger.assembler.template import substitute_macros
+from ctxledger.assembler.template import Macros
 from ctxledger.assembler.tokens import TokenCounter
 from ctxledger.projections.view import History, Message, SessionView, ViewRequest
 
@@ -84,6 +85,8 @@ if TYPE_CHECKING:
 SECTION_CARD = "card"
 SECTION_HISTORY = "chat_history"
 SECTION_POST_HISTORY = "post_history"
+GREETING_KEY = "first_mes"
+"""The card field holding the greeting (the chosen one: ``CardPolicy.greeting``)."""
 POST_HISTORY_KEY = "post_history_instructions"
 """The card field sent after the chat history, in its own section."""
 DEFAULT_CHAR_NAME = "Character"
@@ -91,6 +94,8 @@ MEMORY_SEPARATOR = "\n\n"
 """Between the memory text and the chat history."""
 LINE_SEPARATOR = "\n"
 """Between the lines of the chat history."""
+LORE_SEPARATOR = "\n"
+"""Between the lorebook entries in one place (as SillyTavern joins them)."""
 
 
 def render_message(message: Message) -> str:
@@ -112,12 +117,11 @@ def _summary_text(summary: str, policy: CardPolicy) -> str:
     return f"{policy.summary_header}\n{summary}"
 
 
-def _field_text(card: Mapping[str, Any], key: str, *, user: str, char: str) -> str:
-    raw = card.get(key)
-    if raw is None:
+def _raw(card: Mapping[str, Any], key: str) -> str:
+    value = card.get(key)
+    if value is None:
         return ""
-    text = raw if isinstance(raw, str) else str(raw)
-    return substitute_macros(text, user=user, char=char)
+    return value if isinstance(value, str) else str(value)
 
 
 class CardProfile(Profile):
@@ -126,8 +130,10 @@ class CardProfile(Profile):
     name: ClassVar[str] = "card"
     policy_type: ClassVar[type[Policy]] = CardPolicy
     report_type: ClassVar[type[ProfileReport]] = CardReport
-    inputs: ClassVar[Inputs] = Inputs(session=frozenset({
-        "message.appended", "message.retracted", "history.summarized", "card.set"}))
+    inputs: ClassVar[Inputs] = Inputs(
+        session=frozenset({"message.appended", "message.retracted", "history.summarized",
+                           "card.set"}),
+        scope=frozenset({"card.set", "lorebook.set", "lorebook.removed"}))
 
     def request(self, policy: Policy, now: datetime, counter: TokenCounter) -> ViewRequest:
         """``tail`` (+ the token memo) when summaries apply, else ``full``; windowed to the
@@ -144,10 +150,10 @@ class CardProfile(Profile):
             "history_budget": budget, "history_measure": measure,
             "history_whole_units": True}
         if policy.summarizes():
-            return ViewRequest(history="tail", now=now,
+            return ViewRequest(history="tail", now=now, lorebooks=True,
                                token_encoding=cost_key(policy.token_encoding, overhead),
                                **window)
-        return ViewRequest(history="full", now=now, **window)
+        return ViewRequest(history="full", now=now, lorebooks=True, **window)
 
     def assemble(self, engine: Engine, view: SessionView, now: datetime,
                  policy: Policy) -> Assembly:
@@ -158,9 +164,7 @@ class CardProfile(Profile):
             raise AssemblyError(
                 f"session {view.stream_id!r}: the read view holds no chat history "
                 "(the card profile requests history 'tail' or 'full')")
-        card = _Card(policy, policy.user_name,
-                     _field_text(view.card, "name", user=policy.user_name, char="")
-                     or DEFAULT_CHAR_NAME, engine.counter)
+        card = _Card(policy, _macros(policy, view.card), engine.counter, view.card)
         fields = _expire_fields(engine, card, view, history)
 
         summarizing = policy.summarizes() and history.summary is not None \
@@ -172,19 +176,26 @@ class CardProfile(Profile):
         replaced = self._remember_memo(engine, view, history, summarizing, policy)
         summary = _summary(engine, history, policy, summarizing, replaced)
         loaded = _loaded(engine, history.messages, policy)
-        post = _post_history(engine, card, view)
+        post = _post_history(engine, card)
+        lore = decide_lore(engine, policy, card.macros, view, history.messages,
+                           SECTION_CARD, SECTION_HISTORY)
         # The newest unit: what the window always keeps.
         newest = [member.candidate for member in loaded[-1].members] if loaded else []
         kept_fields, summary = _give_way(engine, card, fields.included, summary, newest,
-                                         post, history)
+                                         post, history, lore)
 
         budget = policy.budget
-        card_pieces = card.pieces(kept_fields)
+        card_pieces = card.pieces(kept_fields, lore)
         laid_out = {piece.id for piece in card_pieces if isinstance(piece, Candidate)}
         for key in [key for key in kept_fields if key not in laid_out]:
             engine.exclude(kept_fields.pop(key), "dropped", "not_in_template",
                            template_variable=policy.rule(key).variable)
-        base = card.before_history(card_pieces, summary, post)
+        for placed in [*lore.before, *lore.after]:
+            if placed.candidate.id not in laid_out:
+                engine.exclude(placed.candidate, "dropped", "not_in_template",
+                               template_variable="lore_before"
+                               if placed.entry.position == "before_char" else "lore_after")
+        base = card.before_history(card_pieces, summary, post, lore)
         window = fill_window(
             engine, loaded, base=base, budget=budget,
             reason="after_summary" if summarizing else "chat_message",
@@ -192,22 +203,23 @@ class CardProfile(Profile):
             **({"through_seq": history.summary.through_seq}
                if summarizing and history.summary is not None else {}))
 
+        role = policy.context_role
+        said = _with_depth_entries(window.kept, lore)
         history_pieces = joined([[summary] if summary else [],
-                                 *([c] for c in window.kept_candidates)], LINE_SEPARATOR,
+                                 *([line] for line, _ in said)], LINE_SEPARATOR,
                                 SECTION_HISTORY)
         pieces = joined([card_pieces, history_pieces, [post] if post else []],
                         MEMORY_SEPARATOR)
-        role = policy.context_role
         messages: list[Outgoing] = [Composed(role, card_pieces, exact=True)]
         if summary is not None:
             messages.append(Composed(role, [summary], exact=True))
-        messages.extend(Said(member.candidate, member.message,
-                             UNPAIRED_ROLE if unit.unpaired else None)
-                        for unit in window.kept for member in unit.members)
+        messages.extend(message for _, message in said)
         if post is not None:
             messages.append(Composed(role, [post], exact=True))
         used = window.used
         warnings, gap, pressure = _warnings(policy, history, window, summarizing, used)
+        warnings[:0] = [*card.warnings(), *lore.warnings,
+                        *_unknown_macros([*card.sent_raw(kept_fields, post), *lore.texts])]
         kept_tail = sum(c.tokens for c in window.kept_candidates)
         report = _report(
             policy, view, fields, kept_fields,
@@ -222,7 +234,7 @@ class CardProfile(Profile):
                 summary_through_seq=(history.summary.through_seq
                                      if summarizing and history.summary else None),
                 gap=gap),
-            used=used, pressure=pressure)
+            used=used, pressure=pressure, lore=lore, engine=engine, greeting=card.greeting)
         return engine.finish(
             profile=self.name, policy_version=policy.version, session=view.stream_id,
             position=view.position, now=now, pieces=pieces, messages=messages,
@@ -280,14 +292,65 @@ def _loaded(engine: Engine, messages: Sequence[Message], policy: CardPolicy) -> 
     return loaded
 
 
-def _post_history(engine: Engine, card: _Card, view: SessionView) -> Candidate | None:
-    """The card's post-history instructions, sent after the history (kept whenever the
-    card has them, like a permanent field)."""
-    text = _field_text(view.card, POST_HISTORY_KEY, user=card.user, char=card.char)
+def _post_history(engine: Engine, card: _Card) -> Candidate | None:
+    """The post-history instructions (the card's, else the policy's), sent after the
+    history (kept whenever there are some, like a permanent field)."""
+    text = card.text(POST_HISTORY_KEY)
     if not text:
         return None
     candidate = engine.candidate(POST_HISTORY_KEY, SECTION_POST_HISTORY, text)
-    return engine.include(candidate, "after_history", tokens=candidate.tokens)
+    return engine.include(candidate, "after_history", tokens=candidate.tokens,
+                          source=card.source(POST_HISTORY_KEY))
+
+
+def _macros(policy: CardPolicy, card: Mapping[str, Any]) -> Macros:
+    """The macro values: ``{{char}}`` is the card's V3 ``nickname``, else its ``name``
+    (``Character`` without one); ``{{user}}`` the policy's ``user_name``."""
+    bare = Macros(user=policy.user_name, char="")
+    char = bare.apply(_raw(card, "nickname")) or bare.apply(_raw(card, "name"))
+    return Macros(user=policy.user_name, char=char or DEFAULT_CHAR_NAME)
+
+
+def _unknown_macros(texts: Sequence[str]) -> list[str]:
+    """One warning listing the macros left as written, if any."""
+    found: list[str] = []
+    for text in texts:
+        found.extend(macro for macro in Macros.unknown(text) if macro not in found)
+    if not found:
+        return []
+    return [f"unknown macros left as written: {', '.join(found)} (substituted: {{{{char}}}},"
+            " {{user}}, {{original}}, {{newline}}, {{// …}}, <BOT>, <USER>, <CHAR>)"]
+
+
+def _with_depth_entries(kept: Sequence[Unit], lore: Lore) -> list[tuple[Candidate, Outgoing]]:
+    """The kept chat messages (each with its line) with the lorebook entries that have a
+    depth placed among them: an entry at depth d goes before the last d messages (after
+    the last one at 0; before the first when d is larger), moved earlier to the start of
+    a tool call's unit rather than inside it."""
+    said: list[tuple[Candidate, Outgoing]] = []
+    starts: list[int] = []
+    for unit in kept:
+        starts.append(len(said))
+        said.extend((member.candidate, Said(member.candidate, member.message,
+                                            UNPAIRED_ROLE if unit.unpaired else None))
+                    for member in unit.members)
+    if not lore.depth:
+        return said
+    total = len(said)
+    inserts: dict[int, list[tuple[Candidate, Outgoing]]] = {}
+    for placed in lore.depth:
+        depth = placed.entry.depth or 0
+        at = max(0, total - depth)
+        at = max([start for start in starts if start <= at], default=0) if at < total else at
+        inserts.setdefault(at, []).append(
+            (placed.candidate, Composed(placed.entry.role or "system", [placed.candidate],
+                                        exact=True)))
+    out: list[tuple[Candidate, Outgoing]] = []
+    for index in range(total + 1):
+        out.extend(inserts.get(index, ()))
+        if index < total:
+            out.append(said[index])
+    return out
 
 
 def _summary(engine: Engine, history: History, policy: CardPolicy, summarizing: bool,
@@ -333,12 +396,55 @@ def _status(key: str, permanent: bool, active: set[str], kept: Mapping[str, Cand
 
 @dataclass(frozen=True, slots=True)
 class _Card:
-    """What the steps of one assembly share: the policy, the macro names, the counter."""
+    """What the steps of one assembly share: the policy, the macros, the counter, and the
+    card's texts as the policy reads them."""
 
     policy: CardPolicy
-    user: str
-    char: str
+    macros: Macros
     counter: TokenCounter
+    card: Mapping[str, Any]
+
+    @property
+    def greeting(self) -> int:
+        """The greeting sent: the policy's choice, or 0 when the card lacks it."""
+        chosen = self.policy.greeting
+        alternates = self.card.get("alternate_greetings") or []
+        return chosen if chosen <= len(alternates) else 0
+
+    def raw(self, key: str) -> str:
+        """A field's text as written: ``first_mes`` is the chosen greeting; the system
+        prompt and post-history instructions are the policy's when the card has none."""
+        if key == "first_mes" and self.greeting:
+            return str(self.card["alternate_greetings"][self.greeting - 1])
+        own = _raw(self.card, key)
+        if key in _DEFAULTED and not own.strip():
+            return str(getattr(self.policy, key))
+        return own
+
+    def source(self, key: str) -> str:
+        """Where a defaulted field's text comes from: ``card`` or ``policy``."""
+        return "card" if _raw(self.card, key).strip() else "policy"
+
+    def text(self, key: str) -> str:
+        """A field's text with the macros substituted (``{{original}}``: the policy's
+        default of a field that has one)."""
+        original = self.macros.apply(str(getattr(self.policy, key))) if key in _DEFAULTED \
+            else ""
+        return self.macros.apply(self.raw(key), original=original)
+
+    def sent_raw(self, kept: Mapping[str, Candidate], post: Candidate | None) -> list[str]:
+        """The texts as written of what is sent, for the unknown-macro warning."""
+        return [*(self.raw(key) for key in kept), *([self.raw(POST_HISTORY_KEY)] if post
+                                                     else [])]
+
+    def warnings(self) -> list[str]:
+        """A greeting asked for that the card does not have."""
+        chosen = self.policy.greeting
+        if chosen and chosen != self.greeting:
+            count = len(self.card.get("alternate_greetings") or [])
+            return [f"greeting {chosen} asked for, but the card has {count} alternate "
+                    "greeting(s): first_mes is used"]
+        return []
 
     def composed(self, role: str, pieces: Sequence[Piece]) -> int:
         """What a composed message of ``pieces`` costs as sent, counted whole as the API
@@ -350,25 +456,50 @@ class _Card:
             + self.counter.count(content)
 
     def before_history(self, card_pieces: Sequence[Piece], summary: Candidate | None,
-                       post: Candidate | None) -> int:
-        """What the context costs besides the chat messages: the card, summary and
-        post-history messages, and the reply priming."""
+                       post: Candidate | None, lore: Lore,
+                       shed: frozenset[str] = frozenset()) -> int:
+        """What the context costs besides the chat messages: the card, summary,
+        post-history and depth-entry messages, and the reply priming (``shed``: depth
+        entries left out)."""
         role = self.policy.context_role
         return (self.policy.message_overhead.reply_priming
                 + self.composed(role, card_pieces)
                 + (self.composed(role, [summary]) if summary is not None else 0)
-                + (self.composed(role, [post]) if post is not None else 0))
+                + (self.composed(role, [post]) if post is not None else 0)
+                + sum(self.composed(placed.entry.role or "system", [placed.candidate])
+                      for placed in lore.depth if placed.candidate.id not in shed))
 
-    def pieces(self, kept: Mapping[str, Candidate]) -> list[Piece]:
-        """The memory text's pieces: the template with the ``kept`` fields filled in."""
+    def pieces(self, kept: Mapping[str, Candidate], lore: Lore,
+               shed: frozenset[str] = frozenset()) -> list[Piece]:
+        """The memory text's pieces: the template with the ``kept`` fields and the
+        lorebook entries (but ``shed``) filled in."""
         policy = self.policy
-        values = {"user": self.user, "char": self.char}
+        lists: dict[str, list[Candidate]] = {
+            "lore_before": [p.candidate for p in lore.before if p.candidate.id not in shed],
+            "lore_after": [p.candidate for p in lore.after if p.candidate.id not in shed]}
+        values = {"user": self.macros.user, "char": self.macros.char}
         values.update({rule.variable: kept[rule.key].text
                        for rule in policy.fields if rule.key in kept})
+        values.update({name: LORE_SEPARATOR.join(c.text for c in entries)
+                       for name, entries in lists.items()})
         slots = {rule.variable: rule.key for rule in policy.fields}
-        parts = policy.parsed_template().render_parts(values, list(slots))
-        return [kept[slots[name]] if name is not None else Frame(text, SECTION_CARD)
-                for name, text in parts]
+        parts = policy.parsed_template().render_parts(values, [*slots, *LORE_VARIABLES])
+        pieces: list[Piece] = []
+        for name, text in parts:
+            if name is None:
+                pieces.append(Frame(text, SECTION_CARD))
+            elif name in lists:
+                for index, entry in enumerate(lists[name]):
+                    if index:
+                        pieces.append(Frame(LORE_SEPARATOR, SECTION_CARD))
+                    pieces.append(entry)
+            else:
+                pieces.append(kept[slots[name]])
+        return pieces
+
+
+_DEFAULTED = ("system_prompt", POST_HISTORY_KEY)
+"""Fields the policy gives a default for, which ``{{original}}`` in the card's stands for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,6 +510,8 @@ class _Fields:
     registered: dict[str, Candidate]
     active: set[str]
     included: dict[str, Candidate]
+    in_history: set[str]
+    """The greeting, left out because the history's first message is it."""
 
 
 def _expire_fields(engine: Engine, card: _Card, view: SessionView,
@@ -387,13 +520,13 @@ def _expire_fields(engine: Engine, card: _Card, view: SessionView,
     and the session's message count."""
     policy, counter = card.policy, card.counter
     level, count = policy.compression_level, view.counts.total
-    field_texts = {rule.key: _field_text(view.card, rule.key, user=card.user, char=card.char)
-                   for rule in policy.fields}
+    field_texts = {rule.key: card.text(rule.key) for rule in policy.fields}
+    greeting_message = _greeting_in_history(card, history)
     # A chat message's line is never counted (its cost is counted from its parts).
     counter.prefetch([policy.context_role, *field_texts.values(),
                       *(text for message in history.messages
                         for text in cost_texts(message))])
-    fields = _Fields({}, set(), {})
+    fields = _Fields({}, set(), {}, set())
     for rule in policy.fields:
         candidate = fields.registered[rule.key] = engine.candidate(
             rule.key, SECTION_CARD, field_texts[rule.key])
@@ -409,41 +542,72 @@ def _expire_fields(engine: Engine, card: _Card, view: SessionView,
         fields.active.add(rule.key)
         if not candidate.text:
             engine.exclude(candidate, "dropped", "empty_field", **detail)
+        elif rule.key == GREETING_KEY and greeting_message is not None:
+            fields.in_history.add(rule.key)
+            engine.exclude(candidate, "dropped", "greeting_in_history",
+                           message_id=greeting_message.message_id, greeting=card.greeting,
+                           **detail)
         else:
             fields.included[rule.key] = engine.include(candidate, reason, **detail)
     return fields
 
 
+def _greeting_in_history(card: _Card, history: History) -> Message | None:
+    """The session's first message when it is the greeting (an assistant message with the
+    greeting's text, macros substituted or as written): apps that store the greeting as
+    message 1, as SillyTavern does, then send it once, as that message."""
+    messages = history.messages
+    if not messages or history.unloaded or not (history.complete
+                                                or not history.summarized_count):
+        return None
+    first = messages[0]
+    if first.role != "assistant":
+        return None
+    said = first.content.strip()
+    return first if said and said in (card.text(GREETING_KEY).strip(),
+                                      card.raw(GREETING_KEY).strip()) else None
+
+
 def _give_way(engine: Engine, card: _Card, fields: dict[str, Candidate],
               summary: Candidate | None, newest: Sequence[Candidate],
-              post: Candidate | None, history: History
+              post: Candidate | None, history: History, lore: Lore
               ) -> tuple[dict[str, Candidate], Candidate | None]:
-    """With a budget, shed ``overflow_order`` until the card, the summary, the
-    post-history instructions and the newest unit fit together: the fields and the
-    summary that stay."""
+    """With a budget, shed ``overflow_order`` until the card, the lorebook entries, the
+    summary, the post-history instructions and the newest unit fit together: the fields
+    and the summary that stay (``lore`` keeps only the entries that stay)."""
     policy, budget = card.policy, card.policy.budget
     if budget is None:
         return dict(fields), summary
     newest_tokens = sum(candidate.tokens for candidate in newest)
+    entries = {placed.candidate.id for placed in lore.kept}
 
     def size_before_history(kept: Sequence[Candidate]) -> int:
-        """Card, summary, post-history and the newest unit: what the window starts
-        from."""
+        """Card, lorebook entries, summary, post-history and the newest unit: what the
+        window starts from."""
         by_id = {candidate.id: candidate for candidate in kept}
-        pieces = card.pieces({key: by_id[key] for key in fields if key in by_id})
+        shed = frozenset(entries.difference(by_id))
+        pieces = card.pieces({key: by_id[key] for key in fields if key in by_id}, lore, shed)
         kept_summary = summary if summary is not None and summary.id in by_id else None
-        return card.before_history(pieces, kept_summary, post) + newest_tokens
+        return card.before_history(pieces, kept_summary, post, lore, shed) + newest_tokens
 
-    before = [*fields.values(), *([summary] if summary is not None else [])]
+    before = [*fields.values(), *(placed.candidate for placed in lore.kept),
+              *([summary] if summary is not None else [])]
     by_id = {candidate.id: candidate for candidate in before}
-    order = [f"summary:{history.summary.through_message_id}"
-             if name == "summary" and history.summary is not None else name
-             for name in policy.overflow_order]
-    steps = [ShedStep((by_id[name],)) for name in order if name in by_id]
+    steps: list[ShedStep] = []
+    for name in policy.overflow_order:
+        if name == "lorebook":
+            steps.extend(ShedStep((candidate,)) for candidate in lore.shed_order())
+            continue
+        if name == "summary" and history.summary is not None:
+            name = f"summary:{history.summary.through_message_id}"
+        if name in by_id:
+            steps.append(ShedStep((by_id[name],)))
     shed = engine.shed_until_fits(before, steps, limit=budget, unit="tokens",
                                   measure=size_before_history, reason="over_budget")
     kept_ids = {candidate.id for candidate in shed.kept}
     kept = {key: c for key, c in fields.items() if c.id in kept_ids}
+    for place in (lore.before, lore.after, lore.depth):
+        place[:] = [placed for placed in place if placed.candidate.id in kept_ids]
     return kept, None if summary is not None and summary.id not in kept_ids else summary
 
 
@@ -485,13 +649,16 @@ def _warnings(policy: CardPolicy, history: History, window: WindowResult, summar
 
 def _report(policy: CardPolicy, view: SessionView, fields: _Fields,
             kept_fields: Mapping[str, Candidate], *, memory: str,
-            chat_history: ChatHistoryReport, used: int, pressure: bool) -> CardReport:
-    """The breakdown (a row per field) and the figures of the assembly."""
+            chat_history: ChatHistoryReport, used: int, pressure: bool, lore: Lore,
+            engine: Engine, greeting: int) -> CardReport:
+    """The breakdown (a row per field, a row per lorebook entry) and the figures of the
+    assembly."""
     budget = policy.budget
     rows = [FieldRow(field_key=rule.key, label=rule.label,
                      tokens=fields.registered[rule.key].tokens,
-                     status=_status(rule.key, rule.permanent, fields.active, kept_fields,
-                                    fields.included),
+                     status="in_history" if rule.key in fields.in_history else
+                     _status(rule.key, rule.permanent, fields.active, kept_fields,
+                             fields.included),
                      expired_at_message=(None if rule.key in fields.active
                                          else rule.expires_at_message))
             for rule in policy.fields]
@@ -501,6 +668,9 @@ def _report(policy: CardPolicy, view: SessionView, fields: _Fields,
         total_tokens=sum(c.tokens for c in kept_fields.values()),
         saved_tokens=sum(row.tokens for row in rows if row.status == "expired"),
         chat_history=chat_history,
+        lorebook=lore_rows(engine, lore),
+        lorebook_tokens=sum(placed.candidate.tokens for placed in lore.kept),
+        greeting=greeting,
         used_tokens=used, context_limit=policy.context_limit,
         response_reserve=policy.response_reserve,
         budget=budget, over_budget=budget is not None and used > budget,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ctxledger.assembler.report import ProfileReport
 
-FieldStatus = Literal["permanent", "active", "expired", "dropped"]
+FieldStatus = Literal["permanent", "active", "expired", "dropped", "in_history"]
 
 
 class _Frozen(BaseModel):
@@ -23,9 +23,35 @@ class FieldRow(_Frozen):
     label: str
     tokens: int
     status: FieldStatus
-    """``dropped``: active by the expiration table, left out to fit the budget."""
+    """``dropped``: active by the expiration table, left out to fit the budget;
+    ``in_history``: the greeting, sent as the history's first message instead."""
     expired_at_message: int | None = None
     """The threshold it expired at, only when ``status`` is ``expired``."""
+
+
+LoreStatus = Literal["activated", "not_matched", "over_budget", "disabled", "empty"]
+
+
+class LoreRow(_Frozen):
+    """One lorebook entry in the breakdown."""
+
+    entry_id: str
+    """The entry's item id (``lore:<book>:<entry>``), for ``why``."""
+    book: str
+    """``card`` (the card's ``character_book``) or ``world:<book_id>`` (a scope's)."""
+    label: str
+    tokens: int
+    status: LoreStatus
+    """``over_budget``: activated, left out by the book's token budget or the context's;
+    ``empty``: activated with no text."""
+    by: Literal["key", "constant", "recursion"] | None = None
+    """What activated it (only when ``status`` is ``activated``)."""
+    key: str | None = None
+    """The key that matched, as written."""
+    message_id: str | None = None
+    """The newest scanned message holding the key."""
+    placement: str
+    """``before_char``, ``after_char`` or ``depth N``."""
 
 
 class ChatHistoryReport(_Frozen):
@@ -70,6 +96,12 @@ class CardReport(ProfileReport):
     saved_tokens: int
     """Tokens of the expired card fields."""
     chat_history: ChatHistoryReport
+    lorebook: list[LoreRow] = Field(default_factory=list)
+    """Every entry of the card's book and the scope's books, book by book."""
+    lorebook_tokens: int = 0
+    """Tokens of the entries sent."""
+    greeting: int = 0
+    """The greeting chosen (0 ``first_mes``, n the n-th alternate greeting)."""
     used_tokens: int
     """Everything sent: the memory text and the chat history."""
     context_limit: int | None = None

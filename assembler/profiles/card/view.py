@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from ctxledger.assembler.profiles.card.report import CardReport
+from ctxledger.assembler.profiles.card.report import CardReport, LoreRow
 
 
 def card_table(report: CardReport) -> Table:
@@ -20,9 +20,20 @@ def card_table(report: CardReport) -> Table:
         gone = row.status in ("expired", "dropped")
         style = "dim strike" if gone else ""
         status = (f"expired @ msg {row.expired_at_message}" if row.status == "expired"
-                  else "dropped (over budget)" if row.status == "dropped" else row.status)
+                  else "dropped (over budget)" if row.status == "dropped"
+                  else "sent as message 1" if row.status == "in_history" else row.status)
         table.add_row(Text(row.field_key, style=style), Text(row.label, style=style),
                       Text(str(row.tokens), style=style), Text(status, style=style))
+    if report.lorebook:
+        table.add_section()
+        for lore in report.lorebook:
+            gone = lore.status != "activated"
+            style = "dim strike" if gone else ""
+            table.add_row(Text(lore.entry_id, style=style),
+                          Text(f"lore: {lore.label}", style=style),
+                          Text(str(lore.tokens), style=style),
+                          Text(_lore_status(lore), style="dim" if gone else ""))
+        table.add_row("", "Lorebook", str(report.lorebook_tokens), "")
     table.add_section()
     table.add_row("", "Active", str(report.total_tokens), "")
     table.add_row("", "Saved", str(report.saved_tokens), "", style="green")
@@ -39,6 +50,15 @@ def card_table(report: CardReport) -> Table:
     table.add_row("", Text("Total", style="bold"), Text(str(report.used_tokens), style="bold"),
                   pressure)
     return table
+
+
+def _lore_status(row: LoreRow) -> str:
+    if row.status != "activated":
+        return row.status.replace("_", " ")
+    if row.by == "key":
+        where = f" in {row.message_id}" if row.message_id else ""
+        return f"activated: {row.key!r}{where} ({row.placement})"
+    return f"activated: {row.by} ({row.placement})"
 
 
 def _history_note(report: CardReport) -> str:

@@ -1,0 +1,206 @@
+"""The ``card`` profile's lorebook step: which entries of the card's book and the scope's
+books go into the context, each decided once, and where they go.
+
+- The books: the card's ``character_book`` (policy ``card_lorebook``, on by default as the
+  V2 spec asks) first, then the scope's books by id. Each is activated by
+  ``assembler.lorebook`` over the newest ``scan_depth`` loaded messages (the book's, else
+  the policy's ``lorebook_scan_depth``).
+- Every entry gets one decision: ``activated`` (``by`` key, constant or recursion, with the
+  key and the message), or dropped as ``not_matched``, ``disabled`` or ``over_budget``
+  (the book's ``token_budget``, else the policy's, lowest priority first; the context's
+  budget may still shed more, ``overflow_order``'s ``lorebook``).
+- Placement: ``before_char`` entries fill the template's ``{{lore_before}}``, the others
+  ``{{lore_after}}``, in insertion order; an entry with a depth (V3 ``@@depth``,
+  SillyTavern's "at depth") becomes its own message, ``depth`` messages from the end of
+  the history, never inside a tool call's unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ctxledger.assembler.candidates import Candidate
+from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.lorebook import (
+    Activation,
+    Book,
+    Entry,
+    ScanMessage,
+    activate,
+    fit_budget,
+    parse_book,
+)
+from ctxledger.assembler.profiles.card.policy import CardPolicy
+from ctxledger.assembler.profiles.card.report import LoreRow
+from ctxledger.assembler.template import Macros
+from ctxledger.projections.view import Message, SessionView
+
+CARD_BOOK = "card"
+"""The source name of the card's own book (a scope book's is ``world:<book_id>``)."""
+SCOPE_BOOK_PREFIX = "world:"
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """An entry that goes into the context, with its candidate."""
+
+    entry: Entry
+    candidate: Candidate
+
+
+@dataclass(slots=True)
+class Lore:
+    """The lorebook step's outcome."""
+
+    before: list[Placed] = field(default_factory=list)
+    after: list[Placed] = field(default_factory=list)
+    depth: list[Placed] = field(default_factory=list)
+    """Entries sent as messages inside the history, by depth (deepest first), then
+    insertion order."""
+    decided: list[tuple[Activation, Candidate]] = field(default_factory=list)
+    """Every entry of every book, in book then entry order."""
+    over_book_budget: set[str] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    """The raw contents sent (before macros), for the unknown-macro warning."""
+
+    @property
+    def kept(self) -> list[Placed]:
+        """Every entry placed, in prompt order within each place."""
+        return [*self.before, *self.after, *self.depth]
+
+    def shed_order(self) -> list[Candidate]:
+        """The placed entries, the one to give way first first: the lowest priority,
+        then the larger insertion order, then the later book and entry."""
+        order = {placed.entry.uid: index for index, placed in enumerate(self.kept)}
+        ranked = sorted(self.kept, key=lambda p: (p.entry.priority, -p.entry.insertion_order,
+                                                  -order[p.entry.uid]))
+        return [placed.candidate for placed in ranked]
+
+
+def books(view: SessionView, policy: CardPolicy) -> list[Book]:
+    """The books of the session: the card's (when used), then the scope's by id."""
+    found: list[Book] = []
+    card_book = view.card.get("character_book")
+    if policy.card_lorebook and isinstance(card_book, Mapping):
+        found.append(parse_book(CARD_BOOK, card_book))
+    found.extend(parse_book(SCOPE_BOOK_PREFIX + scope_book.book_id, scope_book.book)
+                 for scope_book in view.lorebooks)
+    return found
+
+
+def decide_lore(engine: Engine, policy: CardPolicy, macros: Macros, view: SessionView,
+                messages: Sequence[Message], section_card: str,
+                section_history: str) -> Lore:
+    """Activate every book over ``messages``, decide each entry and place the kept."""
+    lore = Lore()
+    scan = [ScanMessage(message.message_id, message.content) for message in messages]
+    memo = engine.memo_for(view.stream_id) if engine.memos is not None else None
+    intern = memo.intern if memo is not None else None
+    for book in books(view, policy):
+        depth = book.scan_depth if book.scan_depth is not None else policy.lorebook_scan_depth
+        activations = activate(book, scan, scan_depth=depth,
+                               recursive=policy.lorebook_recursive_scanning, intern=intern)
+        candidates: dict[str, Candidate] = {}
+        for activation in activations:
+            entry = activation.entry
+            lore.warnings.extend(f"lorebook {book.source!r} entry {entry.label!r}: {problem}"
+                                 for problem in entry.problems)
+            section = section_history if entry.depth is not None else section_card
+            candidates[entry.uid] = engine.candidate(
+                entry.uid, section, macros.apply(entry.content))
+        active = [a for a in activations if a.status in ("activated", "constant")]
+        budget = (book.token_budget if book.token_budget is not None
+                  else policy.lorebook_token_budget)
+        kept, over = fit_budget(active, {uid: c.tokens for uid, c in candidates.items()},
+                                budget)
+        kept_ids = {activation.entry.uid for activation in kept}
+        over_ids = {activation.entry.uid for activation in over}
+        for activation in activations:
+            entry, candidate = activation.entry, candidates[activation.entry.uid]
+            lore.decided.append((activation, candidate))
+            detail = _detail(book, activation)
+            if entry.uid in kept_ids and not candidate.text:
+                engine.exclude(candidate, "dropped", "empty_entry", **detail)
+            elif entry.uid in kept_ids:
+                engine.include(candidate, "activated", **detail)
+            elif entry.uid in over_ids:
+                lore.over_book_budget.add(entry.uid)
+                engine.exclude(candidate, "dropped", "over_budget", token_budget=budget,
+                               **detail)
+            else:
+                engine.exclude(candidate, "dropped",
+                               "disabled" if activation.status == "disabled"
+                               else "not_matched", **detail)
+        for activation in kept:
+            placed = Placed(activation.entry, candidates[activation.entry.uid])
+            if not placed.candidate.text:
+                continue
+            lore.texts.append(activation.entry.content)
+            if activation.entry.depth is not None:
+                lore.depth.append(placed)
+            elif activation.entry.position == "before_char":
+                lore.before.append(placed)
+            else:
+                lore.after.append(placed)
+    # Kept order within a place: insertion order across books, then book order.
+    rank = {placed.entry.uid: index for index, placed in enumerate(lore.kept)}
+    for place in (lore.before, lore.after):
+        place.sort(key=lambda p: (p.entry.insertion_order, rank[p.entry.uid]))
+    lore.depth.sort(key=lambda p: (-(p.entry.depth or 0), p.entry.insertion_order,
+                                   rank[p.entry.uid]))
+    return lore
+
+
+def _detail(book: Book, activation: Activation) -> dict[str, str | int | float | None]:
+    entry = activation.entry
+    by = {"constant": "constant", "recursion": "recursion"}.get(activation.reason, "key")
+    detail: dict[str, str | int | float | None] = {
+        "book": book.source, "entry": entry.label, "insertion_order": entry.insertion_order,
+        "priority": entry.priority,
+        "position": "depth" if entry.depth is not None else entry.position}
+    if activation.status in ("activated", "constant"):
+        detail["by"] = by
+    elif activation.status == "not_matched":
+        detail["match"] = activation.reason
+    if activation.key is not None:
+        detail["key"] = activation.key
+    if activation.secondary_key is not None:
+        detail["secondary_key"] = activation.secondary_key
+    if activation.message_id is not None:
+        detail["message_id"] = activation.message_id
+    if activation.via is not None:
+        detail["via"] = activation.via
+    if entry.depth is not None:
+        detail["depth"] = entry.depth
+        detail["role"] = entry.role
+    return detail
+
+
+def lore_rows(engine: Engine, lore: Lore) -> list[LoreRow]:
+    """One report row per entry, with its final status (the context's budget may have
+    shed an activated one)."""
+    rows = []
+    for activation, candidate in lore.decided:
+        entry = activation.entry
+        decision = engine.decision(candidate)
+        if activation.status == "disabled":
+            status = "disabled"
+        elif activation.status not in ("activated", "constant"):
+            status = "not_matched"
+        elif decision.action == "included":
+            status = "activated"
+        elif decision.reason == "empty_entry":
+            status = "empty"
+        else:
+            status = "over_budget"
+        rows.append(LoreRow(
+            entry_id=entry.uid, book=entry.source, label=entry.label,
+            tokens=candidate.tokens, status=status,
+            by=None if status != "activated" else
+            {"constant": "constant", "recursion": "recursion"}.get(activation.reason, "key"),
+            key=activation.key, message_id=activation.message_id,
+            placement=(f"depth {entry.depth}" if entry.depth is not None
+                       else entry.position)))
+    return rows

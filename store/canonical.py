@@ -23,7 +23,13 @@ _OPTIONS = orjson.OPT_SORT_KEYS | PLAIN_JSON_ONLY
 # 1e-7 or 0.00001, the reference 1e-07 and 1e-05) and ``null``, which is also how orjson
 # writes NaN and infinity (the reference refuses them). Strings that merely contain
 # these bytes take the reference path too: slower, never different.
-_MAYBE_DIFFERENT = re.compile(rb"e-\d(?!\d)|\.0000|null")
+_SMALL_EXPONENT = re.compile(rb"e-\d(?!\d)")
+
+
+def _maybe_different(out: bytes) -> bool:
+    # Two substring tests and a pattern with a literal prefix: ~5x faster on long text
+    # than one alternation, which the regex engine scans position by position.
+    return b"null" in out or b".0000" in out or _SMALL_EXPONENT.search(out) is not None
 
 
 def refuse_non_json(value: Any) -> NoReturn:
@@ -42,7 +48,7 @@ def canonical_json(value: Any) -> str:
         out = orjson.dumps(value, default=refuse_non_json, option=_OPTIONS)
     except TypeError:  # non-string keys, big ints, lone surrogates, other types
         return _LEGACY.encode(value)
-    if not _flat_without_floats(value) and _MAYBE_DIFFERENT.search(out) is not None:
+    if not _flat_without_floats(value) and _maybe_different(out):
         return _LEGACY.encode(value)
     return out.decode()
 

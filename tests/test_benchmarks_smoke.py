@@ -92,6 +92,9 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "novel assembly after one chapter.moved, 1,000 vs 100 items",
         "novel re-assembly of 1,000 items after one chapter.moved",
         "novel assembly after one chapter.moved, dense chapters, 1,000 vs 100 items",
+        # The lorebook leg at --quick sizes: 1,000 vs 100 messages (10,000 in full).
+        "card re-assembly with a lorebook after one new message, 1,000 vs 100 messages",
+        "lorebook activate() after one new message (500 entries)",
         "ctxledger --version",
         "ctxledger --help",
         "ctxledger state on a small database",
@@ -112,7 +115,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit == row["peer"]["unit"] == "MB"
         elif row["leg"] == "seal":
             assert unit in ("ev/s", "s")
-        elif row["leg"] in ("assemble", "replay", "startup") or row["peer"] is not None:
+        elif row["leg"] in ("assemble", "replay", "startup", "lorebook") or (
+                row["peer"] is not None):
             assert unit == "ms" and (row["peer"] is None or row["peer"]["unit"] == "ms")
         else:
             assert unit == "calls"
@@ -122,7 +126,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
                 "rollup", "seal", "brief", "replay",
-                "novel", "startup", "pg_writers"):
+                "novel", "lorebook", "startup", "pg_writers"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

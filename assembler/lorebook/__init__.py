@@ -1,0 +1,32 @@
+"""Lorebooks (world info): a book read from its JSON as written (``book``), its keys
+matched against texts (``matching``), and which entries activate for a chat and fit the
+book's token budget (``activation``). Pure: no database, no clock."""
+
+from ctxledger.assembler.lorebook.activation import (
+    ACTIVE,
+    Activation,
+    ScanMessage,
+    Status,
+    activate,
+    fit_budget,
+)
+from ctxledger.assembler.lorebook.book import Book, Entry, Interner, Position, Role, parse_book
+from ctxledger.assembler.lorebook.matching import REGEX_TIMEOUT, Matcher, compile_key
+
+__all__ = [
+    "ACTIVE",
+    "REGEX_TIMEOUT",
+    "Activation",
+    "Book",
+    "Entry",
+    "Interner",
+    "Matcher",
+    "Position",
+    "Role",
+    "ScanMessage",
+    "Status",
+    "activate",
+    "compile_key",
+    "fit_budget",
+    "parse_book",
+]

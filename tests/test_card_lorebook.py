@@ -237,3 +237,21 @@ def test_warm_and_cold_assemblies_agree(ledger: Ledger) -> None:
     cold = ledger.replay(name, profile="card", now=NOW)
     assert first.digest != warm.digest
     assert warm.digest == cold.digest
+
+
+def test_the_character_note_goes_in_at_its_depth(ledger: Ledger) -> None:
+    card = {"name": "Wren", "extensions": {"depth_prompt": {
+        "prompt": "[{{char}} is wary of {{user}}.]", "depth": 1, "role": "system"}}}
+    name = session(ledger, ["One.", "Two.", "Three."], card=card)
+    assembly, _ = assemble(ledger, name)
+    said = [(m.role, m.content) for m in assembly.messages]
+    assert said == [("user", "One."), ("assistant", "Two."),
+                    ("system", "[Wren is wary of User.]"), ("user", "Three.")]
+    note = [d for d in assembly.decisions if d.item == "depth_prompt"]
+    assert [(d.action, d.reason, d.detail["depth"]) for d in note] == [
+        ("included", "character_note", 1)]
+    # An empty note (SillyTavern writes one on every card) sends nothing.
+    quiet = session(ledger, ["One."], card={"name": "Wren", "extensions": {
+        "depth_prompt": {"prompt": "", "depth": 4, "role": "system"}}})
+    assembly, _ = assemble(ledger, quiet)
+    assert [m.content for m in assembly.messages] == ["One."]

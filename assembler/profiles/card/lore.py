@@ -26,6 +26,7 @@ from ctxledger.assembler.lorebook import (
     Activation,
     Book,
     Entry,
+    Interner,
     Role,
     ScanMessage,
     activate,
@@ -98,13 +99,16 @@ class Lore:
         return [placed.candidate for placed in ranked]
 
 
-def books(view: SessionView, policy: CardPolicy) -> list[Book]:
-    """The books of the session: the card's (when used), then the scope's by id."""
+def books(view: SessionView, policy: CardPolicy,
+          intern: Interner | None = None) -> list[Book]:
+    """The books of the session: the card's (when used), then the scope's by id (parsed
+    once per content with ``intern``)."""
     found: list[Book] = []
     card_book = view.card.get("character_book")
     if policy.card_lorebook and isinstance(card_book, Mapping):
-        found.append(parse_book(CARD_BOOK, card_book))
-    found.extend(parse_book(SCOPE_BOOK_PREFIX + scope_book.book_id, scope_book.book)
+        found.append(parse_book(CARD_BOOK, card_book, intern=intern))
+    found.extend(parse_book(SCOPE_BOOK_PREFIX + scope_book.book_id, scope_book.book,
+                            intern=intern)
                  for scope_book in view.lorebooks)
     return found
 
@@ -120,7 +124,7 @@ def decide_lore(engine: Engine, policy: CardPolicy, macros: Macros, view: Sessio
     scan = [ScanMessage(message.message_id, message.content) for message in messages]
     memo = engine.memo_for(view.stream_id) if engine.memos is not None else None
     intern = memo.intern if memo is not None else None
-    for book in books(view, policy):
+    for book in books(view, policy, intern):
         depth = book.scan_depth if book.scan_depth is not None else policy.lorebook_scan_depth
         activations = activate(book, scan, scan_depth=depth,
                                recursive=policy.lorebook_recursive_scanning, intern=intern)
@@ -128,7 +132,7 @@ def decide_lore(engine: Engine, policy: CardPolicy, macros: Macros, view: Sessio
         for activation in activations:
             entry = activation.entry
             lore.warnings.extend(f"lorebook {book.source!r} entry {entry.label!r}: {problem}"
-                                 for problem in entry.problems)
+                                 for problem in (*entry.problems, *activation.problems))
             section = section_history if entry.depth is not None else section_card
             candidates[entry.uid] = engine.candidate(
                 entry.uid, section, macros.apply(entry.content))

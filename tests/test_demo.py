@@ -169,8 +169,11 @@ def test_every_example_line_is_readable_json_with_the_documented_keys() -> None:
     for path in sorted(EXAMPLES_DIR.glob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             raw = json.loads(line)
-            assert {"stream", "at", "type", "data"} <= set(raw) <= {
-                "stream", "at", "type", "data", "id", "metadata"}
+            # A card.set may name a card file (examples/cards) instead of its data.
+            given = "card_file" if "card_file" in raw else "data"
+            assert given == "data" or raw["type"] == "card.set"
+            assert {"stream", "at", "type", given} <= set(raw) <= {
+                "stream", "at", "type", given, "id", "metadata"}
             assert raw["type"] in CATALOG
 
 
@@ -250,9 +253,35 @@ def test_tools_example() -> None:
     assert reply["content"] and not reply.get("tool_calls")
     used = [u["tool_name"] for u in _of_type(events, "tool.used")]
     assert used == names
-    # After every other example, so their log positions stay as they were.
-    others = [e for e in _examples() if e.file != "tools.jsonl"]
+    # After the examples before it, so their log positions stay as they were.
+    others = [e for e in _examples() if e.file not in ("tools.jsonl", "lorebook.jsonl")]
     assert min(e.at for e in events) > max(e.at for e in others)
+
+
+def test_lorebook_example() -> None:
+    """A SillyTavern-style chat: the card comes from the V2 PNG in examples/cards (with
+    its lorebook), the greeting is stored as message 1, and the example comes last."""
+    events = _file("lorebook.jsonl")
+    (card,) = _of_type(events, "card.set")
+    # As written in the PNG's chara chunk: the same card as the JSON beside it.
+    assert card == json.loads((EXAMPLES_DIR / "cards" / "wren-halloway.json").read_text())
+    assert card["spec"] == "chara_card_v2"
+    assert len(card["data"]["character_book"]["entries"]) == 6
+    first = _of_type(events, "message.appended")[0]
+    assert first["role"] == "assistant" and first["content"].startswith("*A bell")
+    others = [e for e in _examples() if e.file != "lorebook.jsonl"]
+    assert min(e.at for e in events) > max(e.at for e in others)
+
+
+def test_demo_shows_the_activated_lorebook_entries(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["demo", "--db", f"sqlite:///{tmp_path / 'demo.db'}"])
+    assert result.exit_code == 0, result.stderr
+    table = result.stdout[result.stdout.index("assemble rp-lowmere-001 --profile card"):]
+    for row in ("lore: Lowmere", "activated: 'canal' in u1 (before_char)",
+                "activated: 'watch' in u1 (after_char)", "activated: constant (before_char)",
+                "activated: 'tired' in u2 (depth 2)", "disabled", "not matched",
+                "sent as message 1"):
+        assert row in table, row
 
 
 def test_demo_prints_the_tool_chat_in_openai_shape(runner: CliRunner, tmp_path: Path) -> None:

@@ -33,11 +33,12 @@ UTC_FORM = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 ANY_DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d")
 
 GOLDEN = {
-    "brief.jsonl": "5ecc33e8bfe48ddb686fdf27a3c33bcd660fd63c1b0f8fe1e8ae9ce178fb6765",
-    "card.jsonl": "ce1e624c7c22f793dbc6bc9b28d4ce9a5d3ad93f9bfc48ec45c490930653815c",
-    "novel.jsonl": "10d9bebfcfe411883c3d2815187c4072c494d9654841e34a496b93d144278247",
-    "session.jsonl": "474d31d984a8638c5210f9b34b8ecb52bfe05ee40715552f51d6e6196be31feb",
-    "tools.jsonl": "b553d256cdc251206a2daaa7c94d628ced2371b5cdff4c0d0c68ba0d50d0f22f",
+    "brief.jsonl": "c73e175e05de7e27037692672be855174e7546561615d6a1280d2dbd132ffbb8",
+    "card.jsonl": "7bc9a9a6a016a33377a048168aaab88192171bb0ac5b3f9a1e1b43c2ddd6f1d3",
+    "lorebook.jsonl": "b71bdf6ec70af35a526d477d81aff54d2acfc99d8171387e8b79295aa71248fd",
+    "novel.jsonl": "a788bee08252ca343c3951b94b38589838fad9beb352c7fb758952136d702472",
+    "session.jsonl": "68061019864a3d0e66b137105a7730b5823409111ddb9822fa851334cc8dd77d",
+    "tools.jsonl": "7a221fdd36ff9dc80c848898db6df580ee2006210f725394e5034a7d51f76ea4",
 }
 """Digests of the example assemblies (``ctxledger demo``), pinned. When one changes on
 purpose, bump ``FORMAT_VERSION`` if what is hashed changed, and update README and here."""

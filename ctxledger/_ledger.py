@@ -330,7 +330,7 @@ class Ledger:
 
         when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn, read_snapshot(conn):
-            settings = load_session_view(conn, session, ViewRequest()).settings
+            settings = load_session_view(conn, session, ViewRequest(card=False)).settings
             chosen = (policy_for(profile, settings) if policy is None
                       else policy if isinstance(policy, Policy) else parse_policy(policy))
             counter = self._counter(chosen.token_encoding)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 
 from ctxledger.projections.card import card_fields
@@ -115,7 +116,7 @@ def load_session_view(conn: sa.Connection, stream_id: str,
             scene=None if session is None else session["scene"],
             settings=settings,
             setting_sources=sources,
-            card=load_card(conn, stream_id, scope),
+            card=load_card(conn, stream_id, scope) if request.card else {},
             lorebooks=load_lorebooks(conn, scope) if request.lorebooks else (),
             history=(None if request.history == "none" else
                      load_history(conn, session, request) if session is not None else
@@ -187,7 +188,8 @@ def load_card(conn: sa.Connection, stream_id: str, scope: str) -> dict[str, Any]
         row.field: row.value for row in rows if row.stream_id != stream_id}
     fields.update(own)
     # Sorted here: PostgreSQL orders text by collation, SQLite by bytes.
-    return {name: json.loads(fields[name]) for name in sorted(fields)}
+    # orjson: a card's lorebook can be hundreds of kilobytes, read at every assembly.
+    return {name: orjson.loads(fields[name]) for name in sorted(fields)}
 
 
 def load_lorebooks(conn: sa.Connection, scope: str) -> tuple[ScopeLorebook, ...]:
@@ -196,7 +198,7 @@ def load_lorebooks(conn: sa.Connection, scope: str) -> tuple[ScopeLorebook, ...]
     rows = conn.execute(sa.select(scope_lorebooks).where(scope_lorebooks.c.scope == scope)
                         ).mappings().all()
     return tuple(ScopeLorebook(book_id=row["book_id"],
-                               book=lorebook_data(json.loads(row["book"])),
+                               book=lorebook_data(orjson.loads(row["book"])),
                                position=row["position"])
                  for row in sorted(rows, key=lambda row: str(row["book_id"])))
 

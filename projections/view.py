@@ -53,6 +53,8 @@ class ViewRequest:
     documents: bool = False
     lorebooks: bool = False
     """The scope's lorebooks (``SessionView.lorebooks``)."""
+    card: bool = True
+    """The card (``SessionView.card``); a caller that reads only the settings skips it."""
     items_probe: ItemsProbe | None = None
     """With ``items``: when the probe's set is a prefix of this log's session stream
     (the same chained hash at its position), only the items put or removed after it are

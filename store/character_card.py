@@ -107,7 +107,8 @@ def card_event_data(raw: Mapping[str, Any], known: frozenset[str]) -> dict[str, 
     A mapping with a ``spec`` is a V2/V3 file (``spec: null`` in a merge clears it); one
     with keys outside ``known`` is a V1 file when it has the six V1 fields, and an error
     otherwise (naming the unknown keys)."""
-    if raw.get("spec") is not None:
+    # A stored whole card (``replace``) names its spec too: it is read back as it is.
+    if raw.get("spec") is not None and raw.get(REPLACE) is not True:
         return _spec_card(raw, known)
     unknown = sorted(key for key in raw if key not in known)
     if not unknown:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from helpers.card_sessions import assemble_card, card_session
 from helpers.databases import module_database
 from rich.console import Console
 
@@ -57,25 +58,14 @@ CARD: dict[str, Any] = {"name": "Wren", "description": "Wren keeps bees.",
 def session(ledger: Ledger, messages: Sequence[str], *, card: Mapping[str, Any] = CARD,
             settings: Mapping[str, Any] | None = None,
             scope_events: Sequence[Mapping[str, Any]] = ()) -> str:
-    """A new session in its own scope; ``messages`` alternate user/assistant."""
-    name = f"lore-{next(_ids)}"
-    if scope_events:
-        ledger.append(f"scope:{name}", list(scope_events))
-    events: list[Any] = [{"type": "session.started", "data": {"scope": name}},
-                         {"type": "card.set", "data": dict(card)}]
-    events += [{"type": "setting.changed", "data": {"key": k, "value": v}}
-               for k, v in (settings or {}).items()]
-    events += [{"type": "message.appended",
-                "data": {"message_id": f"m{i}", "role": ("user", "assistant")[i % 2],
-                         "content": text}} for i, text in enumerate(messages)]
-    ledger.append(name, events)
-    return name
+    """A new session in its own scope; ``messages`` alternate user/assistant, ids m0..."""
+    said = [(("user", "assistant")[index % 2], text) for index, text in enumerate(messages)]
+    return card_session(ledger, f"lore-{next(_ids)}", card, messages=said,
+                        settings=settings, scope_events=scope_events, first_id=0)
 
 
 def assemble(ledger: Ledger, name: str) -> tuple[Assembly, CardReport]:
-    assembly = ledger.assemble(name, "card", now=NOW)
-    assert isinstance(assembly.report, CardReport)
-    return assembly, assembly.report
+    return assemble_card(ledger, name, NOW)
 
 
 def decisions(assembly: Assembly) -> dict[str, tuple[str, str, dict[str, Any]]]:
@@ -255,3 +245,16 @@ def test_the_character_note_goes_in_at_its_depth(ledger: Ledger) -> None:
         "depth_prompt": {"prompt": "", "depth": 4, "role": "system"}}})
     assembly, _ = assemble(ledger, quiet)
     assert [m.content for m in assembly.messages] == ["One."]
+
+
+def test_a_template_without_the_lore_variables_leaves_entries_out(ledger: Ledger) -> None:
+    name = session(ledger, ["Over the bridge."],
+                   settings={"card_template": "{{description}}"})
+    assembly, report = assemble(ledger, name)
+    assert assembly.text.startswith("Wren keeps bees.") and "Brannoc" not in assembly.text
+    action, reason, detail = decisions(assembly)["lore:card:2"]
+    assert (action, reason, detail["template_variable"]) == (
+        "dropped", "not_in_template", "lore_after")
+    assert {row.entry_id: row.status for row in report.lorebook}["lore:card:2"] \
+        == "not_in_template"
+    assert report.lorebook_tokens == 0

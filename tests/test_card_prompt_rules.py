@@ -14,11 +14,12 @@ Through the ledger, on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from helpers.card_sessions import assemble_card, card_session
 from helpers.databases import module_database
 
 from ctxledger import Ledger
@@ -41,25 +42,16 @@ def ledger(request: pytest.FixtureRequest,
         yield opened
 
 
-def session(ledger: Ledger, card: Mapping[str, Any], *, settings: Mapping[str, Any] = {},
-            messages: list[tuple[str, str]] = ()) -> str:  # type: ignore[assignment]
-    """A new session with ``card``, ``settings`` and ``messages`` (role, text)."""
-    name = f"rules-{next(_ids)}"
-    events: list[dict[str, Any]] = [{"type": "session.started", "data": {"scope": name}},
-                                    {"type": "card.set", "data": dict(card)}]
-    events += [{"type": "setting.changed", "data": {"key": k, "value": v}}
-               for k, v in settings.items()]
-    events += [{"type": "message.appended",
-                "data": {"message_id": f"m{index}", "role": role, "content": text}}
-               for index, (role, text) in enumerate(messages, 1)]
-    ledger.append(name, events)
-    return name
+def session(ledger: Ledger, card: Mapping[str, Any], *,
+            settings: Mapping[str, Any] | None = None,
+            messages: Sequence[tuple[str, str]] = ()) -> str:
+    """A new session with ``card``, ``settings`` and ``messages`` (role, text), ids m1..."""
+    return card_session(ledger, f"rules-{next(_ids)}", card, settings=settings,
+                        messages=messages)
 
 
 def assemble(ledger: Ledger, name: str) -> tuple[Assembly, CardReport]:
-    assembly = ledger.assemble(name, "card", now=NOW)
-    assert isinstance(assembly.report, CardReport)
-    return assembly, assembly.report
+    return assemble_card(ledger, name, NOW)
 
 
 def decision(assembly: Assembly, item: str) -> tuple[str, str, dict[str, Any]]:
@@ -170,6 +162,15 @@ def test_a_greeting_stored_as_message_1_is_sent_once(ledger: Ledger, stored: str
         "dropped", "greeting_in_history", 1, "m1")
     (row,) = [r for r in report.breakdown if r.field_key == "first_mes"]
     assert row.status == "in_history"
+
+
+def test_any_greeting_stored_as_message_1_counts(ledger: Ledger) -> None:
+    # The app stored first_mes; the setting asks for another greeting: still one greeting.
+    name = session(ledger, GREETINGS, settings={"greeting": 2},
+                   messages=[("assistant", "*Wren waves.* Hello, User!")])
+    assembly, _ = assemble(ledger, name)
+    assert decision(assembly, "first_mes")[:2] == ("dropped", "greeting_in_history")
+    assert "Bees everywhere" not in assembly.text
 
 
 def test_a_different_first_message_keeps_the_greeting_field(ledger: Ledger) -> None:

@@ -85,8 +85,8 @@ def _state(ledger: Ledger, now: datetime) -> dict[str, Any]:
 def test_a_fork_keeps_times_and_assembles_like_the_original_for_every_profile(
         examples: tuple[Ledger, ScriptedClock, dict[str, Any]]) -> None:
     ledger, _, found = examples
-    assert sorted(found) == ["brief.jsonl", "card.jsonl", "novel.jsonl", "session.jsonl",
-                             "tools.jsonl"]
+    assert sorted(found) == ["brief.jsonl", "card.jsonl", "lorebook.jsonl", "novel.jsonl",
+                             "session.jsonl", "tools.jsonl"]
     session_now = found["session.jsonl"][1].now
     usage_before = _usage(ledger, session_now)
     state_before = _state(ledger, session_now)

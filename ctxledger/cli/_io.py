@@ -45,7 +45,8 @@ def import_(
     raw = read_input(file)
     source = "stdin" if file == "-" else Path(file).name
     # Everything is decoded and validated before the database is opened (or created).
-    lines = read_import(raw.splitlines(), source, trust_timestamps=trust_timestamps)
+    lines = read_import(raw.splitlines(), source, trust_timestamps=trust_timestamps,
+                        card_files=None if file == "-" else Path(file).parent)
     if not lines:
         raise fail("no events in the input (every line is blank)")
     # With --trust-timestamps the ledger's clock says each line's 'at' as it is appended.

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import groupby
+from pathlib import Path
 from typing import Any
 
 from ctxledger._ledger import Ledger
@@ -124,8 +125,10 @@ def export_records(ledger: Ledger, stream: str | None = None, *,
 
 
 def read_import(text_lines: Sequence[bytes], source: str, *, trust_timestamps: bool,
-                max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> list[LogLine]:
-    """Decode and validate every line (``source`` names the input in default ids).
+                max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+                card_files: Path | None = None) -> list[LogLine]:
+    """Decode and validate every line (``source`` names the input in default ids; a
+    ``card_file`` is read from ``card_files``, the folder of the file imported).
 
     Raises ``TransferError`` naming the first bad line (``line N: ...``).
     """
@@ -133,7 +136,7 @@ def read_import(text_lines: Sequence[bytes], source: str, *, trust_timestamps: b
     for number, text in decoded_lines(text_lines):
         where = f"line {number}"
         try:
-            line = parse_log_line(source, number, text, where=where)
+            line = parse_log_line(source, number, text, where=where, card_files=card_files)
         except ExampleError as exc:
             raise TransferError(str(exc)) from None
         if trust_timestamps:

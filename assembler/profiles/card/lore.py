@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Literal
 
 from ctxledger.assembler.candidates import Candidate
 from ctxledger.assembler.engine import Engine
@@ -34,7 +36,7 @@ from ctxledger.assembler.lorebook import (
     parse_book,
 )
 from ctxledger.assembler.profiles.card.policy import CardPolicy
-from ctxledger.assembler.profiles.card.report import LoreRow
+from ctxledger.assembler.profiles.card.report import LoreRow, LoreStatus
 from ctxledger.assembler.template import Macros
 from ctxledger.projections.view import Message, SessionView
 
@@ -72,6 +74,8 @@ class Lore:
     decided: list[tuple[Activation, Candidate]] = field(default_factory=list)
     """Every entry of every book, in book then entry order."""
     over_book_budget: set[str] = field(default_factory=set)
+    not_in_template: set[str] = field(default_factory=set)
+    """Activated entries the template has no place for."""
     warnings: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     """The raw contents sent (before macros), for the unknown-macro warning."""
@@ -181,7 +185,7 @@ def decide_lore(engine: Engine, policy: CardPolicy, macros: Macros, view: Sessio
 
 def _detail(book: Book, activation: Activation) -> dict[str, str | int | float | None]:
     entry = activation.entry
-    by = {"constant": "constant", "recursion": "recursion"}.get(activation.reason, "key")
+    by = _by(activation)
     detail: dict[str, str | int | float | None] = {
         "book": book.source, "entry": entry.label,
         "insertion_order": _number(entry.insertion_order), "priority": _number(entry.priority),
@@ -234,29 +238,42 @@ def _number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def lore_rows(engine: Engine, lore: Lore) -> list[LoreRow]:
+def lore_rows(lore: Lore, intern: Interner | None = None) -> list[LoreRow]:
     """One report row per entry, with its final status (the context's budget may have
-    shed an activated one)."""
+    shed an activated one); with ``intern``, a row equal to an earlier assembly's is
+    reused (500 entries are 500 rows every turn)."""
+    placed = {item.candidate.id for item in lore.kept}
     rows = []
     for activation, candidate in lore.decided:
         entry = activation.entry
-        decision = engine.decision(candidate)
+        status: LoreStatus
         if activation.status == "disabled":
             status = "disabled"
         elif activation.status not in ("activated", "constant"):
             status = "not_matched"
-        elif decision.action == "included":
+        elif candidate.id in placed:
             status = "activated"
-        elif decision.reason == "empty_entry":
+        elif not candidate.text:
             status = "empty"
+        elif candidate.id in lore.not_in_template:
+            status = "not_in_template"
         else:
             status = "over_budget"
-        rows.append(LoreRow(
-            entry_id=entry.uid, book=entry.source, label=entry.label,
-            tokens=candidate.tokens, status=status,
-            by=None if status != "activated" else
-            {"constant": "constant", "recursion": "recursion"}.get(activation.reason, "key"),
-            key=activation.key, message_id=activation.message_id,
-            placement=(f"depth {entry.depth}" if entry.depth is not None
-                       else entry.position)))
+        fields = (entry.uid, entry.source, entry.label, candidate.tokens, status,
+                  None if status != "activated" else _by(activation), activation.key,
+                  activation.message_id,
+                  f"depth {entry.depth}" if entry.depth is not None else entry.position)
+        rows.append(_row(fields) if intern is None
+                    else intern(("lore-row", *fields), partial(_row, fields)))
     return rows
+
+
+def _by(activation: Activation) -> Literal["key", "constant", "recursion"]:
+    return ("constant" if activation.reason == "constant"
+            else "recursion" if activation.reason == "recursion" else "key")
+
+
+def _row(fields: tuple[Any, ...]) -> LoreRow:
+    uid, book, label, tokens, status, by, key, message_id, placement = fields
+    return LoreRow(entry_id=uid, book=book, label=label, tokens=tokens, status=status,
+                   by=by, key=key, message_id=message_id, placement=placement)

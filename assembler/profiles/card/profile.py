@@ -190,11 +190,12 @@ class CardProfile(Profile):
         for key in [key for key in kept_fields if key not in laid_out]:
             engine.exclude(kept_fields.pop(key), "dropped", "not_in_template",
                            template_variable=policy.rule(key).variable)
-        for placed in [*lore.before, *lore.after]:
-            if placed.candidate.id not in laid_out:
+        for variable, place in (("lore_before", lore.before), ("lore_after", lore.after)):
+            for placed in [p for p in place if p.candidate.id not in laid_out]:
                 engine.exclude(placed.candidate, "dropped", "not_in_template",
-                               template_variable="lore_before"
-                               if placed.entry.position == "before_char" else "lore_after")
+                               template_variable=variable)
+                place.remove(placed)
+                lore.not_in_template.add(placed.candidate.id)
         base = card.before_history(card_pieces, summary, post, lore)
         window = fill_window(
             engine, loaded, base=base, budget=budget,
@@ -553,19 +554,21 @@ def _expire_fields(engine: Engine, card: _Card, view: SessionView,
 
 
 def _greeting_in_history(card: _Card, history: History) -> Message | None:
-    """The session's first message when it is the greeting (an assistant message with the
-    greeting's text, macros substituted or as written): apps that store the greeting as
-    message 1, as SillyTavern does, then send it once, as that message."""
+    """The session's first message when it is one of the card's greetings (an assistant
+    message with a greeting's text, macros substituted or as written): apps that store
+    the greeting as message 1, as SillyTavern does, then send it once, as that message."""
     messages = history.messages
     if not messages or history.unloaded or not (history.complete
                                                 or not history.summarized_count):
         return None
     first = messages[0]
-    if first.role != "assistant":
-        return None
     said = first.content.strip()
-    return first if said and said in (card.text(GREETING_KEY).strip(),
-                                      card.raw(GREETING_KEY).strip()) else None
+    if first.role != "assistant" or not said:
+        return None
+    greetings = [_raw(card.card, GREETING_KEY),
+                 *(str(text) for text in card.card.get("alternate_greetings") or [])]
+    forms = {form.strip() for text in greetings for form in (text, card.macros.apply(text))}
+    return first if said in forms else None
 
 
 def _give_way(engine: Engine, card: _Card, fields: dict[str, Candidate],
@@ -668,7 +671,8 @@ def _report(policy: CardPolicy, view: SessionView, fields: _Fields,
         total_tokens=sum(c.tokens for c in kept_fields.values()),
         saved_tokens=sum(row.tokens for row in rows if row.status == "expired"),
         chat_history=chat_history,
-        lorebook=lore_rows(engine, lore),
+        lorebook=lore_rows(lore, None if engine.memos is None
+                           else engine.memo_for(view.stream_id).intern),
         lorebook_tokens=sum(placed.candidate.tokens for placed in lore.kept),
         greeting=greeting,
         used_tokens=used, context_limit=policy.context_limit,

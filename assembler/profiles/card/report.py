@@ -29,7 +29,8 @@ class FieldRow(_Frozen):
     """The threshold it expired at, only when ``status`` is ``expired``."""
 
 
-LoreStatus = Literal["activated", "not_matched", "over_budget", "disabled", "empty"]
+LoreStatus = Literal["activated", "not_matched", "over_budget", "disabled", "empty",
+                     "not_in_template"]
 
 
 class LoreRow(_Frozen):
@@ -43,7 +44,8 @@ class LoreRow(_Frozen):
     tokens: int
     status: LoreStatus
     """``over_budget``: activated, left out by the book's token budget or the context's;
-    ``empty``: activated with no text."""
+    ``empty``: activated with no text; ``not_in_template``: activated, but the template
+    has no ``{{lore_before}}``/``{{lore_after}}`` for it."""
     by: Literal["key", "constant", "recursion"] | None = None
     """What activated it (only when ``status`` is ``activated``)."""
     key: str | None = None

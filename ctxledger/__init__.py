@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ctxledger.projections.runner import ProjectionStatus
     from ctxledger.projections.view import SessionView, ViewRequest
     from ctxledger.store.anchor import Anchor
+    from ctxledger.store.character_card import CardFileError
     from ctxledger.store.errors import (
         ConcurrencyError,
         DatabaseMissing,
@@ -69,6 +70,7 @@ _SOURCES = {
     **dict.fromkeys(["ProjectionStatus"], "ctxledger.projections.runner"),
     **dict.fromkeys(["SessionView", "ViewRequest"], "ctxledger.projections.view"),
     **dict.fromkeys(["Anchor"], "ctxledger.store.anchor"),
+    **dict.fromkeys(["CardFileError"], "ctxledger.store.character_card"),
     **dict.fromkeys(["ConcurrencyError", "DatabaseMissing", "EventValidationError",
                      "IdempotencyError", "IntegrityViolation", "InvalidArgument",
                      "LedgerError", "SchemaMissing", "StreamRuleError"],
@@ -84,7 +86,8 @@ _SOURCES = {
 }
 
 __all__ = [
-    "Anchor", "AppendResult", "Assembly", "AuditEntry", "AuditReport", "ChatFormatError",
+    "Anchor", "AppendResult", "Assembly", "AuditEntry", "AuditReport", "CardFileError",
+    "ChatFormatError",
     "ConcurrencyError", "ContextMessage", "DatabaseMissing", "DayUsage", "Decision",
     "DecisionChange", "EventValidationError", "ForkError", "IdempotencyError",
     "IntegrityViolation", "InvalidArgument", "Ledger", "LedgerError", "MessageOverhead",

@@ -20,6 +20,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from ctxledger.store.errors import LedgerError
+
 CARD_SPECS: Final = ("chara_card_v2", "chara_card_v3")
 """The ``spec`` values of card files with a ``data`` object."""
 V1_FIELDS: Final = ("name", "description", "personality", "scenario", "first_mes",
@@ -33,7 +35,7 @@ FILE_KEYS: Final = ("spec", "spec_version", "card_extra", "data_extra")
 """``card.set`` fields that describe the file, never the character: no prompt reads them."""
 
 
-class CardFileError(ValueError):
+class CardFileError(LedgerError, ValueError):
     """A card (or lorebook) file is not one: its message is one line naming the problem."""
 
 

@@ -7,8 +7,13 @@ from ctxledger.assembler.profiles.card.policy import (
            CardPolicy,
 )
 from ctxledger.assembler.profiles.card.profile import CardProfile, render_message
-from ctxledger.assembler.profiles.card.report import CardReport, ChatHistoryReport, FieldRow
+from ctxledger.assembler.profiles.card.report import (
+    CardReport,
+    ChatHistoryReport,
+    FieldRow,
+    LoreRow,
+)
 
 __all__ = ["DEFAULT_FIELDS", "DEFAULT_TEMPLATE", "LEVELS", "TEMPLATE_VARIABLES", "CardPolicy",
            "CardProfile", "CardReport", "ChatHistoryReport", "FieldRow", "FieldRule",
-           "render_message"]
+           "LoreRow", "render_message"]

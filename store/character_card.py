@@ -106,8 +106,9 @@ def card_event_data(raw: Mapping[str, Any], known: frozenset[str]) -> dict[str, 
     """``card.set`` data from ``raw``: a merge of ``known`` fields as it is, or a card
     file (V1, V2, V3) as the fields of a whole card (``replace``).
 
-    A mapping with a ``spec`` is a V2/V3 file (``spec: null`` in a merge clears it); one
-    with keys outside ``known`` is a V1 file when it has the six V1 fields, and an error
+    A mapping with a ``spec`` is a V2/V3 file (``spec: null`` in a merge clears it), unless
+    it is a whole card as stored (``replace``), which validates again as it is; one with
+    keys outside ``known`` is a V1 file when it has the six V1 fields, and an error
     otherwise (naming the unknown keys)."""
     # A stored whole card (``replace``) names its spec too: it is read back as it is.
     if raw.get("spec") is not None and raw.get(REPLACE) is not True:

@@ -80,3 +80,20 @@ seals = sa.Table(
 """Seals of the whole log (see ``store.seal``): seal ``seq`` covers every event up to
 ``position`` (``events`` of them); ``hash`` is the global chain's value there, an HMAC
 chain when ``key_id`` is set. Immutable like ``events``."""
+
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("key_id", sa.String(32), primary_key=True),
+    # NULL once revoked: a revoked key's secret is forgotten, not kept.
+    sa.Column("secret_hash", sa.String(64)),
+    sa.Column("scopes", sa.Text, nullable=False),
+    sa.Column("read_only", sa.Boolean, nullable=False),
+    sa.Column("admin", sa.Boolean, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("revoked_at", UTCDateTime),
+)
+"""API keys of the HTTP service (``ctxledger._service.keys``): operational configuration,
+not session history, so they are rows rather than events. Revoking a key must be able to
+forget its secret's hash, and the log never forgets. ``scopes`` is a JSON list of scope
+names; ``secret_hash`` the SHA-256 hex of the secret."""

@@ -26,12 +26,13 @@ from ctxledger.cli import (
     _log,
     _maintenance,
     _seal,
+    _serve,
     _timetravel,
 )
 from ctxledger.cli._errors import reports_errors
 from ctxledger.cli._options import DB_OPTION, Options, hoist_db
 
-GROUPS = (_log, _context, _maintenance, _jobs, _io, _seal, _timetravel)
+GROUPS = (_log, _context, _maintenance, _jobs, _io, _seal, _timetravel, _serve)
 """The command groups, in ``--help`` order (each lists its commands in order)."""
 
 
@@ -89,7 +90,8 @@ def _register(target: typer.Typer) -> None:
     for group in GROUPS:
         for name, command in group.COMMANDS.items():
             target.command(name)(reports_errors(command))
-    for name, (help_text, commands) in _cards.SUBCOMMANDS.items():
+    for name, (help_text, commands) in {**_cards.SUBCOMMANDS,
+                                        **_serve.SUBCOMMANDS}.items():
         sub = typer.Typer(name=name, help=help_text, no_args_is_help=True,
                           rich_markup_mode=None)
         for sub_name, command in commands.items():

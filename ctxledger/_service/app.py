@@ -1,0 +1,84 @@
+"""The HTTP service's application: ``create_app(url)``.
+
+FastAPI, served by uvicorn. FastAPI because it is pydantic-native like the rest of
+ctxledger (the request and response bodies are pydantic models, the ``Assembly`` among
+them), it generates OpenAPI 3.1 from those same models (``clients/openapi.json``), and it
+is the best-documented ASGI stack. Every route is a few lines calling ``Ledger``; routes
+are plain functions, which FastAPI runs in its thread pool (``Ledger`` is thread-safe).
+
+One ``Ledger`` per process, opened (creating or migrating the database) at startup and
+closed at shutdown. Several worker processes each open their own (``ctxledger serve
+--workers N`` uses the ``app_from_env`` factory).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+import ctxledger
+from ctxledger._ledger import Ledger
+from ctxledger._service import (
+    problems,
+    routes_admin,
+    routes_scopes,
+    routes_sessions,
+    routes_streams,
+)
+from ctxledger._service.limits import BodyLimit, TimeLimit
+from ctxledger.store.clock import Clock, system_clock
+from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES
+
+DEFAULT_MAX_BODY_BYTES = DEFAULT_MAX_EVENT_BYTES
+"""A request body may be as large as one event may be (1 MiB)."""
+DEFAULT_REQUEST_TIMEOUT = 30.0
+"""Seconds a request may take before it is answered with a 503."""
+
+URL_ENV = "CTXLEDGER_DB"
+MAX_BODY_ENV = "CTXLEDGER_SERVE_MAX_BODY_BYTES"
+TIMEOUT_ENV = "CTXLEDGER_SERVE_REQUEST_TIMEOUT"
+
+
+def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+               request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+               clock: Clock = system_clock) -> FastAPI:
+    """The application serving the ledger at ``url`` (None: ``$CTXLEDGER_DB`` or the
+    default SQLite file). Bodies over ``max_body_bytes`` get a 413, requests slower than
+    ``request_timeout`` seconds a 503, both as problem+json."""
+    if max_body_bytes < 1:
+        raise ValueError("max_body_bytes must be at least 1")
+    if request_timeout <= 0:
+        raise ValueError("request_timeout must be positive")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        ledger = Ledger.open(url, clock=clock)
+        app.state.ledger = ledger
+        try:
+            yield
+        finally:
+            ledger.close()
+
+    app = FastAPI(title="ctxledger", version=ctxledger.__version__,
+                  summary="Event-sourced session store for LLM applications.",
+                  lifespan=lifespan, docs_url=None, redoc_url=None)
+    problems.install(app)
+    for module in (routes_admin, routes_streams, routes_sessions, routes_scopes):
+        app.include_router(module.router)
+    # The last added runs first: the time limit covers reading the body too.
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(TimeLimit, seconds=request_timeout)
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """``create_app`` with its settings from the environment: uvicorn's import-string
+    factory for several workers (``ctxledger serve`` sets them)."""
+    return create_app(os.environ.get(URL_ENV),
+                      max_body_bytes=int(os.environ.get(MAX_BODY_ENV,
+                                                        DEFAULT_MAX_BODY_BYTES)),
+                      request_timeout=float(os.environ.get(TIMEOUT_ENV,
+                                                           DEFAULT_REQUEST_TIMEOUT)))

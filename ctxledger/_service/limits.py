@@ -1,0 +1,105 @@
+"""Request limits as ASGI middleware: the body's size and the time a request may take.
+
+Both answer in problem+json. The time limit stops waiting, not the work: a route runs in
+a worker thread, which cannot be interrupted, so an append that times out may still
+commit. The 503 says so; resending the batch with the same event ids is safe (an
+identical retry returns the original positions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from http import HTTPStatus
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ctxledger._service.problems import PROBLEM_JSON
+
+
+async def send_problem(send: Send, status: int, detail: str,
+                       headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Send a whole problem+json response."""
+    body = json.dumps({"type": "about:blank", "title": HTTPStatus(status).phrase,
+                       "status": status, "detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", PROBLEM_JSON.encode()),
+                            (b"content-length", str(len(body)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimit:
+    """413 for a body over ``max_bytes``: refused by its Content-Length before reading,
+    or once that many bytes have arrived (a chunked body). A body under the limit is
+    read whole and handed on (it is small by definition)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = f"the request body is larger than {self.max_bytes} bytes"
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await send_problem(send, 413, too_large, [(b"connection", b"close")])
+                return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await send_problem(send, 413, too_large, [(b"connection", b"close")])
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class TimeLimit:
+    """503 when a request takes longer than ``seconds`` (before its response started)."""
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await asyncio.wait_for(self.app(scope, receive, watched), self.seconds)
+        except TimeoutError:
+            if started:
+                raise  # part of the response is out: all that is left is to drop it
+            await send_problem(
+                send, 503,
+                f"the request took longer than {self.seconds:g} s; a write may still"
+                " complete (resending it with the same event ids is safe)",
+                [(b"retry-after", b"1")])

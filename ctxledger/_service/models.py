@@ -1,0 +1,111 @@
+"""The JSON shapes the routes send and take (they document the OpenAPI schema too)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ctxledger.store.records import AppendResult
+
+
+class Body(BaseModel):
+    """A request body: unknown fields are refused, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class AppendOut(BaseModel):
+    """An append's outcome: the positions written (or found again by an identical retry,
+    then ``duplicate``) and the stream's version after it."""
+
+    positions: list[int]
+    stream_version: int
+    duplicate: bool = False
+
+    @classmethod
+    def of(cls, result: AppendResult) -> AppendOut:
+        """The model of a ``Ledger`` append result."""
+        return cls(positions=list(result.positions), stream_version=result.stream_version,
+                   duplicate=result.duplicate)
+
+
+class EventRecord(BaseModel):
+    """Every stored field of an event (as ``ctxledger events`` prints it)."""
+
+    position: int
+    stream_id: str
+    stream_version: int
+    event_id: str
+    type: str
+    schema_version: int
+    data: dict[str, Any]
+    metadata: dict[str, Any]
+    recorded_at: str
+    prev_hash: str
+    hash: str
+
+
+class EventPage(BaseModel):
+    """A page of events in position order; ``next`` is the ``after`` of the next page
+    (null on the last one)."""
+
+    events: list[EventRecord]
+    next: int | None
+
+
+class ContextFormat(StrEnum):
+    """How an assembly is returned: the whole ``Assembly``, its text, or the chat request
+    shape of OpenAI (``{"messages": [...]}``) or Anthropic (``{"system", "messages"}``)."""
+
+    json = "json"
+    text = "text"
+    openai = "openai"
+    anthropic = "anthropic"
+
+
+class AppendBody(Body):
+    """Events to append to one stream, atomically."""
+
+    events: list[dict[str, Any]] = Field(min_length=1)
+    expected_version: int | None = Field(default=None, ge=0)
+
+
+class AssembleBody(Body):
+    """``POST /sessions/{session}/assemble``: a policy replacing the settings' one."""
+
+    policy: dict[str, Any] | None = None
+
+
+class TurnBody(Body):
+    """One turn: chat messages to append (OpenAI, Anthropic or canonical shape), then the
+    context assembled after them."""
+
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    system: str | list[dict[str, Any]] | None = None
+    expected_version: int | None = Field(default=None, ge=0)
+    profile: str | None = None
+    format: ContextFormat = ContextFormat.json
+
+
+class TurnOut(BaseModel):
+    """A turn's append result and the context after it, in the turn's ``format``."""
+
+    append: AppendOut
+    format: ContextFormat
+    context: Any
+
+
+class ForkBody(Body):
+    """Copy the session up to position ``at`` into the new session ``new_session``."""
+
+    new_session: str
+    at: int = Field(ge=0)
+    count: bool = False
+
+
+class ForkOut(AppendOut):
+    """The fork's append result and the session it was copied from."""
+
+    forked_from: str

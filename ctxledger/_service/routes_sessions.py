@@ -1,0 +1,149 @@
+"""Sessions: state, context assembly, a chat turn, replay, why, audit and fork."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
+from ctxledger._service.auth import (
+    KeyDep,
+    LedgerDep,
+    check_stream,
+    require_writer,
+    session_scope,
+)
+from ctxledger._service.context import context_data, context_response, profile_of
+from ctxledger._service.models import (
+    AppendOut,
+    AssembleBody,
+    ContextFormat,
+    ForkBody,
+    ForkOut,
+    TurnBody,
+    TurnOut,
+)
+from ctxledger.assembler import Assembly
+from ctxledger.store.errors import InvalidArgument
+
+router = APIRouter(prefix="/sessions/{session}", tags=["sessions"])
+
+Profile = Annotated[str | None, Query(
+    description="The profile; default: the session's 'profile' setting, else card.")]
+Now = Annotated[datetime | None, Query(
+    description="ISO-8601 time with a zone; default: the server's clock.")]
+Format = Annotated[ContextFormat, Query(description="The response's shape.")]
+Until = Annotated[str | None, Query(
+    description="A log position (digits) or an ISO-8601 time; default: the head.")]
+_ASSEMBLY: dict[int | str, dict[str, Any]] = {200: {
+    "model": Assembly,
+    "description": "The Assembly (json), its text (text/plain), or the chat request shape"
+                   " (openai, anthropic).",
+    "content": {"text/plain": {}}}}
+
+
+def parse_until(value: str | None) -> int | datetime | None:
+    """``until``: a log position (ASCII digits) or an ISO-8601 time."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isascii() and text.isdigit():
+        return int(text)
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidArgument(
+            f"until {value!r} is neither a log position nor an ISO-8601 time") from None
+
+
+@router.get("/state")
+def state(session: str, ledger: LedgerDep, key: KeyDep,
+          agent: Annotated[str | None, Query(description="Scope to this agent's manifest.")]
+          = None) -> dict[str, Any]:
+    """The session's projection state (counts, chapter, settings, top tools...)."""
+    session_scope(ledger, key, session)
+    return ledger.state(session, agent=agent)
+
+
+def _assemble(session: str, ledger: LedgerDep, key: KeyDep, profile: str | None,
+              now: datetime | None, fmt: ContextFormat,
+              policy: dict[str, Any] | None) -> Response:
+    session_scope(ledger, key, session)
+    chosen = profile_of(ledger, session, profile)
+    return context_response(ledger.assemble(session, chosen, now=now, policy=policy), fmt)
+
+
+@router.get("/assemble", responses=_ASSEMBLY)
+def assemble(session: str, ledger: LedgerDep, key: KeyDep, profile: Profile = None,
+             now: Now = None, format: Format = ContextFormat.json) -> Response:
+    """The session's context built with a profile, in the asked format."""
+    return _assemble(session, ledger, key, profile, now, format, None)
+
+
+@router.post("/assemble", responses=_ASSEMBLY)
+def assemble_with_policy(session: str, ledger: LedgerDep, key: KeyDep,
+                         body: AssembleBody | None = None, profile: Profile = None,
+                         now: Now = None, format: Format = ContextFormat.json) -> Response:
+    """As ``GET``, with a ``policy`` in the body replacing the one the settings give."""
+    return _assemble(session, ledger, key, profile, now, format,
+                     body.policy if body is not None else None)
+
+
+@router.post("/turn", response_model=TurnOut)
+def turn(session: str, body: TurnBody, ledger: LedgerDep, key: KeyDep) -> TurnOut:
+    """Append chat messages, then assemble the context after them (one round trip)."""
+    require_writer(key)
+    check_stream(ledger, key, session, batch=[])  # a new session is in scope default
+    result = ledger.append_messages(session, body.messages, system=body.system,
+                                    expected_version=body.expected_version)
+    assembly = ledger.assemble(session, profile_of(ledger, session, body.profile))
+    return TurnOut(append=AppendOut.of(result), format=body.format,
+                   context=context_data(assembly, body.format))
+
+
+@router.get("/replay", responses={200: {"description": "The Assembly, or the timeline."}})
+def replay(session: str, ledger: LedgerDep, key: KeyDep, until: Until = None,
+           profile: Profile = None,
+           timeline: Annotated[bool, Query(
+               description="The assembly after each message instead.")] = False
+           ) -> Response:
+    """The assembly derived again from the log up to ``until`` (or its timeline)."""
+    from ctxledger import render
+    from ctxledger.render._replay import timeline_record
+
+    session_scope(ledger, key, session)
+    chosen = profile_of(ledger, session, profile)
+    cut = parse_until(until)
+    if timeline:
+        steps = ledger.timeline(session, profile=chosen, until=cut)
+        return Response(render.dumps([timeline_record(s) for s in steps]),
+                        media_type="application/json")
+    return context_response(ledger.replay(session, cut, profile=chosen), ContextFormat.json)
+
+
+@router.get("/why")
+def why(session: str, ledger: LedgerDep, key: KeyDep,
+        item: Annotated[str, Query(description="The item, e.g. message:<id>.")],
+        until: Until = None, profile: Profile = None) -> dict[str, Any]:
+    """Why ``item`` was kept or dropped, across the session's timeline."""
+    session_scope(ledger, key, session)
+    chosen = profile_of(ledger, session, profile)
+    return ledger.why(session, item, profile=chosen, until=parse_until(until)).to_json()
+
+
+@router.get("/audit")
+def audit(session: str, ledger: LedgerDep, key: KeyDep) -> dict[str, Any]:
+    """Derive the session's recorded assemblies again; say whether each still matches."""
+    session_scope(ledger, key, session)
+    return ledger.audit(session).to_json()
+
+
+@router.post("/fork", response_model=ForkOut)
+def fork(session: str, body: ForkBody, ledger: LedgerDep, key: KeyDep) -> ForkOut:
+    """Copy the session up to position ``at`` into a new session (same scope)."""
+    require_writer(key)
+    session_scope(ledger, key, session)
+    result = ledger.fork(session, body.new_session, body.at, count=body.count)
+    return ForkOut(**AppendOut.of(result).model_dump(), forked_from=session)

@@ -1,0 +1,84 @@
+"""Streams: append events, read a stream or the whole log a page at a time."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query
+
+from ctxledger._service.auth import (
+    KeyDep,
+    LedgerDep,
+    check_stream,
+    require_admin,
+    require_writer,
+)
+from ctxledger._service.models import AppendBody, AppendOut, EventPage, EventRecord
+from ctxledger.render import event_record
+from ctxledger.store.errors import InvalidArgument
+from ctxledger.store.records import RecordedEvent
+
+router = APIRouter(tags=["streams"])
+
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+After = Annotated[int, Query(ge=0, description="Events after this log position.")]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many events.")]
+
+
+def _header_version(value: str | None, name: str) -> int | None:
+    """A version header: an integer, quoted or not (``If-Match: "3"``)."""
+    if value is None:
+        return None
+    text = value.strip().removeprefix("W/").strip('"')
+    if not text.isascii() or not text.isdigit():
+        raise InvalidArgument(f"{name} must be a stream version (an integer >= 0),"
+                              f" got {value!r}")
+    return int(text)
+
+
+def expected_version(body: int | None, if_match: str | None,
+                     expected: str | None) -> int | None:
+    """The expected version from the body, ``If-Match`` or ``Expected-Version``; all
+    given must agree."""
+    given = {v for v in (body, _header_version(if_match, "If-Match"),
+                         _header_version(expected, "Expected-Version")) if v is not None}
+    if len(given) > 1:
+        raise InvalidArgument(f"expected versions disagree: {sorted(given)}")
+    return given.pop() if given else None
+
+
+def page(events: list[RecordedEvent], limit: int) -> EventPage:
+    """A page of ``events`` (read with ``limit``), with the cursor of the next page."""
+    records = [EventRecord(**event_record(e)) for e in events]
+    return EventPage(events=records,
+                     next=events[-1].position if len(events) == limit else None)
+
+
+@router.post("/streams/{stream_id}/events", response_model=AppendOut)
+def append_events(stream_id: str, body: AppendBody, ledger: LedgerDep, key: KeyDep,
+                  if_match: Annotated[str | None, Header()] = None,
+                  expected_version_header: Annotated[
+                      str | None, Header(alias="Expected-Version")] = None) -> AppendOut:
+    """Append events atomically. An identical retry (same event ids and content) returns
+    the original positions with ``duplicate``; a version conflict is a 409."""
+    require_writer(key)
+    check_stream(ledger, key, stream_id, batch=body.events)
+    version = expected_version(body.expected_version, if_match, expected_version_header)
+    return AppendOut.of(ledger.append(stream_id, body.events, expected_version=version))
+
+
+@router.get("/streams/{stream_id}/events", response_model=EventPage)
+def stream_events(stream_id: str, ledger: LedgerDep, key: KeyDep, after: After = 0,
+                  limit: Limit = DEFAULT_PAGE) -> EventPage:
+    """One stream's events after a log position, in position order."""
+    check_stream(ledger, key, stream_id)
+    return page(ledger.events(stream_id, after=after, limit=limit), limit)
+
+
+@router.get("/events", response_model=EventPage)
+def all_events(ledger: LedgerDep, key: KeyDep, after: After = 0,
+               limit: Limit = DEFAULT_PAGE) -> EventPage:
+    """The whole log after a position, in position order (admin keys only)."""
+    require_admin(key)
+    return page(ledger.events(after=after, limit=limit), limit)

@@ -1,0 +1,134 @@
+"""The HTTP service: ``serve``, and its API keys (``keys create|list|revoke``).
+
+FastAPI and uvicorn (the ``serve`` extra) are imported by ``serve`` only; the keys
+commands need neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+
+from ctxledger._open import open_existing, open_ledger
+from ctxledger.cli._errors import fail
+from ctxledger.cli._options import FormatOption, JsonOrText, db_of
+
+
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option("--host", help="The address to listen on.")]
+    = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="The TCP port.")]
+    = 8000,
+    workers: Annotated[int, typer.Option(
+        "--workers", min=1, help="Worker processes, each with its own ledger.")] = 1,
+    max_body_bytes: Annotated[int | None, typer.Option(
+        "--max-body-bytes", min=1,
+        help="Larger request bodies get a 413. Default: 1 MiB, the event size limit.")]
+    = None,
+    request_timeout: Annotated[float | None, typer.Option(
+        "--request-timeout", min=0.001, metavar="SECONDS",
+        help="Slower requests get a 503. Default: 30.")] = None,
+) -> None:
+    """Serve the ledger over HTTP (JSON; errors as application/problem+json).
+
+    Every route but /healthz needs an API key ('ctxledger keys create'). The database is
+    created or migrated before the server starts. Stops on Ctrl-C."""
+    import os
+
+    from ctxledger._config import resolve_db_url
+
+    try:
+        import uvicorn
+
+        from ctxledger._service import app as service
+    except ImportError as exc:
+        raise fail(f"serve needs the serve extra (pip install 'ctxledger[serve]'):"
+                   f" {exc}") from None
+    url = resolve_db_url(db_of(ctx))
+    with open_ledger(url, load_vocabulary=False):
+        pass  # migrate once here, not in every worker at the same time
+    body = max_body_bytes or service.DEFAULT_MAX_BODY_BYTES
+    timeout = request_timeout or service.DEFAULT_REQUEST_TIMEOUT
+    if workers == 1:
+        uvicorn.run(service.create_app(url, max_body_bytes=body, request_timeout=timeout),
+                    host=host, port=port)
+        return
+    # Workers are separate processes: they import the factory and read the environment.
+    os.environ.update({service.URL_ENV: url, service.MAX_BODY_ENV: str(body),
+                       service.TIMEOUT_ENV: str(timeout)})
+    uvicorn.run("ctxledger._service.app:app_from_env", factory=True, host=host, port=port,
+                workers=workers)
+
+
+def keys_create(
+    ctx: typer.Context,
+    scope: Annotated[list[str] | None, typer.Option(
+        "--scope", metavar="S", help="A scope the key may use (repeatable).")] = None,
+    read_only: Annotated[bool, typer.Option(
+        "--read-only", help="The key may read but not write.")] = False,
+    admin: Annotated[bool, typer.Option(
+        "--admin", help="The key sees every scope, the whole log and verify.")] = False,
+    format: FormatOption = JsonOrText.json,
+) -> None:
+    """Create an API key and print its token: the only time it is shown.
+
+    The token is 'ctxl_<key_id>_<secret>'; only the secret's SHA-256 is stored."""
+    from ctxledger import render
+    from ctxledger._service.keys import create_key
+
+    with open_ledger(db_of(ctx), load_vocabulary=False) as ledger:
+        key, token = create_key(ledger.engine, scope or [], read_only=read_only,
+                                admin=admin, clock=ledger.clock)
+    if format is JsonOrText.json:
+        typer.echo(render.dumps({**key.record(), "token": token}))
+    else:
+        typer.echo(f"key {key.key_id} created; its token (shown only now):\n{token}")
+
+
+def keys_list(ctx: typer.Context, format: FormatOption = JsonOrText.json) -> None:
+    """List the API keys, revoked ones too (never a secret or its hash); JSON lines."""
+    from ctxledger import render
+    from ctxledger._service.keys import list_keys
+
+    with open_existing(db_of(ctx), load_vocabulary=False) as ledger:
+        found = list_keys(ledger.engine)
+    for key in found:
+        if format is JsonOrText.json:
+            typer.echo(render.dumps(key.record()))
+        else:
+            record = key.record()
+            rights = ("admin " if key.admin else "") + ("read-only" if key.read_only
+                                                        else "read-write")
+            revoked = f" revoked {record['revoked_at']}" if key.revoked_at else ""
+            typer.echo(f"{key.key_id} {rights} scopes={','.join(key.scopes) or '-'}"
+                       f" created {record['created_at']}{revoked}")
+
+
+def keys_revoke(
+    ctx: typer.Context,
+    key_id: Annotated[str, typer.Argument(metavar="KEY_ID", help="The key's id.")],
+    format: FormatOption = JsonOrText.json,
+) -> None:
+    """Revoke an API key at once and forget its secret's hash (again: no change)."""
+    from ctxledger import render
+    from ctxledger._service.keys import revoke_key
+
+    with open_existing(db_of(ctx), load_vocabulary=False) as ledger:
+        key = revoke_key(ledger.engine, key_id, clock=ledger.clock)
+    if format is JsonOrText.json:
+        typer.echo(render.dumps(key.record()))
+    else:
+        typer.echo(f"key {key.key_id} revoked")
+
+
+COMMANDS: dict[str, Callable[..., None]] = {"serve": serve}
+"""Commands by name, in ``--help`` order."""
+
+SUBCOMMANDS: dict[str, tuple[str, dict[str, Callable[..., None]]]] = {
+    "keys": ("API keys of the HTTP service: create one, list them, revoke one.",
+             {"create": keys_create, "list": keys_list, "revoke": keys_revoke}),
+}
+"""Command groups by name: their help, and their commands by name in ``--help`` order."""

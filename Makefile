@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test lint typecheck pytest demo bench readme clean
+.PHONY: test lint typecheck pytest demo bench readme openapi clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,3 +34,6 @@ clean:
 
 readme: $(STAMP)
 	$(BIN)/python scripts/readme.py
+
+openapi: $(STAMP)
+	$(BIN)/python scripts/openapi.py

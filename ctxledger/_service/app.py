@@ -17,7 +17,10 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from typing import Any
+
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 
 import ctxledger
 from ctxledger._ledger import Ledger
@@ -29,6 +32,8 @@ from ctxledger._service import (
     routes_streams,
 )
 from ctxledger._service.limits import BodyLimit, TimeLimit
+from ctxledger._service.models import ProblemOut
+from ctxledger._service.problems import PROBLEM_JSON
 from ctxledger.store.clock import Clock, system_clock
 from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES
 
@@ -62,16 +67,35 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         finally:
             ledger.close()
 
+    problem = {"model": ProblemOut, "description": "application/problem+json"}
     app = FastAPI(title="ctxledger", version=ctxledger.__version__,
                   summary="Event-sourced session store for LLM applications.",
-                  lifespan=lifespan, docs_url=None, redoc_url=None)
+                  lifespan=lifespan, docs_url=None, redoc_url=None,
+                  # Stated once for every route; it replaces FastAPI's own 422 shape.
+                  responses={"4XX": problem, "5XX": problem})
     problems.install(app)
     for module in (routes_admin, routes_streams, routes_sessions, routes_scopes):
         app.include_router(module.router)
     # The last added runs first: the time limit covers reading the body too.
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(TimeLimit, seconds=request_timeout)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's OpenAPI 3.1 document, with errors under the media type they are sent as
+    (FastAPI puts every response model under ``application/json``)."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, summary=app.summary,
+                             routes=app.routes)
+        for operation in (op for path in schema["paths"].values() for op in path.values()):
+            for status, response in operation.get("responses", {}).items():
+                content = response.get("content", {})
+                if status in ("4XX", "5XX") and "application/json" in content:
+                    content[PROBLEM_JSON] = content.pop("application/json")
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 def app_from_env() -> FastAPI:

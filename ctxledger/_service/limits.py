@@ -75,7 +75,11 @@ class BodyLimit:
 
 
 class TimeLimit:
-    """503 when a request takes longer than ``seconds`` (before its response started)."""
+    """503 when a request takes longer than ``seconds`` (before its response started).
+
+    The request is not awaited past its time: a route in a worker thread cannot be
+    cancelled (anyio waits for the thread), so it is left to finish on its own and
+    whatever it sends afterwards is dropped."""
 
     def __init__(self, app: ASGIApp, seconds: float) -> None:
         self.app = app
@@ -86,20 +90,35 @@ class TimeLimit:
             await self.app(scope, receive, send)
             return
         started = False
+        abandoned = False
 
         async def watched(message: Message) -> None:
             nonlocal started
+            if abandoned:
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
 
-        try:
-            await asyncio.wait_for(self.app(scope, receive, watched), self.seconds)
-        except TimeoutError:
-            if started:
-                raise  # part of the response is out: all that is left is to drop it
-            await send_problem(
-                send, 503,
-                f"the request took longer than {self.seconds:g} s; a write may still"
-                " complete (resending it with the same event ids is safe)",
-                [(b"retry-after", b"1")])
+        task = asyncio.ensure_future(self.app(scope, receive, watched))
+        done, _ = await asyncio.wait({task}, timeout=self.seconds)
+        if task in done:
+            task.result()  # re-raises what the application raised
+            return
+        if started:  # part of the response is out: wait for the rest
+            await task
+            return
+        abandoned = True
+        task.cancel()
+        task.add_done_callback(_forget)
+        await send_problem(
+            send, 503,
+            f"the request took longer than {self.seconds:g} s; a write may still"
+            " complete (resending it with the same event ids is safe)",
+            [(b"retry-after", b"1")])
+
+
+def _forget(task: asyncio.Future[None]) -> None:
+    """Retrieve an abandoned request's outcome, so asyncio does not log it as lost."""
+    if not task.cancelled():
+        task.exception()

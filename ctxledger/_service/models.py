@@ -109,3 +109,15 @@ class ForkOut(AppendOut):
     """The fork's append result and the session it was copied from."""
 
     forked_from: str
+
+
+class ProblemOut(BaseModel):
+    """An error (RFC 9457, sent as ``application/problem+json``). A version conflict
+    adds ``stream_id``, ``expected_version`` and ``actual_version``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str

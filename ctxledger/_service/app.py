@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-
 from typing import Any
 
 from fastapi import FastAPI

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+
 from helpers.databases import module_database
 from helpers.service import running_server
 

@@ -21,9 +21,10 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Annotated
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
@@ -39,6 +40,19 @@ _log = logging.getLogger("ctxledger.service")
 _DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII only: int() would take " 1", "+1", "1_0", "١"
 
 StreamFilter = Callable[[str], bool]
+
+# Strings, parsed by ``_position``: a bad cursor is a 400 problem, not FastAPI's 422.
+After = Annotated[str | None, Query(
+    description="Start after this log position (default 0: the whole log).")]
+LastEventId = Annotated[str | None, Header(
+    alias="Last-Event-ID",
+    description="The last id a reconnecting client received; wins over ``after``.")]
+_PROBLEM: dict[str, object] = {"content": {PROBLEM_JSON: {}}}
+_RESPONSES: dict[int | str, dict[str, object]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "The feed, never ending."},
+    400: {**_PROBLEM, "description": "``after`` or ``Last-Event-ID`` is no position."},
+    404: {**_PROBLEM, "description": "The caller may not see the stream."},
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,10 +183,10 @@ def _problem(status: int, title: str, detail: str) -> JSONResponse:
                          "detail": detail}, status_code=status, media_type=PROBLEM_JSON)
 
 
-def _start(request: Request, after: str | None) -> int:
+def _start(after: str | None, last_event_id: str | None) -> int:
     """Where the feed starts: ``Last-Event-ID`` (a reconnecting client) wins over
     ``after``; neither means the beginning of the log."""
-    resumed = _position(request.headers.get("last-event-id"), "Last-Event-ID")
+    resumed = _position(last_event_id, "Last-Event-ID")
     if resumed is not None:
         return resumed
     return _position(after, "after") or 0
@@ -192,9 +206,10 @@ def feed_router(ledger_of: Callable[[Request], Ledger],
         raise ValueError("poll and heartbeat must be positive numbers of seconds")
     router = APIRouter(tags=["feed"])
 
-    def respond(request: Request, after: str | None, stream: str | None) -> Response:
+    def respond(request: Request, after: str | None, last_event_id: str | None,
+                stream: str | None) -> Response:
         try:
-            start = _start(request, after)
+            start = _start(after, last_event_id)
         except _BadPosition as exc:
             return _problem(400, "Bad Request", str(exc))
         allowed = filter_of(request) if filter_of is not None else None
@@ -207,21 +222,21 @@ def feed_router(ledger_of: Callable[[Request], Ledger],
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     @router.get("/events/stream", response_class=EventSourceResponse,
-                summary="Follow the whole log",
-                responses={200: {"content": {"text/event-stream": {}}}})
-    def log_feed(request: Request, after: str | None = None) -> Response:
+                summary="Follow the whole log", responses=_RESPONSES)
+    def log_feed(request: Request, after: After = None,
+                 last_event_id: LastEventId = None) -> Response:
         """Every event after position ``after`` (or ``Last-Event-ID``), then each new one as
         it commits, as server-sent events: ``id`` the position, ``event`` the type,
         ``data`` the event's JSON. A comment line is a heartbeat."""
-        return respond(request, after, None)
+        return respond(request, after, last_event_id, None)
 
     @router.get("/streams/{stream_id}/events/stream", response_class=EventSourceResponse,
-                summary="Follow one stream",
-                responses={200: {"content": {"text/event-stream": {}}}})
-    def stream_feed(request: Request, stream_id: str, after: str | None = None) -> Response:
+                summary="Follow one stream", responses=_RESPONSES)
+    def stream_feed(request: Request, stream_id: str, after: After = None,
+                    last_event_id: LastEventId = None) -> Response:
         """The events of ``stream_id`` after position ``after`` (or ``Last-Event-ID``), then
         each new one as it commits; the same server-sent events as ``/events/stream``."""
-        return respond(request, after, stream_id)
+        return respond(request, after, last_event_id, stream_id)
 
     return router
 

@@ -146,6 +146,11 @@ class Server:
     base: str
     ledger: Ledger  # the server's own, apart from the test's
     reads: Reads
+    uvicorn: uvicorn.Server
+
+    def requests_running(self) -> int:
+        """Requests whose handling (for a feed: its follower) has not ended."""
+        return len(self.uvicorn.server_state.tasks)
 
     def stream(self, client: httpx.Client, path: str, **kwargs: Any
                ) -> Any:
@@ -177,7 +182,7 @@ def server(db_url: str) -> Iterator[Server]:
             assert thread.is_alive() and time.monotonic() < deadline, "no server"
             time.sleep(0.01)
         try:
-            yield Server(f"http://127.0.0.1:{port}", ledger, Reads(ledger))
+            yield Server(f"http://127.0.0.1:{port}", ledger, Reads(ledger), uv)
         finally:
             uv.should_exit = True
             thread.join(WAIT)
@@ -273,6 +278,25 @@ def test_heartbeats_arrive_when_idle(server: Server, writer: Ledger,
     for block in idle:
         assert block.comments == [HEARTBEAT_COMMENT]
         assert block.id is None and block.event is None and block.data == []
+
+
+def test_a_client_going_away_stops_its_follower(
+        server: Server, writer: Ledger, client: httpx.Client) -> None:
+    writer.append("s1", message("a"))
+    with server.stream(client, "/events/stream") as response:
+        feed = Feed(response)
+        feed.events(1)
+        feed.until_heartbeat()
+        assert server.requests_running() == 1
+    # The request's task (the follower runs in it) ends once the disconnect is seen.
+    deadline = time.monotonic() + WAIT
+    while server.requests_running():
+        assert time.monotonic() < deadline, "the follower did not stop"
+        time.sleep(POLL)
+    reads = server.reads.counts["log"]
+    with httpx.Client(timeout=WAIT) as other:  # the server still serves
+        assert other.get(server.base + "/events/stream?after=x").status_code == 400
+    assert server.reads.counts["log"] == reads
 
 
 def test_the_stream_filter_skips_other_streams(

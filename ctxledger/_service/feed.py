@@ -1,0 +1,258 @@
+"""The live change feed: the log's events as server-sent events, replayed then followed.
+
+Why polling: the alternative is PostgreSQL ``LISTEN/NOTIFY``, which holds one database
+connection per follower for as long as it follows and still needs a read of the log after
+each notification (a notification carries no commit order). SQLite has no notification at
+all. Polling ``Ledger.events(after=...)`` is the one read that is correct on both backends:
+on PostgreSQL it stops at the settled position, below every append still in progress, so a
+follower never steps past an event that commits late.
+
+What it costs: each idle follower runs one short read every ``poll`` seconds (on
+PostgreSQL plus the settled-position query over ``pg_locks``), in a worker thread, on a
+pooled connection it returns at once; an event reaches a follower at most ``poll`` seconds
+(plus the slowest append in progress) after it commits.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+import anyio
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse, Response
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from ctxledger import Ledger, render
+from ctxledger.cli._errors import explain
+from ctxledger.store.records import RecordedEvent
+from ctxledger.store.strict import INT64_MAX
+
+PROBLEM_JSON = "application/problem+json"
+HEARTBEAT_COMMENT = "heartbeat"
+
+_log = logging.getLogger("ctxledger.service")
+_DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII only: int() would take " 1", "+1", "1_0", "١"
+
+StreamFilter = Callable[[str], bool]
+
+# Strings, parsed by ``_position``: a bad cursor is a 400 problem, not FastAPI's 422.
+After = Annotated[str | None, Query(
+    description="Start after this log position (default 0: the whole log).")]
+LastEventId = Annotated[str | None, Header(
+    alias="Last-Event-ID",
+    description="The last id a reconnecting client received; wins over ``after``.")]
+_PROBLEM: dict[str, object] = {"content": {PROBLEM_JSON: {}}}
+_RESPONSES: dict[int | str, dict[str, object]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "The feed, never ending."},
+    400: {**_PROBLEM, "description": "``after`` or ``Last-Event-ID`` is no position."},
+    404: {**_PROBLEM, "description": "The caller may not see the stream."},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FeedItem:
+    """One server-sent event of the feed: an event of the log, or a heartbeat comment.
+
+    ``id`` is the event's position (a client reconnecting sends it back as
+    ``Last-Event-ID``), ``event`` its type, ``data`` the event as one line of JSON, the
+    record ``ctxledger events`` prints. A heartbeat has only ``comment``.
+    """
+
+    id: str | None = None
+    event: str | None = None
+    data: str | None = None
+    comment: str | None = None
+
+    @classmethod
+    def of(cls, event: RecordedEvent) -> FeedItem:
+        """The item that carries ``event``."""
+        return cls(id=str(event.position), event=event.type,
+                   data=render.dumps(render.event_record(event)))
+
+    @classmethod
+    def heartbeat(cls) -> FeedItem:
+        """A comment line: keeps proxies from closing an idle stream, dispatches nothing."""
+        return cls(comment=HEARTBEAT_COMMENT)
+
+    def sse(self) -> ServerSentEvent:
+        """The item as sse-starlette sends it."""
+        return ServerSentEvent(data=self.data, event=self.event, id=self.id,
+                               comment=self.comment)
+
+
+def _log_page(ledger: Ledger, after: int, page: int) -> tuple[list[RecordedEvent], int]:
+    """Up to ``page`` events of the whole log after ``after``, and the new cursor.
+
+    ``Ledger.events`` without a stream stops at the settled position (PostgreSQL), so the
+    cursor never passes an append still in progress."""
+    events = ledger.events(after=after, limit=page)
+    return events, events[-1].position if events else after
+
+
+def _stream_page(ledger: Ledger, stream: str, after: int, version: int, page: int
+                 ) -> tuple[list[RecordedEvent], int, int]:
+    """Up to ``page`` events of ``stream`` after position ``after``, read from version
+    ``version + 1`` on; the events, the new cursor and the new version.
+
+    ``Ledger.events(stream, ...)`` reads the whole stream and does not stop at the settled
+    position, so a follower reads by version range (an indexed look-up) up to the settled
+    position, taken before the read: every event at or below it has committed by then
+    (or never will), so it is seen now or never exists. A stream's appends commit one
+    after another (its lock is held to commit), so its positions rise with its versions
+    and the first event past the settled position ends the read.
+    """
+    settled = ledger.log.settled_position()
+    batch = ledger.log.read_stream(stream, version + 1, version + page)
+    kept: list[RecordedEvent] = []
+    for event in batch:
+        if event.position > settled:
+            break
+        version = event.stream_version
+        if event.position > after:
+            kept.append(event)
+            after = event.position
+    return kept, after, version
+
+
+async def follow(ledger: Ledger, *, after: int, stream: str | None = None,
+                 streams: StreamFilter | None = None, poll: float = 0.25,
+                 heartbeat: float = 15.0, page: int = 500) -> AsyncIterator[FeedItem]:
+    """The events after position ``after`` (of the whole log, or of ``stream``), in
+    position order, then every event committed later, as it settles; never ends.
+
+    ``streams`` rejects the streams a caller may not see: their events are skipped, the
+    cursor still moves past them. The log is read ``page`` events at a time in a worker
+    thread (the event loop never waits on the database); once a read comes back short it
+    is read again every ``poll`` seconds. After ``heartbeat`` seconds with nothing to send
+    a heartbeat item comes. Cancelling the iteration (the client went away) stops it
+    between reads; a read in progress finishes first (a thread cannot be interrupted).
+    Positions have holes (rolled-back appends), so the ids are increasing, not dense.
+    """
+    if page < 1:
+        raise ValueError(f"page must be >= 1, got {page}")
+    cursor = after
+    version = 0  # of ``stream``: the last one read at or below the settled position
+    quiet_since = time.monotonic()
+    while True:
+        if stream is None:
+            events, cursor = await anyio.to_thread.run_sync(
+                _log_page, ledger, cursor, page)
+            full = len(events) == page
+        else:
+            before = version
+            events, cursor, version = await anyio.to_thread.run_sync(
+                _stream_page, ledger, stream, cursor, version, page)
+            full = version - before == page
+        for event in events:
+            if streams is None or streams(event.stream_id):
+                yield FeedItem.of(event)
+                quiet_since = time.monotonic()
+        if full:
+            continue  # more is there already: read on without waiting
+        if time.monotonic() - quiet_since >= heartbeat:
+            yield FeedItem.heartbeat()
+            quiet_since = time.monotonic()
+        await anyio.sleep(poll)
+
+
+# -- HTTP ---------------------------------------------------------------------------------
+
+
+class _BadPosition(ValueError):
+    """A cursor that is not a position; its message is the response's detail."""
+
+
+def _position(raw: str | None, name: str) -> int | None:
+    """``raw`` as a position (an integer from 0 to 2**63 - 1), None when absent."""
+    if raw is None:
+        return None
+    if _DIGITS.fullmatch(raw) is None or int(raw) > INT64_MAX:
+        raise _BadPosition(f"{name} must be an integer >= 0, got {raw!r}")
+    return int(raw)
+
+
+def _problem(status: int, title: str, detail: str) -> JSONResponse:
+    """An ``application/problem+json`` response on one line."""
+    return JSONResponse({"type": "about:blank", "title": title, "status": status,
+                         "detail": detail}, status_code=status, media_type=PROBLEM_JSON)
+
+
+def _start(after: str | None, last_event_id: str | None) -> int:
+    """Where the feed starts: ``Last-Event-ID`` (a reconnecting client) wins over
+    ``after``; neither means the beginning of the log."""
+    resumed = _position(last_event_id, "Last-Event-ID")
+    if resumed is not None:
+        return resumed
+    return _position(after, "after") or 0
+
+
+def feed_router(ledger_of: Callable[[Request], Ledger],
+                filter_of: Callable[[Request], StreamFilter] | None = None, *,
+                poll: float = 0.25, heartbeat: float = 15.0) -> APIRouter:
+    """The feed's routes: ``GET /events/stream`` (the whole log) and
+    ``GET /streams/{stream_id}/events/stream`` (one stream), both ``text/event-stream``.
+
+    ``ledger_of`` gives the ledger a request reads; ``filter_of`` the streams its caller may
+    see (other streams' events are skipped; following a stream it rejects is a 404, as if
+    it did not exist). Authentication is the mounting app's (router dependencies).
+    """
+    if not (math.isfinite(poll) and poll > 0 and math.isfinite(heartbeat) and heartbeat > 0):
+        raise ValueError("poll and heartbeat must be positive numbers of seconds")
+    router = APIRouter(tags=["feed"])
+
+    def respond(request: Request, after: str | None, last_event_id: str | None,
+                stream: str | None) -> Response:
+        try:
+            start = _start(after, last_event_id)
+        except _BadPosition as exc:
+            return _problem(400, "Bad Request", str(exc))
+        allowed = filter_of(request) if filter_of is not None else None
+        if stream is not None and allowed is not None and not allowed(stream):
+            return _problem(404, "Not Found", f"no stream {stream!r}")
+        items = follow(ledger_of(request), after=start, stream=stream, streams=allowed,
+                       poll=poll, heartbeat=heartbeat)
+        return EventSourceResponse(
+            _encoded(items), ping=0,  # the feed sends its own heartbeats
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    @router.get("/events/stream", response_class=EventSourceResponse,
+                summary="Follow the whole log", responses=_RESPONSES)
+    def log_feed(request: Request, after: After = None,
+                 last_event_id: LastEventId = None) -> Response:
+        """Every event after position ``after`` (or ``Last-Event-ID``), then each new one as
+        it commits, as server-sent events: ``id`` the position, ``event`` the type,
+        ``data`` the event's JSON. A comment line is a heartbeat."""
+        return respond(request, after, last_event_id, None)
+
+    @router.get("/streams/{stream_id}/events/stream", response_class=EventSourceResponse,
+                summary="Follow one stream", responses=_RESPONSES)
+    def stream_feed(request: Request, stream_id: str, after: After = None,
+                    last_event_id: LastEventId = None) -> Response:
+        """The events of ``stream_id`` after position ``after`` (or ``Last-Event-ID``), then
+        each new one as it commits; the same server-sent events as ``/events/stream``."""
+        return respond(request, after, last_event_id, stream_id)
+
+    return router
+
+
+async def _encoded(items: AsyncIterator[FeedItem]) -> AsyncIterator[ServerSentEvent]:
+    """``items`` as sse-starlette events. A database failure once the stream has begun
+    ends it with an ``error`` event carrying the problem (the status line is sent); the
+    client reconnects with ``Last-Event-ID``."""
+    try:
+        async for item in items:
+            yield item.sse()
+    except Exception as exc:
+        message = explain(exc)
+        if message is None:
+            raise  # a bug: the server log gets the traceback
+        _log.warning("change feed ended: %s", message)
+        yield ServerSentEvent(event="error", data=render.dumps(
+            {"type": "about:blank", "title": "Service Unavailable", "status": 503,
+             "detail": message}))

@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	@touch $(STAMP)
 
-test: lint typecheck pytest
+test: lint typecheck pytest test-ts
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -23,6 +23,11 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest
 
+# The TypeScript client against a real `ctxledger serve` (Node 20+, packages from npm).
+test-ts: $(STAMP)
+	cd clients/typescript && npm ci --no-audit --no-fund && \
+	  CTXLEDGER_BIN=$(abspath $(BIN))/ctxledger npm test
+
 demo: $(STAMP)
 	$(BIN)/ctxledger demo
 
@@ -30,7 +35,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache .hypothesis \
+	  clients/typescript/node_modules clients/typescript/dist
 
 readme: $(STAMP)
 	$(BIN)/python scripts/readme.py

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 import ctxledger
@@ -30,6 +30,8 @@ from ctxledger._service import (
     routes_sessions,
     routes_streams,
 )
+from ctxledger._service.auth import feed_access, feed_filter, ledger_of
+from ctxledger._service.feed import feed_router
 from ctxledger._service.limits import BodyLimit, TimeLimit
 from ctxledger._service.models import ProblemOut
 from ctxledger._service.problems import PROBLEM_JSON
@@ -75,6 +77,8 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     problems.install(app)
     for module in (routes_admin, routes_streams, routes_sessions, routes_scopes):
         app.include_router(module.router)
+    app.include_router(feed_router(ledger_of, feed_filter),
+                       dependencies=[Depends(feed_access)])
     # The last added runs first: the time limit covers reading the body too.
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(TimeLimit, seconds=request_timeout)

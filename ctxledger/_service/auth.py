@@ -12,7 +12,7 @@ effect at once in every worker (``keys.verify_token``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -115,3 +115,34 @@ def check_stream(ledger: Ledger, key: ApiKey, stream_id: str, *,
             scope = _started_scope(batch)
         if not key.allows(scope):
             raise unknown_session(stream_id)
+
+
+def feed_access(request: Request, key: KeyDep) -> None:
+    """The change feed's gate: the key, kept on the request for ``feed_filter``; the whole
+    log's feed needs an admin key, like ``GET /events``."""
+    request.state.api_key = key
+    if request.url.path.rstrip("/") == "/events/stream":
+        require_admin(key)
+
+
+def feed_filter(request: Request) -> Callable[[str], bool] | None:
+    """The streams the request's key may follow (None: every one, for an admin key). A
+    stream's answer is kept for the request, so only the first look reads the database
+    (the one-stream feed asks before it starts, in a worker thread); a session's scope
+    never changes once it is started."""
+    key: ApiKey = request.state.api_key
+    if key.admin:
+        return None
+    ledger = ledger_of(request)
+    known: dict[str, bool] = {}
+
+    def allowed(stream_id: str) -> bool:
+        if stream_id not in known:
+            try:
+                check_stream(ledger, key, stream_id)
+                known[stream_id] = True
+            except Problem:
+                known[stream_id] = False
+        return known[stream_id]
+
+    return allowed

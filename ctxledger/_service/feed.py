@@ -25,15 +25,15 @@ from typing import Annotated
 
 import anyio
 from fastapi import APIRouter, Header, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from ctxledger import Ledger, render
+from ctxledger._service.problems import PROBLEM_JSON, problem_response
 from ctxledger.cli._errors import explain
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.strict import INT64_MAX
 
-PROBLEM_JSON = "application/problem+json"
 HEARTBEAT_COMMENT = "heartbeat"
 
 _log = logging.getLogger("ctxledger.service")
@@ -177,12 +177,6 @@ def _position(raw: str | None, name: str) -> int | None:
     return int(raw)
 
 
-def _problem(status: int, title: str, detail: str) -> JSONResponse:
-    """An ``application/problem+json`` response on one line."""
-    return JSONResponse({"type": "about:blank", "title": title, "status": status,
-                         "detail": detail}, status_code=status, media_type=PROBLEM_JSON)
-
-
 def _start(after: str | None, last_event_id: str | None) -> int:
     """Where the feed starts: ``Last-Event-ID`` (a reconnecting client) wins over
     ``after``; neither means the beginning of the log."""
@@ -193,7 +187,7 @@ def _start(after: str | None, last_event_id: str | None) -> int:
 
 
 def feed_router(ledger_of: Callable[[Request], Ledger],
-                filter_of: Callable[[Request], StreamFilter] | None = None, *,
+                filter_of: Callable[[Request], StreamFilter | None] | None = None, *,
                 poll: float = 0.25, heartbeat: float = 15.0) -> APIRouter:
     """The feed's routes: ``GET /events/stream`` (the whole log) and
     ``GET /streams/{stream_id}/events/stream`` (one stream), both ``text/event-stream``.
@@ -211,10 +205,10 @@ def feed_router(ledger_of: Callable[[Request], Ledger],
         try:
             start = _start(after, last_event_id)
         except _BadPosition as exc:
-            return _problem(400, "Bad Request", str(exc))
+            return problem_response(400, str(exc))
         allowed = filter_of(request) if filter_of is not None else None
         if stream is not None and allowed is not None and not allowed(stream):
-            return _problem(404, "Not Found", f"no stream {stream!r}")
+            return problem_response(404, f"no stream {stream!r}")
         items = follow(ledger_of(request), after=start, stream=stream, streams=allowed,
                        poll=poll, heartbeat=heartbeat)
         return EventSourceResponse(

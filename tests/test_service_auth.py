@@ -124,3 +124,38 @@ def test_scope_streams_need_their_scope(served: Served) -> None:
     with client(served.base, make_key(served.url, [fresh("other")])) as http:
         refused = http.post(f"/streams/scope:{scope}/events", json={"events": [setting]})
         assert refused.status_code == 404
+
+
+def _first_sse_line(http: httpx.Client, path: str) -> tuple[int, str, str]:
+    """The status, content type and first non-empty line of a feed response."""
+    with http.stream("GET", path) as response:
+        if response.status_code != 200:
+            response.read()
+            return response.status_code, response.headers["content-type"], response.text
+        for line in response.iter_lines():
+            if line.strip():
+                return 200, response.headers["content-type"], line
+    raise AssertionError("the feed ended before sending anything")
+
+
+def test_the_change_feed_keeps_to_the_key_s_scopes(served: Served) -> None:
+    mine, theirs = fresh("feed-a"), fresh("feed-b")
+    own, other = fresh("s"), fresh("s")
+    admin = make_key(served.url, admin=True)
+    with client(served.base, admin) as http:
+        http.post(f"/streams/{own}/events", json={"events": [_started(mine)]})
+        http.post(f"/streams/{other}/events", json={"events": [_started(theirs)]})
+    token = make_key(served.url, [mine])
+    with client(served.base, token) as http:
+        status, kind, first = _first_sse_line(http, f"/streams/{own}/events/stream")
+        assert (status, kind.split(";")[0]) == (200, "text/event-stream")
+        assert first.startswith("id: ")
+        # Another scope's session is exactly an unknown one.
+        hidden = _first_sse_line(http, f"/streams/{other}/events/stream")
+        missing = _first_sse_line(http, f"/streams/{fresh('none')}/events/stream")
+        assert hidden[0] == missing[0] == 404
+        assert hidden[1] == "application/problem+json"
+        # The whole log is for admin keys, as GET /events is.
+        assert _first_sse_line(http, "/events/stream")[0] == 403
+    with client(served.base) as anonymous:
+        assert _first_sse_line(anonymous, f"/streams/{own}/events/stream")[0] == 401

@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	@touch $(STAMP)
 
-test: lint typecheck pytest test-ts
+test: lint typecheck pytest test-ts test-api
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -27,6 +27,12 @@ pytest: $(STAMP)
 test-ts: $(STAMP)
 	cd clients/typescript && npm ci --no-audit --no-fund && \
 	  CTXLEDGER_BIN=$(abspath $(BIN))/ctxledger npm test
+
+# The running service fuzzed by schemathesis from its OpenAPI document, on both backends:
+# no server error and no response outside the schema.
+test-api: $(STAMP)
+	$(BIN)/python scripts/api_fuzz.py --backend sqlite
+	$(BIN)/python scripts/api_fuzz.py --backend postgres
 
 demo: $(STAMP)
 	$(BIN)/ctxledger demo

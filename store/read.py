@@ -21,7 +21,7 @@ from sqlalchemy.engine import Dialect
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.engine import driver_statement, result_processor
 from ctxledger.store.records import RecordedEvent
-from ctxledger.store.schema import events
+from ctxledger.store.schema import PositionType, events
 from ctxledger.store.upcasting import current_version, upcast
 
 _COLUMNS = (
@@ -203,7 +203,8 @@ def _page_statement(bounded: bool, hashes: tuple[str, ...] | None = None) -> sa.
                    sa.case((wanted, events.c.hash)).label("hash") if hashes
                    else sa.null().label("hash"))
     # Not required at compile time: a literal list (above) is rendered then.
-    after, until, size = (sa.bindparam(name, type_=sa.Integer, required=False)
+    # Positions are 64-bit: typed as the column, a cursor past 2**31 is no overflow.
+    after, until, size = (sa.bindparam(name, type_=PositionType, required=False)
                           for name in ("after", "until", "size"))
     query = sa.select(*columns).where(events.c.position > after)
     if bounded:

@@ -112,6 +112,8 @@ def test_read_all_in_position_order(log: Ledger) -> None:
     (8, 5, [9, 10]),
     (10, None, []),
     (3, 0, []),
+    (2**40, 5, []),  # positions are 64-bit: a cursor past 2**31 is no overflow
+    (2**63 - 1, None, []),
 ])
 def test_read_all_after_with_limit(log: Ledger, after: int, limit: int | None,
                                    expected: list[int]) -> None:
@@ -125,6 +127,7 @@ def test_read_all_after_with_limit(log: Ledger, after: int, limit: int | None,
     (0, 0, []),
     (0, 100, list(range(1, 11))),
     (5, 5, []),
+    (0, 2**40, list(range(1, 11))),
 ])
 def test_read_all_until_position(log: Ledger, after: int, until: int,
                                  expected: list[int]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
+from pydantic.json_schema import models_json_schema
 
 import ctxledger
 from ctxledger._ledger import Ledger
@@ -35,6 +36,7 @@ from ctxledger._service.feed import feed_router
 from ctxledger._service.limits import BodyLimit, TimeLimit
 from ctxledger._service.models import ProblemOut
 from ctxledger._service.problems import PROBLEM_JSON
+from ctxledger.assembler.profiles import get_profile, profile_names
 from ctxledger.store.clock import Clock, system_clock
 from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES
 
@@ -97,8 +99,26 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 content = response.get("content", {})
                 if status in ("4XX", "5XX") and "application/json" in content:
                     content[PROBLEM_JSON] = content.pop("application/json")
+        _profile_reports(schema["components"]["schemas"])
         app.openapi_schema = schema
     return app.openapi_schema
+
+
+def _profile_reports(schemas: dict[str, Any]) -> None:
+    """An assembly's ``report`` is its profile's report (``CardReport``...), which the
+    ``Assembly`` model types as their base class: the document names each, by
+    ``profile``."""
+    reports = {name: get_profile(name).report_type for name in profile_names()}
+    _, found = models_json_schema([(report, "serialization") for report in reports.values()],
+                                  ref_template="#/components/schemas/{model}")
+    for name, definition in sorted(found.get("$defs", {}).items()):
+        schemas.setdefault(name, definition)
+    refs = {profile: f"#/components/schemas/{report.__name__}"
+            for profile, report in reports.items()}
+    schemas["ProfileReport"] = {
+        "title": "ProfileReport", "description": "The report of the assembly's profile.",
+        "oneOf": [{"$ref": ref} for ref in refs.values()],
+        "discriminator": {"propertyName": "profile", "mapping": refs}}
 
 
 def app_from_env() -> FastAPI:

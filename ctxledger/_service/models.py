@@ -89,6 +89,16 @@ class TurnBody(Body):
     format: ContextFormat = ContextFormat.json
 
 
+class ChatRequestOut(BaseModel):
+    """An assembly as a chat API's request: OpenAI's ``{"messages"}``, or Anthropic's
+    ``{"system", "messages"}`` (``system`` left out when there is none)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[dict[str, Any]]
+    system: list[dict[str, Any]] | None = None
+
+
 class TurnOut(BaseModel):
     """A turn's append result and the context after it, in the turn's ``format``."""
 

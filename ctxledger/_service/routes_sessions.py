@@ -19,6 +19,7 @@ from ctxledger._service.context import context_data, context_response, profile_o
 from ctxledger._service.models import (
     AppendOut,
     AssembleBody,
+    ChatRequestOut,
     ContextFormat,
     ForkBody,
     ForkOut,
@@ -38,7 +39,7 @@ Format = Annotated[ContextFormat, Query(description="The response's shape.")]
 Until = Annotated[str | None, Query(
     description="A log position (digits) or an ISO-8601 time; default: the head.")]
 _ASSEMBLY: dict[int | str, dict[str, Any]] = {200: {
-    "model": Assembly,
+    "model": Assembly | ChatRequestOut,
     "description": "The Assembly (json), its text (text/plain), or the chat request shape"
                    " (openai, anthropic).",
     "content": {"text/plain": {}}}}

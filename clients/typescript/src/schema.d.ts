@@ -375,6 +375,21 @@ export interface components {
             digest: string;
         };
         /**
+         * ChatRequestOut
+         * @description An assembly as a chat API's request: OpenAI's ``{"messages"}``, or Anthropic's
+         *     ``{"system", "messages"}`` (``system`` left out when there is none).
+         */
+        ChatRequestOut: {
+            /** Messages */
+            messages: {
+                [key: string]: unknown;
+            }[];
+            /** System */
+            system?: {
+                [key: string]: unknown;
+            }[] | null;
+        };
+        /**
          * ContextFormat
          * @description How an assembly is returned: the whole ``Assembly``, its text, or the chat request
          *     shape of OpenAI (``{"messages": [...]}``) or Anthropic (``{"system", "messages"}``).
@@ -557,12 +572,9 @@ export interface components {
         };
         /**
          * ProfileReport
-         * @description Profile-specific figures of one assembly (hashed with the rest of it).
+         * @description The report of the assembly's profile.
          */
-        ProfileReport: {
-            /** Profile */
-            profile: string;
-        };
+        ProfileReport: components["schemas"]["BriefReport"] | components["schemas"]["CardReport"] | components["schemas"]["NovelReport"] | components["schemas"]["SessionReport"];
         /**
          * Section
          * @description A named part of the context; ``tokens`` = its items plus its framing text.
@@ -680,6 +692,419 @@ export interface components {
             format: components["schemas"]["ContextFormat"];
             /** Context */
             context: unknown;
+        };
+        /**
+         * BriefReport
+         * @description The ``brief`` profile's figures (Novel Engine's TurnBrief).
+         */
+        BriefReport: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            profile: "brief";
+            /**
+             * Agent Id
+             * @default null
+             */
+            agent_id: string | null;
+            /** Kb Mode */
+            kb_mode: string;
+            /** Max Tokens */
+            max_tokens: number;
+            /** Tokens */
+            tokens: number;
+            /** Over Budget */
+            over_budget: boolean;
+            /** Query Terms */
+            query_terms: number;
+            /** Indexed Snippets */
+            indexed_snippets: number;
+            /** Snippets */
+            snippets: components["schemas"]["SnippetRow"][];
+            /** Shown Snippets */
+            shown_snippets: number;
+            /** Masked Entities */
+            masked_entities: number;
+            /** Masked Snippets */
+            masked_snippets: number;
+            /** Rejected Snippets */
+            rejected_snippets: number;
+            /** Removals */
+            removals: number;
+            /** Redactions */
+            redactions: number;
+            /** Facts Shown */
+            facts_shown: number;
+            /** Facts Dropped */
+            facts_dropped: number;
+            /** Summaries */
+            summaries: number;
+            /** Summaries Shortened */
+            summaries_shortened: number;
+        };
+        /**
+         * CardReport
+         * @description The ``card`` profile's breakdown.
+         */
+        CardReport: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            profile: "card";
+            /** Compression Level */
+            compression_level: string;
+            /** Message Count */
+            message_count: number;
+            /** Memory */
+            memory: string;
+            /** Breakdown */
+            breakdown: components["schemas"]["FieldRow"][];
+            /** Total Tokens */
+            total_tokens: number;
+            /** Saved Tokens */
+            saved_tokens: number;
+            chat_history: components["schemas"]["ChatHistoryReport"];
+            /** Lorebook */
+            lorebook?: components["schemas"]["LoreRow"][];
+            /**
+             * Lorebook Tokens
+             * @default 0
+             */
+            lorebook_tokens: number;
+            /**
+             * Greeting
+             * @default 0
+             */
+            greeting: number;
+            /** Used Tokens */
+            used_tokens: number;
+            /**
+             * Context Limit
+             * @default null
+             */
+            context_limit: number | null;
+            /**
+             * Response Reserve
+             * @default 0
+             */
+            response_reserve: number;
+            /**
+             * Budget
+             * @default null
+             */
+            budget: number | null;
+            /**
+             * Over Budget
+             * @default false
+             */
+            over_budget: boolean;
+            /** Pressure Threshold */
+            pressure_threshold: number;
+            /** Pressure */
+            pressure: boolean;
+        };
+        /**
+         * ChatHistoryReport
+         * @description Chat history figures: "chat history X tokens (summarized from Y)".
+         */
+        ChatHistoryReport: {
+            /** Tokens */
+            tokens: number;
+            /**
+             * Summarized From
+             * @default null
+             */
+            summarized_from: number | null;
+            /** Messages */
+            messages: number;
+            /**
+             * Summarized Messages
+             * @default 0
+             */
+            summarized_messages: number;
+            /**
+             * Dropped Messages
+             * @default 0
+             */
+            dropped_messages: number;
+            /**
+             * Summary Through Seq
+             * @default null
+             */
+            summary_through_seq: number | null;
+            /**
+             * Gap
+             * @default null
+             */
+            gap: [
+                number,
+                number
+            ] | null;
+        };
+        /**
+         * FieldRow
+         * @description One row of the card breakdown (CardShark's ``FieldTokenInfo``).
+         */
+        FieldRow: {
+            /** Field Key */
+            field_key: string;
+            /** Label */
+            label: string;
+            /** Tokens */
+            tokens: number;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "permanent" | "active" | "expired" | "dropped" | "in_history";
+            /**
+             * Expired At Message
+             * @default null
+             */
+            expired_at_message: number | null;
+        };
+        /**
+         * LoreRow
+         * @description One lorebook entry in the breakdown.
+         */
+        LoreRow: {
+            /** Entry Id */
+            entry_id: string;
+            /** Book */
+            book: string;
+            /** Label */
+            label: string;
+            /** Tokens */
+            tokens: number;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "activated" | "not_matched" | "over_budget" | "disabled" | "empty" | "not_in_template";
+            /**
+             * By
+             * @default null
+             */
+            by: ("key" | "constant" | "recursion") | null;
+            /**
+             * Key
+             * @default null
+             */
+            key: string | null;
+            /**
+             * Message Id
+             * @default null
+             */
+            message_id: string | null;
+            /** Placement */
+            placement: string;
+        };
+        /**
+         * NovelItemRow
+         * @description One context item: where it went and why (rank order within its tier).
+         */
+        NovelItemRow: {
+            /** Item Id */
+            item_id: string;
+            /** Kind */
+            kind: string;
+            /**
+             * Tier
+             * @enum {string}
+             */
+            tier: "hot" | "warm" | "cold";
+            /** Priority */
+            priority: number;
+            /** Tokens */
+            tokens: number;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "included" | "dropped";
+            /**
+             * Placement
+             * @default null
+             */
+            placement: ("prefix" | "cold" | "warm" | "suffix") | null;
+            /**
+             * Promoted
+             * @default false
+             */
+            promoted: boolean;
+        };
+        /**
+         * NovelReport
+         * @description The ``novel`` profile's breakdown.
+         */
+        NovelReport: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            profile: "novel";
+            /** Chapter */
+            chapter: number;
+            /** Moved */
+            moved: boolean;
+            /** Scene */
+            scene: string | null;
+            /** Warm Window */
+            warm_window: number;
+            /** Window */
+            window: [
+                number,
+                number
+            ];
+            /** Tiers */
+            tiers: components["schemas"]["TierReport"][];
+            /** Total Tokens */
+            total_tokens: number;
+            /** Total Budget */
+            total_budget: number;
+            /** Prefix */
+            prefix: string[];
+            /** Suffix */
+            suffix: string[];
+            /** Items */
+            items: components["schemas"]["NovelItemRow"][];
+            /** Stats */
+            stats: string;
+        };
+        /**
+         * SessionReport
+         * @description The ``session`` profile's figures (Laminark's session-start injection).
+         */
+        SessionReport: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            profile: "session";
+            /** Chars */
+            chars: number;
+            /** Max Chars */
+            max_chars: number;
+            /** Welcome */
+            welcome: boolean;
+            /**
+             * Previous Session
+             * @default null
+             */
+            previous_session: string | null;
+            /** Observations */
+            observations: {
+                [key: string]: number;
+            };
+            /** Tool Section Chars */
+            tool_section_chars: number;
+            /** Tool Section Budget */
+            tool_section_budget: number;
+            /** More Available */
+            more_available: number;
+            /** Usage Window Start */
+            usage_window_start: string;
+            /** Usage Window End */
+            usage_window_end: string;
+            /** Max Usage */
+            max_usage: number;
+            /** Tools */
+            tools: components["schemas"]["ToolRank"][];
+        };
+        /**
+         * SnippetRow
+         * @description A retrieved snippet: its scores, provenance and what became of it.
+         */
+        SnippetRow: {
+            /** Snippet Id */
+            snippet_id: string;
+            /** Provenance */
+            provenance: string;
+            /** Retrieval */
+            retrieval: number;
+            /**
+             * Trust
+             * @default null
+             */
+            trust: number | null;
+            /**
+             * Relevance
+             * @default null
+             */
+            relevance: number | null;
+            /**
+             * Mmr
+             * @default null
+             */
+            mmr: number | null;
+            /**
+             * Mmr Rank
+             * @default null
+             */
+            mmr_rank: number | null;
+            /** Action */
+            action: string;
+            /** Reason */
+            reason: string;
+        };
+        /**
+         * TierReport
+         * @description One tier: its budget, what it kept and what it dropped.
+         */
+        TierReport: {
+            /**
+             * Tier
+             * @enum {string}
+             */
+            tier: "hot" | "warm" | "cold";
+            /** Budget */
+            budget: number;
+            /** Tokens */
+            tokens: number;
+            /** Item Tokens */
+            item_tokens: number;
+            /** Framing Tokens */
+            framing_tokens: number;
+            /** Items */
+            items: number;
+            /** Dropped */
+            dropped: number;
+            /** Over Budget */
+            over_budget: boolean;
+        };
+        /**
+         * ToolRank
+         * @description One entry of the ranked tool list (shown or not).
+         */
+        ToolRank: {
+            /** Entry */
+            entry: string;
+            /** Name */
+            name: string;
+            /** Tool Type */
+            tool_type: string;
+            /** Rank */
+            rank: number;
+            /** Score */
+            score: number;
+            /** Window Count */
+            window_count: number;
+            /**
+             * Window Last Used
+             * @default null
+             */
+            window_last_used: string | null;
+            /**
+             * Age Days
+             * @default null
+             */
+            age_days: number | null;
+            /** Lifetime Count */
+            lifetime_count: number;
+            /** Shown */
+            shown: boolean;
         };
     };
     responses: never;
@@ -974,7 +1399,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Assembly"];
+                    "application/json": components["schemas"]["Assembly"] | components["schemas"]["ChatRequestOut"];
                     "text/plain": unknown;
                 };
             };
@@ -1026,7 +1451,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Assembly"];
+                    "application/json": components["schemas"]["Assembly"] | components["schemas"]["ChatRequestOut"];
                     "text/plain": unknown;
                 };
             };

@@ -2,7 +2,8 @@
 
 A missing driver, an unreachable server, a schema from a newer release: each becomes
 ``DatabaseUnavailable`` (a ``LedgerError``) naming the URL, password masked. The CLI and
-the demo open their ledgers here.
+the demo open their ledgers here; ``explain`` says any expected failure in one line, for
+the CLI and the HTTP service alike.
 """
 
 from __future__ import annotations
@@ -103,3 +104,20 @@ def open_existing(explicit_url: str | None, **options: Any) -> Ledger:
     """``open_ledger`` for read commands: a database that does not exist is an error
     (``no ctxledger database at ...``), never created by a read."""
     return open_ledger(explicit_url, create=False, **options)
+
+
+def explain(exc: BaseException) -> str | None:
+    """The one-line message for an expected failure, or None when ``exc`` is a bug: what
+    the CLI prints after ``error:`` and the HTTP service sends as a problem's detail."""
+    if isinstance(exc, LedgerError):
+        return one_line(str(exc))
+    import sqlalchemy as sa
+
+    CommandError = alembic_command_error()
+    if isinstance(exc, sa.exc.SQLAlchemyError):
+        return f"database error: {database_error_message(exc)}"
+    if isinstance(exc, CommandError):
+        return f"database schema: {one_line(str(exc))}"
+    if isinstance(exc, OSError):
+        return one_line(str(exc))
+    return None

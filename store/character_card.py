@@ -102,6 +102,16 @@ def lorebook_data(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     return data
 
 
+def book_entries(book: object) -> list[Any]:
+    """The entries of a lorebook as written (a ``character_book``, or a ``lorebook_v3``
+    file's ``data``); none when ``book`` is no book. For summaries, never raises."""
+    if not isinstance(book, Mapping):
+        return []
+    data = book.get("data") if book.get("spec") is not None else book
+    entries = data.get("entries") if isinstance(data, Mapping) else None
+    return entries if isinstance(entries, list) else []
+
+
 def card_event_data(raw: Mapping[str, Any], known: frozenset[str]) -> dict[str, Any]:
     """``card.set`` data from ``raw``: a merge of ``known`` fields as it is, or a card
     file (V1, V2, V3) as the fields of a whole card (``replace``).

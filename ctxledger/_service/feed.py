@@ -29,8 +29,8 @@ from fastapi.responses import Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from ctxledger import Ledger, render
+from ctxledger._open import explain
 from ctxledger._service.problems import PROBLEM_JSON, problem_response
-from ctxledger.cli._errors import explain
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.strict import INT64_MAX
 

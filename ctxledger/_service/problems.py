@@ -16,8 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ctxledger._open import DatabaseUnavailable, one_line
-from ctxledger.cli._errors import explain
+from ctxledger._open import DatabaseUnavailable, explain, one_line
 from ctxledger.store.errors import (
     ConcurrencyError,
     IdempotencyError,

@@ -56,11 +56,6 @@ def _checked(stream: str, event: dict[str, Any], label: str) -> None:
         raise fail(f"{label}: {exc}") from None
 
 
-def _entries(book: object) -> int:
-    entries = book.get("entries") if isinstance(book, Mapping) else None
-    return len(entries) if isinstance(entries, list) else 0
-
-
 def card_import(
     ctx: typer.Context,
     file: CardFile,
@@ -75,7 +70,7 @@ def card_import(
     and the position written."""
     from ctxledger import render
     from ctxledger.io._card_files import card_set_data, read_card
-    from ctxledger.store.character_card import CardFileError
+    from ctxledger.store.character_card import CardFileError, book_entries
 
     stream = _stream(session, scope)
     try:
@@ -88,7 +83,7 @@ def card_import(
     data = card.get("data") if "spec" in card else card
     fields = data if isinstance(data, Mapping) else {}
     record = {"name": fields.get("name"), "spec": card.get("spec", "V1"),
-              "lorebook_entries": _entries(fields.get("character_book")),
+              "lorebook_entries": len(book_entries(fields.get("character_book"))),
               "stream": stream, "position": result.positions[-1]}
     if format is JsonOrText.json:
         typer.echo(render.dumps(record))
@@ -143,7 +138,7 @@ def lorebook_import(
     as written. Prints the book id, its entries, the stream and the position written."""
     from ctxledger import render
     from ctxledger.io._card_files import read_lorebook
-    from ctxledger.store.character_card import CardFileError, lorebook_data
+    from ctxledger.store.character_card import CardFileError, book_entries
 
     stream = _stream(None, scope)
     name = Path(file).stem if book_id is None else book_id
@@ -155,7 +150,7 @@ def lorebook_import(
     _checked(stream, {"type": "lorebook.set", "data": data}, Path(file).name)
     with open_ledger(db_of(ctx)) as ledger:
         result = ledger.set_lorebook(scope, name, book)
-    record = {"book_id": name, "entries": _entries(lorebook_data(book)), "stream": stream,
+    record = {"book_id": name, "entries": len(book_entries(book)), "stream": stream,
               "position": result.positions[-1]}
     if format is JsonOrText.json:
         typer.echo(render.dumps(record))

@@ -14,8 +14,7 @@ from typing import ParamSpec, TypeVar
 
 import typer
 
-from ctxledger._open import alembic_command_error, database_error_message, one_line
-from ctxledger.store.errors import LedgerError
+from ctxledger._open import explain, one_line
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -24,22 +23,6 @@ DEBUG_ENV_VAR = "CTXLEDGER_DEBUG"
 EXIT_ERROR = 1
 """Exit code for a domain error (bad input, conflict, failed verification, bad database).
 Usage errors exit 2, raised by the CLI framework itself."""
-
-
-def explain(exc: BaseException) -> str | None:
-    """The one-line message for an expected failure, or None when ``exc`` is a bug."""
-    if isinstance(exc, LedgerError):
-        return one_line(str(exc))
-    import sqlalchemy as sa
-
-    CommandError = alembic_command_error()
-    if isinstance(exc, sa.exc.SQLAlchemyError):
-        return f"database error: {database_error_message(exc)}"
-    if isinstance(exc, CommandError):
-        return f"database schema: {one_line(str(exc))}"
-    if isinstance(exc, OSError):
-        return one_line(str(exc))
-    return None
 
 
 def fail(message: str) -> typer.Exit:

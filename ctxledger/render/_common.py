@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
+from ctxledger.store.character_card import book_entries
 from ctxledger.store.clock import format_utc
 from ctxledger.store.printable import escape_unprintable
 
@@ -159,20 +160,13 @@ def _entity_put(data: Mapping[str, Any]) -> str:
             f" ({critical} critical){tags}")
 
 
-def _book_entries(book: Mapping[str, Any]) -> list[Any]:
-    data = book.get("data") if book.get("spec") is not None else book
-    entries = data.get("entries") if isinstance(data, Mapping) else None
-    return entries if isinstance(entries, list) else []
-
-
 def _card_set(data: Mapping[str, Any]) -> str:
     """``Name: fields set`` for a merge; ``Name: whole card (spec), N lorebook entries``
     for a card file."""
     name = f"{data['name']}: " if data.get("name") else ""
     if data.get("replace") is not True:
         return name + ", ".join(k for k in sorted(data) if k != "name")
-    book = data.get("character_book")
-    entries = len(book.get("entries") or []) if isinstance(book, Mapping) else 0
+    entries = len(book_entries(data.get("character_book")))
     return (f"{name}whole card ({data.get('spec') or 'V1'})"
             + (f", {entries} lorebook entries" if entries else ""))
 
@@ -198,7 +192,7 @@ _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
                                  + (f", server {d['server_name']}" if d.get("server_name")
                                     else "") + ")",
     "tool.removed": lambda d: f"remove {d['name']}",
-    "lorebook.set": lambda d: f"{d['book_id']}: {len(_book_entries(d['book']))} entries",
+    "lorebook.set": lambda d: f"{d['book_id']}: {len(book_entries(d['book']))} entries",
     "lorebook.removed": lambda d: f"remove {d['book_id']}",
     "source.registered": lambda d: f"{d['source_id']}@{d['version']} trust {d['trust']}"
                                    + (", neutral" if d.get("neutral") else "")

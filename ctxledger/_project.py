@@ -1,0 +1,57 @@
+"""Which project a coding agent works in: its scope and the per-user database.
+
+Coding-agent surfaces (``ctxledger hook``, ``ctxledger mcp``) are started by the agent in
+a project's folder, with no flags. The project's scope is therefore derived from that
+folder, stably, and the database defaults to one file per user rather than one per
+folder, so that every project's history sits in one place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+SCOPE_ENV = "CTXLEDGER_SCOPE"
+"""Overrides the project scope derived from the working directory."""
+DB_ENV = "CTXLEDGER_DB"
+
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def project_scope(cwd: str | os.PathLike[str], *,
+                  environ: Mapping[str, str] | None = None) -> str:
+    """The scope of the project at ``cwd``: ``$CTXLEDGER_SCOPE`` when set, otherwise the
+    folder's name (as a slug, for people reading ``ctxledger usage``) and a hash of its
+    resolved path (so two folders with one name never share a scope, and a symlink or a
+    trailing slash never starts a new one)."""
+    env = os.environ if environ is None else environ
+    override = env.get(SCOPE_ENV, "").strip()
+    if override:
+        return override
+    resolved = os.path.realpath(os.fspath(cwd))
+    digest = hashlib.sha256(resolved.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    slug = _SLUG.sub("-", Path(resolved).name.lower()).strip("-")[:40] or "root"
+    return f"{slug}-{digest}"
+
+
+def user_data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_DATA_HOME/ctxledger`` (default ``~/.local/share/ctxledger``)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_DATA_HOME", "").strip()
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "share"
+    return root / "ctxledger"
+
+
+def user_db_url(environ: Mapping[str, str] | None = None) -> str:
+    """The database of the coding-agent surfaces: ``$CTXLEDGER_DB`` when set, otherwise a
+    SQLite file in the per-user data folder (created on first use)."""
+    env = os.environ if environ is None else environ
+    explicit = env.get(DB_ENV, "").strip()
+    if explicit:
+        return explicit
+    folder = user_data_dir(env)
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'ledger.db'}"

@@ -17,7 +17,12 @@ from ctxledger import _migrate as migrate
 from ctxledger._config import DEFAULT_USAGE_DAYS, resolve_db_url
 from ctxledger._setting_checks import check_event
 from ctxledger.projections.base import Projection
-from ctxledger.projections.read_view import load_session_view, read_snapshot
+from ctxledger.projections.read_view import (
+    load_session_scope,
+    load_session_view,
+    prefix_snapshot,
+    read_snapshot,
+)
 from ctxledger.projections.registry import builtin_projections
 from ctxledger.projections.runner import Progress, ProjectionRunner, ProjectionStatus
 from ctxledger.projections.view import SessionView, ViewRequest
@@ -218,6 +223,12 @@ class Ledger:
         with self.log.connection() as conn:
             return load_session_view(conn, session, request or ViewRequest())
 
+    def scope_of(self, session: str) -> str | None:
+        """The scope session ``session`` belongs to, or None when there is no such
+        session."""
+        with self.log.connection() as conn:
+            return load_session_scope(conn, session)
+
     def state(self, session: str, *, now: datetime | None = None,
               agent: str | None = None) -> dict[str, Any]:
         """The session's projection state as JSON-ready data (counts, chapter, settings,
@@ -315,7 +326,9 @@ class Ledger:
 
         ``now`` defaults to the ledger's clock. ``policy`` replaces the policy the
         session's settings give (a ``Policy``, its JSON data, or JSON text). Reads one
-        snapshot of the projections; token counts and caches computed on the way are
+        snapshot of the projections holding every event up to its position (never one
+        an append still in flight would change), so a replay up to the assembly's
+        position gives its digest; token counts and caches computed on the way are
         saved afterwards, so the next assembly only counts what changed. Safe to call
         from several threads at once.
         """
@@ -329,7 +342,7 @@ class Ledger:
         )
 
         when = check_time(now if now is not None else self.clock(), "now")
-        with self.log.connection() as conn, read_snapshot(conn):
+        with self.log.connection() as conn, prefix_snapshot(conn):
             settings = load_session_view(conn, session, ViewRequest(card=False)).settings
             chosen = (policy_for(profile, settings) if policy is None
                       else policy if isinstance(policy, Policy) else parse_policy(policy))

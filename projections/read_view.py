@@ -8,6 +8,7 @@ load reads one snapshot (one transaction; REPEATABLE READ on PostgreSQL).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -79,6 +80,47 @@ def read_snapshot(conn: sa.Connection) -> Iterator[None]:
     with conn.begin():
         backend_for(conn).begin_read_snapshot(conn)
         yield
+
+
+PREFIX_TRIES = 4
+"""Snapshots tried before ``prefix_snapshot`` holds appends back to take one."""
+_PREFIX_PAUSE = 0.002  # seconds, times the try: an append in flight commits in about that
+
+
+@contextmanager
+def prefix_snapshot(conn: sa.Connection) -> Iterator[None]:
+    """As ``read_snapshot``, and the snapshot holds every event below its head.
+
+    Where appends commit out of position order (PostgreSQL), a snapshot can hold a
+    position while an append with an earlier one is still in flight: an assembly read
+    from it would name a position whose replay differs. A snapshot with such a gap is
+    dropped and taken again; after ``PREFIX_TRIES`` of them, new appends wait while the
+    ones in flight end and the snapshot is taken (a moment, not the whole read).
+    """
+    if conn.in_transaction():
+        yield
+        return
+    backend = backend_for(conn)
+    for attempt in range(PREFIX_TRIES):
+        with conn.begin():
+            backend.begin_read_snapshot(conn)
+            if backend.snapshot_is_prefix(conn):
+                yield
+                return
+        time.sleep(_PREFIX_PAUSE * (attempt + 1))
+    with backend.appends_drained(conn.engine) as release, conn.begin():
+        backend.begin_read_snapshot(conn)
+        backend.snapshot_is_prefix(conn)  # the first query pins the snapshot
+        release()
+        yield
+
+
+def load_session_scope(conn: sa.Connection, stream_id: str) -> str | None:
+    """The scope of session ``stream_id``, or None when there is no such session (one
+    primary-key read: what a scope check needs, without a view)."""
+    found = conn.execute(sa.select(sessions.c.scope).where(
+        sessions.c.stream_id == stream_id)).scalar_one_or_none()
+    return None if found is None else str(found)
 
 
 def load_session_view(conn: sa.Connection, stream_id: str,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -227,3 +228,61 @@ def test_rows_from_before_0011_have_no_txid_and_count_as_settled(url: str) -> No
         assert txids[1] is None and txids[new.positions[0]] is not None
         assert [e.position for e in ledger.log.read_all()] == [1, new.positions[0]]
         assert ledger.log.settled_position() == new.positions[0]
+
+
+def test_an_assembly_waits_for_an_earlier_append_in_flight(ledger: Ledger) -> None:
+    """The scope's card is set in a transaction still open while the session's message
+    commits at a later position. An assembly taken meanwhile must not name that later
+    position without the card: its replay, once the card has committed, would differ."""
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    ledger.append("chat", [{"type": "session.started", "data": {"scope": "team"}},
+                           {"type": "message.appended",
+                            "data": {"role": "user", "content": "hello"}}])
+    started, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def hold_card_open() -> None:
+        try:
+            with ledger.log.transaction() as conn:
+                ledger.log.append_in(conn, "scope:team", [{"type": "card.set", "data": {
+                    "name": "Wren", "description": "A lighthouse keeper."}}])
+                started.set()
+                release.wait(30)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+            started.set()
+
+    holder = threading.Thread(target=hold_card_open)
+    holder.start()
+    started.wait(30)
+    late = ledger.append("chat", {"type": "message.appended",
+                                  "data": {"role": "user", "content": "still there?"}})
+    assembled: list[Any] = []
+    reader = threading.Thread(target=lambda: assembled.append(
+        ledger.assemble("chat", "card", now=now)))
+    reader.start()
+    reader.join(1.0)
+    waited = reader.is_alive()
+    release.set()
+    holder.join(30)
+    reader.join(30)
+    assert errors == []
+    assert waited, "the assembly read past an append in flight"
+    assembly = assembled[0]
+    assert assembly.position >= late.positions[-1]
+    assert "A lighthouse keeper." in assembly.text
+    replayed = ledger.replay("chat", until=assembly.position, profile="card", now=now)
+    assert replayed.digest == assembly.digest
+
+
+def test_an_assembly_with_nothing_in_flight_does_not_wait(ledger: Ledger) -> None:
+    """A transaction left open that is no append (a reader, another table's writer) is
+    no reason to wait."""
+    ledger.append("chat", {"type": "message.appended",
+                           "data": {"role": "user", "content": "hello"}})
+    with ledger.engine.connect() as other, other.begin():
+        other.execute(sa.text("SELECT pg_current_xact_id()"))  # holds an id, appends nothing
+        later = ledger.append("chat", {"type": "message.appended",
+                                       "data": {"role": "user", "content": "again"}})
+        assembly = ledger.assemble("chat", "card")
+    assert assembly.position == later.positions[-1]

@@ -21,7 +21,6 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ctxledger._ledger import Ledger
 from ctxledger._service.keys import ApiKey, verify_token
 from ctxledger._service.problems import Problem
-from ctxledger.projections.view import ViewRequest
 from ctxledger.store.streams import SCOPE_PREFIX, stream_kind
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: ctxl_<key_id>_<secret>")
@@ -71,10 +70,10 @@ def unknown_session(session: str) -> Problem:
 
 def session_scope(ledger: Ledger, key: ApiKey, session: str) -> str:
     """The scope of an existing session the key may see, else the 404 of an unknown one."""
-    view = ledger.view(session, ViewRequest(card=False))
-    if not view.exists or not key.allows(view.scope):
+    scope = ledger.scope_of(session)
+    if scope is None or not key.allows(scope):
         raise unknown_session(session)
-    return view.scope
+    return scope
 
 
 def require_scope(key: ApiKey, scope: str) -> None:
@@ -106,9 +105,9 @@ def check_stream(ledger: Ledger, key: ApiKey, stream_id: str, *,
     elif kind == "scope":
         require_scope(key, stream_id[len(SCOPE_PREFIX):])
     else:
-        view = ledger.view(stream_id, ViewRequest(card=False))
-        if view.exists:
-            scope = view.scope
+        found = ledger.scope_of(stream_id)
+        if found is not None:
+            scope = found
         elif batch is None:
             raise unknown_session(stream_id)
         else:

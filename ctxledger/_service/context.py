@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from ctxledger._ledger import Ledger
 from ctxledger._service.models import ContextFormat
 from ctxledger.assembler import Assembly
+from ctxledger.projections.view import ViewRequest
 
 DEFAULT_PROFILE = "card"  # Ledger.assemble's default
 
@@ -19,7 +20,7 @@ def profile_of(ledger: Ledger, session: str, given: str | None) -> str:
 
     if given is not None:
         return given
-    value = ledger.view(session).settings.get(PROFILE_SETTING)
+    value = ledger.view(session, ViewRequest(card=False)).settings.get(PROFILE_SETTING)
     return value if isinstance(value, str) else DEFAULT_PROFILE
 
 

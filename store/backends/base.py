@@ -195,3 +195,16 @@ class Backend(ABC):
         """Called first thing in a transaction just begun that only reads: every query in
         it then reads one snapshot of the database (where the database can, it refuses
         writes too)."""
+
+    @abstractmethod
+    def snapshot_is_prefix(self, conn: sa.Connection) -> bool:
+        """In a read snapshot just begun (``begin_read_snapshot``): whether it holds every
+        event below its head, so that what is derived from it equals a replay up to its
+        head. False when an append with an earlier position may still have been in
+        flight when the snapshot was taken."""
+
+    @abstractmethod
+    def appends_drained(self, engine: Engine) -> AbstractContextManager[Callable[[], None]]:
+        """Hold new appends back and wait until those in progress have ended; yields a
+        function that lets appends go on (called once a snapshot taken inside is pinned;
+        leaving the block does it too). A snapshot taken inside is a prefix."""

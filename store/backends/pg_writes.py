@@ -190,6 +190,53 @@ def insert_rows(conn: sa.Connection, rows: Sequence[dict[str, Any]],
     return positions
 
 
+HOLD_APPENDS_TIMEOUT_MS = 30_000
+"""How long ``hold_appends`` waits for the appends in progress before it fails."""
+
+# In a REPEATABLE READ snapshot: the transactions it saw in progress whose ids are not
+# above the stored id of its head event (an append holding an earlier position is one of
+# them: ids follow positions, and a slow-path id is a floor above every earlier one),
+# except those still running now that are not appends.
+_GAP = (
+    "WITH " + _RUNNING + ","
+    " top AS (SELECT coalesce((SELECT txid FROM events ORDER BY position DESC LIMIT 1), 0)"
+    " AS t),"
+    " gap AS (SELECT s.x::text::bigint AS x"
+    " FROM top, pg_snapshot_xip(pg_current_snapshot()) AS s(x)"
+    " WHERE s.x::text::bigint <= top.t)"
+    " SELECT count(*) FROM gap WHERE NOT EXISTS (SELECT FROM xids WHERE xids.x = gap.x"
+    " AND xids.pid NOT IN (SELECT pid FROM locks WHERE locktype = 'advisory' AND granted"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND classid = %(appending)s::integer::oid"
+    " AND objid = hashtext(current_schema())::oid AND objsubid = 2))"
+)
+
+
+def snapshot_is_prefix(conn: sa.Connection) -> bool:
+    """Whether the REPEATABLE READ snapshot ``conn`` reads holds every event below its
+    head: no append that took an earlier position was still in flight when it was taken.
+
+    Appends commit out of position order, so a snapshot can hold a position and miss an
+    earlier one that commits later; what is derived from it would then differ from a
+    replay up to its head. The check is cheap when nothing was in flight (the lock table
+    is read only for transactions the snapshot saw running).
+    """
+    cursor = _cursor(conn)
+    cursor.execute(_GAP, {"appending": APPENDING})
+    return int(cursor.fetchone()[0]) == 0
+
+
+def hold_appends(conn: sa.Connection) -> None:
+    """Take ``APPENDING`` exclusively until ``conn``'s transaction ends: waits for every
+    append in progress in this schema to end and holds new ones back meanwhile."""
+    cursor = _cursor(conn)
+    # An append left open for this long is a bug of its caller: fail, do not hang.
+    cursor.execute(f"SET LOCAL lock_timeout = '{HOLD_APPENDS_TIMEOUT_MS}ms'")
+    cursor.execute(
+        "SELECT pg_advisory_xact_lock(%(appending)s::integer, hashtext(current_schema()))",
+        {"appending": APPENDING})
+
+
 def settled_position(conn: sa.Connection) -> int:
     """The highest position below which no transaction can still commit an event.
 

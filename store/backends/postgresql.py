@@ -4,7 +4,7 @@ per schema (``locks``), readers stopping at the settled position."""
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -157,6 +157,21 @@ class PostgreSQLBackend(Backend):
     def begin_read_snapshot(self, conn: sa.Connection) -> None:
         # READ COMMITTED would let an append land between two of the reader's queries.
         conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+
+    def snapshot_is_prefix(self, conn: sa.Connection) -> bool:
+        return pg_writes.snapshot_is_prefix(conn)
+
+    @contextmanager
+    def appends_drained(self, engine: Engine) -> Iterator[Callable[[], None]]:
+        # On a connection of its own, in a transaction of its own: the lock goes with
+        # that transaction whatever happens, and never stays on a pooled connection.
+        with engine.connect() as barrier, barrier.begin() as held:
+            pg_writes.hold_appends(barrier)
+
+            def release() -> None:
+                if held.is_active:
+                    held.rollback()
+            yield release
 
 
 BACKEND = PostgreSQLBackend()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -394,6 +394,13 @@ class SQLiteBackend(Backend):
 
     def begin_read_snapshot(self, conn: sa.Connection) -> None:
         return None  # a transaction reads one snapshot from its first read (WAL)
+
+    def snapshot_is_prefix(self, conn: sa.Connection) -> bool:
+        return True  # one writer at a time: commit order is position order
+
+    @contextmanager
+    def appends_drained(self, engine: Engine) -> Iterator[Callable[[], None]]:
+        yield lambda: None
 
 
 BACKEND = SQLiteBackend()

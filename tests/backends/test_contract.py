@@ -516,3 +516,66 @@ def test_a_read_snapshot_does_not_see_later_commits(engine: sa.Engine, log: Even
         assert _count(reader) == before == 1
     with log.connection() as reader:
         assert _count(reader) == 2
+
+
+def test_a_snapshot_is_a_prefix_unless_an_earlier_append_is_in_flight(
+        engine: sa.Engine, log: EventLog, backend: Backend) -> None:
+    connections = backend.connections(engine)
+    log.append("s1", [_message()])
+    with log.connection() as reader, reader.begin():
+        backend.begin_read_snapshot(reader)
+        assert backend.snapshot_is_prefix(reader) is True
+    if not backend.concurrent_appends:
+        return  # one writer at a time: no later append can commit before an earlier one
+    with connections.transaction() as writer:
+        log.append_in(writer, "s2", [_message()])
+        with log.connection() as reader, reader.begin():
+            backend.begin_read_snapshot(reader)
+            assert backend.snapshot_is_prefix(reader) is True  # nothing later committed
+        log.append("s3", [_message()])  # a later position commits first
+        with log.connection() as reader, reader.begin():
+            backend.begin_read_snapshot(reader)
+            assert backend.snapshot_is_prefix(reader) is False
+    with log.connection() as reader, reader.begin():
+        backend.begin_read_snapshot(reader)
+        assert backend.snapshot_is_prefix(reader) is True
+
+
+def test_appends_drained_waits_for_an_append_in_flight(engine: sa.Engine, log: EventLog,
+                                                       backend: Backend) -> None:
+    order = _Order()
+    held = threading.Event()
+
+    def drain() -> None:
+        held.wait(10)
+        with backend.appends_drained(engine) as release:
+            order.mark("drained")
+            release()
+
+    thread, errors = _in_thread(drain)
+    with backend.connections(engine).transaction() as writer:
+        log.append_in(writer, "s1", [_message()])
+        held.set()
+        time.sleep(WAIT)
+        order.mark("holder commits")
+    _joined(thread, errors)
+    waited = order.seen.index("drained") > order.seen.index("holder commits")
+    assert waited is backend.concurrent_appends
+
+
+def test_appends_drained_holds_new_appends_until_released(engine: sa.Engine, log: EventLog,
+                                                          backend: Backend) -> None:
+    order = _Order()
+
+    def append() -> None:
+        log.append("s1", [_message()])
+        order.mark("appended")
+
+    with backend.appends_drained(engine) as release:
+        thread, errors = _in_thread(append)
+        time.sleep(WAIT)
+        order.mark("released")
+        release()
+        _joined(thread, errors)
+    waited = order.seen.index("appended") > order.seen.index("released")
+    assert waited is backend.concurrent_appends

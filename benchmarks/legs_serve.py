@@ -15,8 +15,9 @@ batch. Through the service these are three requests:
   ``serve --workers 1`` and ``--workers 2``: the target is 2 workers at least 1.6x one
   worker's turns/s. Then one client alone runs ``--turns`` turns through the service
   on SQLite: the p50 of a turn at the last turn against turn 100 (at most 1.2x).
-- ``serve_memory``: one worker (SQLite) serves many short sessions, turn after turn; its
-  resident memory is read from ``/proc`` along the way. Target: after the last turn at
+- ``serve_memory``: one worker (SQLite) serves sessions of 500 short turns (a
+  ``context_limit`` of 1,024), one after another, 100,000 turns in all; its resident
+  memory is read from ``/proc`` along the way. Target: after the last turn at
   most 1.1x what it was after a tenth of them (after warm-up); it must not grow with the
   number of turns.
 
@@ -66,6 +67,8 @@ QUICK_MEMORY_TURNS = 300
 MEMORY_SESSION_TURNS = 500
 """Turns per session in the memory leg: many sessions, as a real service sees."""
 MEMORY_SAMPLES = 10
+MEMORY_CONTEXT_LIMIT = 1_024
+"""The memory leg's turns are short, with a small context: it counts turns, not tokens."""
 SCOPE = "turnloop"
 STARTUP_WAIT = 60.0
 OVERHEAD = AtMostTimesPeer(2.0)
@@ -182,12 +185,24 @@ def _clients(runners: list[TurnRunner], turns: list[Turn], prefix: str) -> Run:
     return run
 
 
-def _open_sessions(url: str, prefix: str, count: int) -> str:
-    """Open ``count`` sessions with the turn loop's card and settings; an API key."""
+def _open_sessions(url: str, prefix: str, count: int,
+                   context_limit: int = CONTEXT_LIMIT) -> str:
+    """Open ``count`` sessions with the turn loop's card and settings (``context_limit``
+    replacing its own); an API key."""
+    setup = [e for e in setup_events() if e["data"].get("key") != "context_limit"]
+    setup.append({"type": "setting.changed",
+                  "data": {"key": "context_limit", "value": context_limit}})
     with Ledger.open(url, load_vocabulary=False) as ledger:
         for n in range(count):
-            ledger.append(f"{prefix}-{n}", setup_events())
+            ledger.append(f"{prefix}-{n}", setup)
         return create_key(ledger.engine, [SCOPE])[1]
+
+
+def short_script(turns: int) -> list[Turn]:
+    """Short messages and no tools: the memory leg's many turns stay cheap."""
+    return [Turn(f"Question {n}: when does the tide turn at the point?",
+                 f"Answer {n}: at six, and the wind comes round with it.")
+            for n in range(1, turns + 1)]
 
 
 # -- the server process ------------------------------------------------------------------
@@ -341,12 +356,12 @@ def serve_memory(ctx: Context) -> list[Comparison]:
     """The serving process's resident memory after a tenth of the turns and at the end."""
     total = QUICK_MEMORY_TURNS if ctx.settings.quick else MEMORY_TURNS
     per_session = min(MEMORY_SESSION_TURNS, total)
-    turns = script(per_session)
+    turns = short_script(per_session)
     samples: list[tuple[int, float]] = []
     with ctx.fresh_dir("serve-memory") as directory:
         url = ledger_url(directory)
         sessions = -(-total // per_session)
-        token = _open_sessions(url, "mem", sessions)
+        token = _open_sessions(url, "mem", sessions, MEMORY_CONTEXT_LIMIT)
         with _server(url) as server, httpx.Client(
                 base_url=server.base, timeout=120.0,
                 headers={"Authorization": f"Bearer {token}"}) as http:

@@ -47,11 +47,12 @@ def _seed(url: str) -> dict[str, int]:
         return {"observation": done.positions[3]}
 
 
-def _run(argv: list[str], cwd: Path, body: Body) -> Any:
-    """Start ``ctxledger ARGV`` as the SDK's stdio client does and run ``body`` on its
-    initialized session."""
+def _run(argv: list[str], cwd: Path, body: Body, **env: str) -> Any:
+    """Start ``ctxledger ARGV`` as the SDK's stdio client does (with ``env`` added to the
+    environment) and run ``body`` on its initialized session."""
     params = StdioServerParameters(command=CTXLEDGER, args=argv, cwd=cwd,
-                                   env={**os.environ, "CTXLEDGER_SCOPE": ""})
+                                   env={**os.environ, "CTXLEDGER_SCOPE": "",
+                                        "CLAUDE_PROJECT_DIR": "", **env})
 
     async def main() -> Any:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -227,11 +228,11 @@ def test_bad_arguments_give_one_line_tool_errors_and_write_nothing(
         assert ledger.head() == head
 
 
-def test_the_scope_comes_from_the_working_folder(sqlite_url: str, tmp_path: Path) -> None:
+def test_the_scope_comes_from_the_project_folder(sqlite_url: str, tmp_path: Path) -> None:
     from ctxledger._project import project_scope
 
     folder = tmp_path / "My App"
-    folder.mkdir()
+    (folder / "src").mkdir(parents=True)
 
     async def body(session: ClientSession) -> Any:
         return await session.call_tool("record_observation",
@@ -240,6 +241,10 @@ def test_the_scope_comes_from_the_working_folder(sqlite_url: str, tmp_path: Path
     result = _run(["mcp", "--db", sqlite_url], folder, body)
     assert result.structured_content["scope"] == project_scope(folder, environ={})
     assert result.structured_content["scope"].startswith("my-app-")
+    # Started by Claude Code in a subfolder: the project folder it names decides.
+    again = _run(["mcp", "--db", sqlite_url], folder / "src", body,
+                 CLAUDE_PROJECT_DIR=str(folder))
+    assert again.structured_content["scope"] == result.structured_content["scope"]
 
 
 def _free_port() -> int:

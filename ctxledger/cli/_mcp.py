@@ -14,6 +14,9 @@ import typer
 from ctxledger.cli._errors import fail
 from ctxledger.cli._options import db_of
 
+PROJECT_DIR_ENV = "CLAUDE_PROJECT_DIR"
+"""Where Claude Code says the project is, in the environment of the servers it starts."""
+
 
 class Transport(enum.StrEnum):
     """How the server talks to its client."""
@@ -34,7 +37,7 @@ def mcp(
     scope: Annotated[str | None, typer.Option(
         "--scope", metavar="S",
         help="The project's scope. Default: $CTXLEDGER_SCOPE, else derived from the"
-             " working folder.")] = None,
+             " project's folder ($CLAUDE_PROJECT_DIR, else the working folder).")] = None,
 ) -> None:
     """Serve the ledger to coding agents over MCP (tools: record_observation,
     search_observations, session_context, why, usage; resources: the project's sessions
@@ -54,7 +57,10 @@ def mcp(
         raise fail(f"mcp needs the mcp extra (pip install 'ctxledger[mcp]'): {exc}") from None
     if scope is not None and not scope.strip():
         raise typer.BadParameter("must not be empty", param_hint="'--scope'")
-    project = scope.strip() if scope is not None else project_scope(os.getcwd())
+    # Claude Code names the project's folder to the servers it starts; the hook's events
+    # carry the same folder as their cwd, so both surfaces derive one scope.
+    folder = os.environ.get(PROJECT_DIR_ENV, "").strip() or os.getcwd()
+    project = scope.strip() if scope is not None else project_scope(folder)
     url = db_of(ctx) or user_db_url()
     with open_ledger(url) as ledger:
         server = build_server(ledger, project)

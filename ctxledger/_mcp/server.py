@@ -196,8 +196,9 @@ def build_server(ledger: Ledger, project: str) -> MCPServer[Any]:
     @server.resource("ctxledger://context", name="context", mime_type="text/markdown")
     def context() -> str:
         """The context a session of this project starts with now (profile session)."""
-        return _resource_call(lambda: ledger.assemble(
-            SCOPE_PREFIX + project, "session", starting_in=project).text)
+        text: str = _resource_call(
+            lambda: context_of(ledger, project, None, "session", None)["text"])
+        return text
 
     return server
 

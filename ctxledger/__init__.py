@@ -23,6 +23,7 @@ from ctxledger.store.lazy import lazy_exports  # noqa: E402 (needs the path abov
 
 if TYPE_CHECKING:
     from ctxledger._ledger import Ledger
+    from ctxledger._observations import ObservationHit
     from ctxledger.assembler.chat_tokens import MessageOverhead
     from ctxledger.assembler.errors import ChatFormatError
     from ctxledger.assembler.model import Assembly, ContextMessage, Decision, Section
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 # Every name a user meets: what ``Ledger`` takes and returns, and what it raises.
 _SOURCES = {
     **dict.fromkeys(["Ledger"], "ctxledger._ledger"),
+    **dict.fromkeys(["ObservationHit"], "ctxledger._observations"),
     **dict.fromkeys(["Assembly", "ContextMessage", "Decision", "Section"],
                     "ctxledger.assembler.model"),
     **dict.fromkeys(["MessageOverhead"], "ctxledger.assembler.chat_tokens"),
@@ -91,6 +93,7 @@ __all__ = [
     "ConcurrencyError", "ContextMessage", "DatabaseMissing", "DayUsage", "Decision",
     "DecisionChange", "EventValidationError", "ForkError", "IdempotencyError",
     "IntegrityViolation", "InvalidArgument", "Ledger", "LedgerError", "MessageOverhead",
+    "ObservationHit",
     "Policy", "PolicyError", "ProjectionStatus", "RecordedEvent", "ReplayError", "RolledDay",
     "RollupPolicy", "RollupReport", "SchemaMissing", "Seal", "SealSettings", "Section",
     "Series", "SessionView", "StreamRuleError", "TimelineStep", "UsageReport", "VerifyReport",

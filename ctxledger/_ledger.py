@@ -42,6 +42,7 @@ from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES, INT64_MAX, check_tim
 from ctxledger.store.verify import VerifyReport
 
 if TYPE_CHECKING:
+    from ctxledger._observations import ObservationHit
     from ctxledger.assembler import Assembly, Policy, TokenCounter
     from ctxledger.assembler.caches import CacheWrite
     from ctxledger.assembler.memo import SessionMemos
@@ -230,20 +231,87 @@ class Ledger:
             return load_session_scope(conn, session)
 
     def state(self, session: str, *, now: datetime | None = None,
-              agent: str | None = None) -> dict[str, Any]:
+              agent: str | None = None, starting_in: str | None = None) -> dict[str, Any]:
         """The session's projection state as JSON-ready data (counts, chapter, settings,
         top tools, documents in compact form).
 
         ``now`` (default: the clock) is where the 7-day tool-usage window ends. ``agent``
         scopes the state to that agent type's manifest (defaults plus the setting
         ``agent_manifests``), adding ``_agent`` and ``_savings``; an agent without a
-        manifest gets the full state.
+        manifest gets the full state. ``starting_in`` names the scope a session that has
+        not started would start in: its state is then that of a new session there.
         """
         from ctxledger.projections.state import session_state
 
         when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn:
-            return session_state(conn, session, now=when, agent=agent)
+            return session_state(conn, session, now=when, agent=agent,
+                                 starting_in=starting_in)
+
+    def sessions(self, scope: str) -> list[dict[str, Any]]:
+        """The sessions of ``scope`` as JSON-ready data, most recently active first: id,
+        title, agent, start, end, last activity, message count and end summary."""
+        from ctxledger.projections.scope_sessions import scope_sessions
+
+        with self.log.connection() as conn:
+            return scope_sessions(conn, scope)
+
+    # -- observations (coding agents) ---------------------------------------------------
+
+    def record_observation(self, scope: str, kind: str, text: str, *,
+                           files: Sequence[str] = (),
+                           session: str | None = None) -> RecordedEvent:
+        """Record something an agent noticed (``observation.recorded``) in ``scope``, and
+        return the event.
+
+        It goes to ``session`` when given (started in ``scope`` in the same transaction if
+        it has not started; a session of another scope raises ``InvalidArgument``), else
+        to the scope's session that has not ended and was active last, else to a new
+        session ``mcp-<time>-<scope>`` started with it. ``files`` are kept in the event's
+        metadata (``extra.files``) and, joined, as its ``source``. Bad arguments raise
+        ``InvalidArgument`` and write nothing.
+        """
+        from ctxledger._observations import check_observation
+        from ctxledger.projections.scope_sessions import (
+            FILES_KEY,
+            active_session,
+            session_scope_of,
+        )
+
+        names = check_observation(kind, text, files)
+        with self.log.connection() as conn:
+            chosen = session if session is not None else active_session(conn, scope)
+            current = None if chosen is None else session_scope_of(conn, chosen)
+        if chosen is None:
+            stamp = self.clock().strftime("%Y%m%dT%H%M%S%fZ")
+            chosen = f"mcp-{stamp}-{scope}"[:200]
+        if current is not None and current != scope:
+            raise InvalidArgument(
+                f"session {chosen!r} belongs to scope {current!r}, not {scope!r}")
+        batch: list[EventInput] = []
+        if current is None:
+            batch.append({"type": "session.started", "data": {"scope": scope}})
+        data: dict[str, Any] = {"kind": kind, "content": text}
+        if names:
+            data["source"] = ", ".join(names)
+        batch.append({"type": "observation.recorded", "data": data,
+                      "metadata": {"extra": {FILES_KEY: list(names)}} if names else {}})
+        done = self.append(chosen, batch)
+        return self.events(after=done.positions[-1] - 1, limit=1)[0]
+
+    def search_observations(self, scope: str, query: str, *,
+                            limit: int = 10) -> list[ObservationHit]:
+        """The ``limit`` observations of ``scope`` that match ``query`` best, by BM25 over
+        their text and files (the ``brief`` profile's analyzer and BM25), each with its
+        event id, position, session and time. A blank query or a limit outside 1..100
+        raises ``InvalidArgument``."""
+        from ctxledger._observations import check_search, rank_observations
+        from ctxledger.projections.scope_sessions import scope_observations
+
+        check_search(query, limit)
+        with self.log.connection() as conn:
+            found = scope_observations(conn, scope)
+        return rank_observations(found, query, limit)
 
     # -- character cards ----------------------------------------------------------------
 
@@ -321,7 +389,8 @@ class Ledger:
     # -- assembling -----------------------------------------------------------------------
 
     def assemble(self, session: str, profile: str = "card", *, now: datetime | None = None,
-                 policy: Policy | Mapping[str, Any] | str | None = None) -> Assembly:
+                 policy: Policy | Mapping[str, Any] | str | None = None,
+                 starting_in: str | None = None) -> Assembly:
         """Build the context of ``session`` with ``profile`` (card, session, ...).
 
         ``now`` defaults to the ledger's clock. ``policy`` replaces the policy the
@@ -330,7 +399,9 @@ class Ledger:
         an append still in flight would change), so a replay up to the assembly's
         position gives its digest; token counts and caches computed on the way are
         saved afterwards, so the next assembly only counts what changed. Safe to call
-        from several threads at once.
+        from several threads at once. ``starting_in`` names the scope a session that has
+        not started would start in: it is assembled as a new session there (a project's
+        session-start context), writing nothing.
         """
         from ctxledger._token_store import TableTokenStore
         from ctxledger.assembler import Policy
@@ -343,7 +414,8 @@ class Ledger:
 
         when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn, prefix_snapshot(conn):
-            settings = load_session_view(conn, session, ViewRequest(card=False)).settings
+            settings = load_session_view(conn, session, ViewRequest(card=False),
+                                         starting_in=starting_in).settings
             chosen = (policy_for(profile, settings) if policy is None
                       else policy if isinstance(policy, Policy) else parse_policy(policy))
             counter = self._counter(chosen.token_encoding)
@@ -351,7 +423,8 @@ class Ledger:
             counter.attach(TableTokenStore(conn))
             try:
                 view = load_session_view(conn, session,
-                                         request_for(profile, chosen, when, counter, memos))
+                                         request_for(profile, chosen, when, counter, memos),
+                                         starting_in=starting_in)
                 result, caches = assemble_with_caches(view, profile, when, chosen, counter,
                                                       memos)
             finally:

@@ -123,18 +123,21 @@ def load_session_scope(conn: sa.Connection, stream_id: str) -> str | None:
     return None if found is None else str(found)
 
 
-def load_session_view(conn: sa.Connection, stream_id: str,
-                      request: ViewRequest) -> SessionView:
+def load_session_view(conn: sa.Connection, stream_id: str, request: ViewRequest, *,
+                      starting_in: str | None = None) -> SessionView:
     """A snapshot of ``stream_id``'s projections, with the sections ``request`` asks for.
 
     An unknown session gives ``exists=False`` in scope ``default`` (scope-wide sections,
-    such as settings defaults, tools and observations, are still loaded).
+    such as settings defaults, tools and observations, are still loaded). With
+    ``starting_in``, an unknown session is read as one that has just started in that
+    scope, with nothing of its own yet (``exists=True``): what a new session there sees.
     """
     window = window_bounds(request.now, request.usage_window)
     with read_snapshot(conn):
         session = conn.execute(
             sa.select(sessions).where(sessions.c.stream_id == stream_id)).mappings().first()
-        scope = DEFAULT_SCOPE if session is None else str(session["scope"])
+        scope = (str(session["scope"]) if session is not None
+                 else starting_in if starting_in is not None else DEFAULT_SCOPE)
         settings, sources = load_settings(conn, stream_id, scope)
         load_usage = request.tools or window is not None
         head = since = None
@@ -147,7 +150,7 @@ def load_session_view(conn: sa.Connection, stream_id: str,
             stream_id=stream_id,
             scope=scope,
             position=load_position(conn),
-            exists=session is not None,
+            exists=session is not None or starting_in is not None,
             title=None if session is None else session["title"],
             agent=None if session is None else session["agent"],
             started_at=None if session is None else session["started_at"],

@@ -23,16 +23,18 @@ TOP_TOOLS_LIMIT = 5
 
 
 def session_state(conn: sa.Connection, stream_id: str, now: datetime,
-                  agent: str | None = None) -> dict[str, Any]:
+                  agent: str | None = None, *,
+                  starting_in: str | None = None) -> dict[str, Any]:
     """The state of ``stream_id`` at ``now``: identity, message counts, activity, chapter,
     resolved settings, top tools, documents (in compact form) and the projections'
     position. With ``agent``, scoped through that agent's manifest (``projections.agents``;
     an agent without one gets the full state).
 
-    Raises ``LedgerError`` for a stream with no session events.
+    Raises ``LedgerError`` for a stream with no session events, unless ``starting_in``
+    names the scope it would start in (``load_session_view``).
     """
     view = load_session_view(conn, stream_id, ViewRequest(
-        now=now, usage_window=TOOL_WINDOW, documents=True))
+        now=now, usage_window=TOOL_WINDOW, documents=True), starting_in=starting_in)
     if not view.exists:
         raise LedgerError(f"unknown session {stream_id!r}: the stream has no session events")
     state = state_from_view(view)

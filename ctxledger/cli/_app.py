@@ -25,6 +25,7 @@ from ctxledger.cli import (
     _jobs,
     _log,
     _maintenance,
+    _mcp,
     _seal,
     _serve,
     _timetravel,
@@ -32,7 +33,7 @@ from ctxledger.cli import (
 from ctxledger.cli._errors import reports_errors
 from ctxledger.cli._options import DB_OPTION, Options, hoist_db
 
-GROUPS = (_log, _context, _maintenance, _jobs, _io, _seal, _timetravel, _serve)
+GROUPS = (_log, _context, _maintenance, _jobs, _io, _seal, _timetravel, _serve, _mcp)
 """The command groups, in ``--help`` order (each lists its commands in order)."""
 
 

@@ -37,6 +37,7 @@ from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES, INT64_MAX, check_tim
 from ctxledger.store.verify import VerifyReport
 
 if TYPE_CHECKING:
+    from ctxledger._erase import ErasureReport
     from ctxledger.assembler import Assembly, Policy, TokenCounter
     from ctxledger.assembler.caches import CacheWrite
     from ctxledger.assembler.memo import SessionMemos
@@ -539,6 +540,30 @@ class Ledger:
                 version = done.stream_version
         return AppendResult(positions=tuple(positions), stream_version=version,
                             duplicate=False)
+
+    # -- erasure ------------------------------------------------------------------------
+
+    def erase(self, *, session: str | None = None, scope: str | None = None,
+              reason: str, progress: Progress | None = None) -> ErasureReport:
+        """Make the content of every event of ``session`` (or of ``scope``: its own stream
+        and every session that joined it) unrecoverable from the database files, keeping
+        every chain, seal and anchor verifiable (docs/erasure.md).
+
+        In one transaction: an ``erasure.completed`` record (what, when, ``reason``; no
+        content) is appended to the ``system`` stream, the events are blanked to
+        ``event.erased`` tombstones, the token caches emptied and every projection rebuilt;
+        then the files are scrubbed (SQLite: VACUUM and the WAL truncated; PostgreSQL:
+        VACUUM FULL). An unknown session or scope, or no reason, raises
+        ``InvalidArgument`` and writes nothing. Erasing again erases nothing (0 events).
+        """
+        from ctxledger._erase import erase
+
+        return erase(self, session=session, scope=scope, reason=reason, progress=progress)
+
+    def forget_memos(self) -> None:
+        """Drop this thread's in-memory token counts and assembly memos (they hold what
+        was counted and assembled: an erasure must not leave them behind)."""
+        self._local.__dict__.clear()
 
     # -- maintenance --------------------------------------------------------------------
 

@@ -158,5 +158,32 @@ class PostgreSQLBackend(Backend):
         # READ COMMITTED would let an append land between two of the reader's queries.
         conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
+    # -- erasure -----------------------------------------------------------------------
+
+    @contextmanager
+    def erasing(self, conn: sa.Connection) -> Iterator[None]:
+        # ALTER TABLE is transactional: the trigger is disabled for this transaction
+        # only, and its ACCESS EXCLUSIVE lock keeps every other writer out meanwhile.
+        conn.exec_driver_sql("ALTER TABLE events DISABLE TRIGGER events_no_update")
+        yield
+        conn.exec_driver_sql("ALTER TABLE events ENABLE TRIGGER events_no_update")
+
+    def scrub(self, engine: Engine, tables: Sequence[str]) -> None:
+        # Plain VACUUM only marks dead tuples' space free; VACUUM FULL writes each table
+        # (and its TOAST table) into a new file and unlinks the old one.
+        names = ", ".join(engine.dialect.identifier_preparer.quote(t) for t in tables)
+        raw = engine.raw_connection()
+        try:
+            driver = raw.driver_connection
+            assert driver is not None
+            driver.autocommit = True  # VACUUM refuses to run in a transaction block
+            try:
+                with driver.cursor() as cur:
+                    cur.execute(f"VACUUM FULL {names}")
+            finally:
+                driver.autocommit = False
+        finally:
+            raw.close()
+
 
 BACKEND = PostgreSQLBackend()

@@ -24,6 +24,7 @@ from ctxledger.store.backends import backend_for
 from ctxledger.store.canonical import canonical_json
 from ctxledger.store.erase import (
     ERASURE_TYPE,
+    ErasedRow,
     attestation_digest,
     blank_rows,
     live_rows,
@@ -121,45 +122,57 @@ def erase(ledger: Ledger, *, session: str | None, scope: str | None, reason: str
     """See ``Ledger.erase``."""
     reason = _check_reason(reason)
     log = ledger.log
+    position: int | None = None
     with log.transaction() as conn:
         target, name, streams = target_streams(conn, session, scope)
         rows = live_rows(conn, streams)
         now = ledger.clock()
-        if not rows:
-            return ErasureReport(target, name, reason, streams, 0, None, now)
-        types: dict[str, int] = {}
-        for row in rows:
-            types[row.type] = types.get(row.type, 0) + 1
-        data = {
-            "target": target, "name": name, "reason": reason, "streams": streams,
-            "events": len(rows), "types": dict(sorted(types.items())),
-            "positions": [row.position for row in rows],
-            "digest": attestation_digest((r.position, r.event_id, r.hash) for r in rows),
-        }
-        record = NewEvent(type=ERASURE_TYPE, data=data, event_id=new_event_id(),
-                          metadata={}, schema_version=1)
-        # Written here, not through ``EventLog.prepare``: the catalog refuses this type
-        # from any other writer, so an erasure cannot be forged through an append.
-        outcome = append_in_transaction(
-            conn, SYSTEM_STREAM, [PreparedEvent(record, canonical_json(data), "{}", False)],
-            None, now, key=log.chain_key)
-        total = len(rows) * 2
-        blank_rows(conn, rows, str(record.event_id),
-                   progress=None if progress is None else lambda done: progress(done, total))
-        # Counts cached by content hash: a hash of a short text can be guessed.
-        conn.execute(token_counts.delete())
-        conn.execute(history_token_memo.delete())
-        names = [p.name for p in ledger.runner.projections]
-        ledger.runner.bring_up_to_date(
-            conn, force=names,
-            progress=None if progress is None else
-            lambda done, of: progress(len(rows) + done * len(rows) // max(of, 1), total))
+        if rows:
+            position = _blank(ledger, conn, now, target, name, reason, streams, rows,
+                              progress)
     log.heads.forget(SYSTEM_STREAM)
     ledger.forget_memos()
+    # Erasing again writes nothing but scrubs again: the first scrub may have been
+    # stopped by an old transaction (PostgreSQL) or a busy reader (SQLite).
     backend_for(ledger.engine).scrub(
         ledger.engine, ["events", *sorted(projection_metadata.tables)])
-    return ErasureReport(target, name, reason, streams, len(rows),
-                         outcome.result.positions[0], now)
+    return ErasureReport(target, name, reason, streams, len(rows), position, now)
+
+
+def _blank(ledger: Ledger, conn: sa.Connection, now: datetime, target: str, name: str, reason: str,
+           streams: list[str], rows: list[ErasedRow], progress: Progress | None) -> int:
+    """Record the erasure, blank ``rows``, empty the caches, rebuild the projections;
+    returns the record's position."""
+    scopes = sorted({str(r.scope) for r in conn.execute(
+        sa.select(scope_members.c.scope).where(scope_members.c.stream_id.in_(streams)))}
+        | ({name} if target == "scope" else set()))
+    types: dict[str, int] = {}
+    for row in rows:
+        types[row.type] = types.get(row.type, 0) + 1
+    data = {
+        "target": target, "name": name, "reason": reason, "streams": streams,
+        "scopes": scopes, "events": len(rows), "types": dict(sorted(types.items())),
+        "positions": [row.position for row in rows],
+        "digest": attestation_digest((r.position, r.event_id, r.hash) for r in rows),
+    }
+    record = NewEvent(type=ERASURE_TYPE, data=data, event_id=new_event_id(),
+                      metadata={}, schema_version=1)
+    # Written here, not through ``EventLog.prepare``: the catalog refuses this type from
+    # any other writer, so an erasure cannot be forged through an append.
+    outcome = append_in_transaction(
+        conn, SYSTEM_STREAM, [PreparedEvent(record, canonical_json(data), "{}", False)],
+        None, now, key=ledger.log.chain_key)
+    total = len(rows) * 2
+    blank_rows(conn, rows, str(record.event_id),
+               progress=None if progress is None else lambda done: progress(done, total))
+    # Counts cached by content hash: a hash of a short text can be guessed.
+    conn.execute(token_counts.delete())
+    conn.execute(history_token_memo.delete())
+    ledger.runner.bring_up_to_date(
+        conn, force=[p.name for p in ledger.runner.projections],
+        progress=None if progress is None else
+        lambda done, of: progress(len(rows) + done * len(rows) // max(of, 1), total))
+    return outcome.result.positions[0]
 
 
 __all__ = ["ERASED_TYPE", "ErasureReport", "erase", "target_streams"]

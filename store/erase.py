@@ -84,6 +84,34 @@ def blank_rows(conn: sa.Connection, rows: Sequence[ErasedRow], erasure_id: str,
                 progress(min(start + _PAGE, len(rows)))
 
 
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    """One ``erasure.completed`` record, as replays need it."""
+
+    position: int
+    streams: tuple[str, ...]
+    scopes: tuple[str, ...]
+    """The scopes the erased sessions had joined (their events counted there)."""
+    first: int
+    """The first erased position."""
+    reason: str
+
+
+def erasures(conn: sa.Connection) -> list[Erasure]:
+    """Every erasure recorded, oldest first."""
+    out: list[Erasure] = []
+    for row in conn.execute(
+            sa.select(events.c.position, events.c.data)
+            .where(events.c.stream_id == SYSTEM_STREAM, events.c.type == ERASURE_TYPE)
+            .order_by(events.c.position)):
+        data = _decode(row.data)
+        positions = data.get("positions") or [0]
+        out.append(Erasure(int(row.position), tuple(data.get("streams", ())),
+                           tuple(data.get("scopes", ())), int(min(positions)),
+                           str(data.get("reason", ""))))
+    return out
+
+
 def check_erasures(conn: sa.Connection, erased: Sequence[tuple[int, str, str]]) -> list[str]:
     """Problems with the erased rows ``verify`` met: each must be listed by exactly one
     ``erasure.completed`` event, and each such event's digest must match its rows."""

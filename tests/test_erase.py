@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from ctxledger import Ledger, LedgerError
+from ctxledger import ErasedHistory, Ledger, LedgerError
 from ctxledger.cli import app
 from ctxledger.store.schema import events
 
@@ -68,8 +68,11 @@ def raw_bytes(ledger: Ledger) -> bytes:
     for rel in paths:
         if rel is None:
             continue
-        for part in sorted((data_dir / rel).parent.glob(Path(rel).name + "*")):
-            out += part.read_bytes()
+        main = data_dir / rel
+        # The main fork, its 1 GB segments (.1, .2...) and its other forks (_fsm, _vm).
+        for part in sorted(main.parent.glob(main.name + "*")):
+            if part.name == main.name or part.name[len(main.name)] in "._":
+                out += part.read_bytes()
     return out
 
 
@@ -210,4 +213,28 @@ def test_cli_erase(db_url: str) -> None:
     done = json.loads(out.stdout.strip().splitlines()[-1])
     assert (done["events"], done["streams"], done["reason"]) == (6, ["alice"], "request 9")
     out = runner.invoke(app, ["--db", db_url, "verify"])
+    assert out.exit_code == 0, out.output
+
+
+def test_replay_and_why_of_erased_history_answer_erased(seeded: Ledger) -> None:
+    """The erased session, and a peer whose scope-wide replay read its events, answer
+    "erased"; a session of another scope replays as before."""
+    seeded.append("carol", [{"type": "session.started", "data": {"scope": "home"}},
+                            message("carol asks")])
+    head = seeded.head()
+    seeded.erase(session="alice", reason="gone")
+    with pytest.raises(ErasedHistory, match="erased"):
+        seeded.replay("alice", profile="session")
+    with pytest.raises(ErasedHistory, match="erased"):
+        seeded.replay("carol", head, profile="session")
+    assert seeded.replay("carol", head, profile="card").session == "carol"
+    assert seeded.replay("bob", profile="session").session == "bob"
+    runner = CliRunner()
+    url = seeded.engine.url.render_as_string(hide_password=False)
+    for args in (["replay", "alice"], ["why", "alice", "mes_example"],
+                 ["replay", "alice", "--timeline"]):
+        out = runner.invoke(app, ["--db", url, *args])
+        assert out.exit_code == 0, out.output
+        assert json.loads(out.stdout)["status"] == "erased"
+    out = runner.invoke(app, ["--db", url, "audit", "alice"])
     assert out.exit_code == 0, out.output

@@ -43,7 +43,13 @@ from ctxledger.store.errors import LedgerError
 from ctxledger.store.hash_chain import ERASED_TYPE
 from ctxledger.store.read import read_all, read_stream_until
 from ctxledger.store.records import RecordedEvent
-from ctxledger.timetravel._replay import ReplayError, TimelineStep, policy_data, replay
+from ctxledger.timetravel._replay import (
+    ErasedHistory,
+    ReplayError,
+    TimelineStep,
+    policy_data,
+    replay,
+)
 
 AuditStatus = Literal["match", "digest_mismatch", "policy_mismatch", "older_format",
                       "superseded", "copied", "error", "erased"]
@@ -151,6 +157,9 @@ def audit_record(conn: sa.Connection, record: RecordedEvent, *,
                          until=base["position"], policy=policy,
                          now=datetime.fromisoformat(base["now"].replace("Z", "+00:00")),
                          clock_now=clock_now)
+    except ErasedHistory as exc:
+        return AuditEntry(**base, status="erased", derived_digest=None,
+                          derived_policy_version=None, detail=str(exc))
     except (LedgerError, ValueError) as exc:
         return AuditEntry(**base, status="error", derived_digest=None,
                           derived_policy_version=None, detail=str(exc))

@@ -238,3 +238,29 @@ def test_replay_and_why_of_erased_history_answer_erased(seeded: Ledger) -> None:
         assert json.loads(out.stdout)["status"] == "erased"
     out = runner.invoke(app, ["--db", url, "audit", "alice"])
     assert out.exit_code == 0, out.output
+
+
+def test_keyed_log_still_verifies_after_erase(db_url: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a chain key the erasure record is an HMAC link like any event, and the log
+    verifies (with the key) across the tombstones and the seals made before and after."""
+    monkeypatch.setenv("CTXLEDGER_CHAIN_KEY", "erase test key")
+    with Ledger.open(db_url) as ledger:
+        seed(ledger)
+        anchor = ledger.anchor()
+        ledger.erase(session="alice", reason="gone")
+        ledger.seal()
+        checked = ledger.verify(anchor=anchor)
+        assert checked.problems == [] and checked.anchor == "ok"
+    monkeypatch.setenv("CTXLEDGER_CHAIN_KEY", "another key")
+    with Ledger.open(db_url) as ledger:
+        assert not ledger.verify().ok
+
+
+@pytest.mark.parametrize("kind", ["event.erased", "erasure.completed"])
+def test_erasure_types_cannot_be_appended(seeded: Ledger, kind: str) -> None:
+    head = seeded.head()
+    with pytest.raises(LedgerError, match="unknown event type"):
+        seeded.append("system" if kind == "erasure.completed" else "bob",
+                      [{"type": kind, "data": {}}])
+    assert seeded.head() == head

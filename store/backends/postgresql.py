@@ -163,7 +163,8 @@ class PostgreSQLBackend(Backend):
     @contextmanager
     def erasing(self, conn: sa.Connection) -> Iterator[None]:
         # ALTER TABLE is transactional: the trigger is disabled for this transaction
-        # only, and its ACCESS EXCLUSIVE lock keeps every other writer out meanwhile.
+        # only, and its ACCESS EXCLUSIVE lock keeps everyone else off ``events``
+        # meanwhile, so no append can slip past the guard while it is down.
         conn.exec_driver_sql("ALTER TABLE events DISABLE TRIGGER events_no_update")
         yield
         conn.exec_driver_sql("ALTER TABLE events ENABLE TRIGGER events_no_update")

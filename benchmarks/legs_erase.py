@@ -47,10 +47,10 @@ def erase(ctx: Context) -> list[Comparison]:
     small_times: list[float] = []
     large_times: list[float] = []
     for _ in range(ctx.settings.rounds):
-        small_times.append(_erase_time(ctx, 0, size))
-        large_times.append(_erase_time(ctx, large, size))
+        small_times.append(_erase_time(ctx, 0, size) * 1_000)
+        large_times.append(_erase_time(ctx, large, size) * 1_000)
     note = (f"a {size:,}-message session erased from a log of {size:,} events and from one"
             f" with {large:,} more; ratio: large / small (O(session) would be ~1x)")
     return [Comparison("erase", f"erase {size:,} events in a {large + size:,}-event log",
-                       Measure.median_of(large_times, "s"), f"{size:,}-event log",
-                       Measure.median_of(small_times, "s"), AtMostTimesPeer(2.0), note)]
+                       Measure.median_of(large_times, "ms"), f"{size:,}-event log",
+                       Measure.median_of(small_times, "ms"), AtMostTimesPeer(2.0), note)]

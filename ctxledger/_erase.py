@@ -9,6 +9,7 @@ docs/erasure.md.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,10 +30,9 @@ from ctxledger.store.erase import (
     blank_rows,
     live_rows,
 )
-from ctxledger.store.errors import InvalidArgument
+from ctxledger.store.errors import EventValidationError, InvalidArgument
 from ctxledger.store.hash_chain import ERASED_TYPE
 from ctxledger.store.printable import unprintable_problem
-from ctxledger.store.read import _decode
 from ctxledger.store.records import NewEvent, PreparedEvent
 from ctxledger.store.schema import events
 from ctxledger.store.streams import SCOPE_PREFIX, SYSTEM_STREAM, check_stream_id, stream_kind
@@ -92,7 +92,7 @@ def target_streams(conn: sa.Connection, session: str | None, scope: str | None
     assert name is not None
     try:
         check_stream_id(name if session is not None else SCOPE_PREFIX + name)
-    except Exception as exc:
+    except EventValidationError as exc:
         raise InvalidArgument(str(exc)) from None
     exists = sa.select(events.c.position).where(events.c.stream_id == sa.bindparam("s")
                                                 ).limit(1)
@@ -106,7 +106,7 @@ def target_streams(conn: sa.Connection, session: str | None, scope: str | None
     # Sessions already erased left scope_members with the rebuild: their record lists them.
     for row in conn.execute(sa.select(events.c.data).where(
             events.c.stream_id == SYSTEM_STREAM, events.c.type == ERASURE_TYPE)):
-        data = _decode(row.data)
+        data = json.loads(row.data)
         if data.get("target") == "scope" and data.get("name") == scope:
             found = sorted({*found, *data.get("streams", [])})
     stream = SCOPE_PREFIX + str(scope)

@@ -14,16 +14,15 @@ problem. docs/erasure.md says why this design and what it does not hide.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
 
 from ctxledger.store.backends import backend_for
 from ctxledger.store.canonical import canonical_json
 from ctxledger.store.hash_chain import ERASED_TYPE
-from ctxledger.store.read import _decode
 from ctxledger.store.schema import events
 from ctxledger.store.streams import SYSTEM_STREAM
 
@@ -67,7 +66,7 @@ def live_rows(conn: sa.Connection, streams: Sequence[str]) -> list[ErasedRow]:
 
 
 def blank_rows(conn: sa.Connection, rows: Sequence[ErasedRow], erasure_id: str,
-               progress: Any = None) -> None:
+               progress: Callable[[int], None] | None = None) -> None:
     """Replace the content of ``rows`` by tombstones, in the caller's transaction (the
     backend lifts the update guard on ``events`` for it alone)."""
     backend = backend_for(conn)
@@ -80,7 +79,7 @@ def blank_rows(conn: sa.Connection, rows: Sequence[ErasedRow], erasure_id: str,
                 {"p": row.position,
                  "d": canonical_json({"erased_type": row.type, "erasure": erasure_id})}
                 for row in page])
-            if callable(progress):
+            if progress is not None:
                 progress(min(start + _PAGE, len(rows)))
 
 
@@ -104,7 +103,7 @@ def erasures(conn: sa.Connection) -> list[Erasure]:
             sa.select(events.c.position, events.c.data)
             .where(events.c.stream_id == SYSTEM_STREAM, events.c.type == ERASURE_TYPE)
             .order_by(events.c.position)):
-        data = _decode(row.data)
+        data = json.loads(row.data)
         positions = data.get("positions") or [0]
         out.append(Erasure(int(row.position), tuple(data.get("streams", ())),
                            tuple(data.get("scopes", ())), int(min(positions)),
@@ -126,7 +125,7 @@ def check_erasures(conn: sa.Connection, erased: Sequence[tuple[int, str, str]]) 
     problems: list[str] = []
     claimed: dict[int, int] = {}
     for record in records:
-        data = _decode(record.data)
+        data = json.loads(record.data)
         listed = [int(p) for p in data.get("positions", [])]
         missing = [p for p in listed if p not in by_position]
         if missing:

@@ -618,7 +618,8 @@ class Ledger:
     def verify(self, progress: Callable[[int], None] | None = None, *,
                anchor: Anchor | str | None = None, deep: bool = False) -> VerifyReport:
         """Check every hash chain, every seal, the immutability triggers, and that no
-        projection has seen events the log no longer holds.
+        projection has seen events the log no longer holds. An erased event (``erase``)
+        is proven by the ``erasure.completed`` record that lists it.
 
         ``anchor`` (an ``Anchor``, its line, or a file holding it) also proves that the log
         still extends it. ``deep`` also rebuilds the projections in a scratch store and

@@ -5,6 +5,7 @@ chain, seal and anchor still verifies and other sessions assemble as before."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -264,3 +265,32 @@ def test_erasure_types_cannot_be_appended(seeded: Ledger, kind: str) -> None:
         seeded.append("system" if kind == "erasure.completed" else "bob",
                       [{"type": kind, "data": {}}])
     assert seeded.head() == head
+
+
+@pytest.mark.postgres
+def test_erase_as_a_role_that_does_not_own_events_fails_cleanly(pg_url: str) -> None:
+    """The app role of docs/DEPLOY.md (DML grants only) cannot erase: one line, nothing
+    written."""
+    role = f"erase_app_{uuid.uuid4().hex[:8]}"
+    url = sa.engine.make_url(pg_url)
+    with Ledger.open(pg_url) as ledger:
+        seed(ledger)
+        head = ledger.head()
+        with ledger.engine.begin() as conn:
+            schema = conn.exec_driver_sql("SELECT current_schema()").scalar()
+            conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+            conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+            conn.exec_driver_sql(f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES'
+                                 f' IN SCHEMA "{schema}" TO "{role}"')
+    try:
+        with Ledger.open(url.set(username=role).render_as_string(hide_password=False),
+                         upgrade=False) as app_ledger:
+            with pytest.raises(LedgerError, match="must run as the owner of table events"):
+                app_ledger.erase(session="alice", reason="r")
+            assert app_ledger.head() == head
+    finally:
+        with Ledger.open(pg_url) as ledger, ledger.engine.begin() as conn:
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+    with Ledger.open(pg_url) as ledger:
+        assert MARK.encode() in raw_bytes(ledger)

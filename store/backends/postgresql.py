@@ -165,7 +165,13 @@ class PostgreSQLBackend(Backend):
         # ALTER TABLE is transactional: the trigger is disabled for this transaction
         # only, and its ACCESS EXCLUSIVE lock keeps everyone else off ``events``
         # meanwhile, so no append can slip past the guard while it is down.
-        conn.exec_driver_sql("ALTER TABLE events DISABLE TRIGGER events_no_update")
+        try:
+            conn.exec_driver_sql("ALTER TABLE events DISABLE TRIGGER events_no_update")
+        except sa.exc.ProgrammingError as exc:
+            if "must be owner" not in str(exc):
+                raise
+            raise LedgerError("erase must run as the owner of table events (the role that"
+                              " runs the migrations); nothing was erased") from None
         yield
         conn.exec_driver_sql("ALTER TABLE events ENABLE TRIGGER events_no_update")
 

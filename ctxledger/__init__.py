@@ -22,6 +22,7 @@ if not os.path.isdir(os.path.join(__path__[0], "store")) and os.path.isfile(
 from ctxledger.store.lazy import lazy_exports  # noqa: E402 (needs the path above)
 
 if TYPE_CHECKING:
+    from ctxledger._erase import ErasureReport
     from ctxledger._ledger import Ledger
     from ctxledger._observations import ObservationHit
     from ctxledger.assembler.chat_tokens import MessageOverhead
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
         WhatIfReport,
     )
     from ctxledger.timetravel._fork import ForkError
-    from ctxledger.timetravel._replay import ReplayError, TimelineStep
+    from ctxledger.timetravel._replay import ErasedHistory, ReplayError, TimelineStep
     from ctxledger.timetravel._why import WhyError, WhyReport, WhyRun, WhyStep
 
 # Every name a user meets: what ``Ledger`` takes and returns, and what it raises.
@@ -84,6 +85,8 @@ _SOURCES = {
                     "ctxledger.timetravel._audit"),
     **dict.fromkeys(["ForkError"], "ctxledger.timetravel._fork"),
     **dict.fromkeys(["ReplayError", "TimelineStep"], "ctxledger.timetravel._replay"),
+    **dict.fromkeys(["ErasedHistory"], "ctxledger.timetravel._replay"),
+    **dict.fromkeys(["ErasureReport"], "ctxledger._erase"),
     **dict.fromkeys(["WhyError", "WhyReport", "WhyRun", "WhyStep"], "ctxledger.timetravel._why"),
 }
 
@@ -91,7 +94,8 @@ __all__ = [
     "Anchor", "AppendResult", "Assembly", "AuditEntry", "AuditReport", "CardFileError",
     "ChatFormatError",
     "ConcurrencyError", "ContextMessage", "DatabaseMissing", "DayUsage", "Decision",
-    "DecisionChange", "EventValidationError", "ForkError", "IdempotencyError",
+    "DecisionChange", "ErasedHistory", "ErasureReport",
+    "EventValidationError", "ForkError", "IdempotencyError",
     "IntegrityViolation", "InvalidArgument", "Ledger", "LedgerError", "MessageOverhead",
     "ObservationHit",
     "Policy", "PolicyError", "ProjectionStatus", "RecordedEvent", "ReplayError", "RolledDay",

@@ -42,6 +42,7 @@ from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES, INT64_MAX, check_tim
 from ctxledger.store.verify import VerifyReport
 
 if TYPE_CHECKING:
+    from ctxledger._erase import ErasureReport
     from ctxledger._observations import ObservationHit
     from ctxledger.assembler import Assembly, Policy, TokenCounter
     from ctxledger.assembler.caches import CacheWrite
@@ -626,6 +627,30 @@ class Ledger:
         return AppendResult(positions=tuple(positions), stream_version=version,
                             duplicate=False)
 
+    # -- erasure ------------------------------------------------------------------------
+
+    def erase(self, *, session: str | None = None, scope: str | None = None,
+              reason: str, progress: Progress | None = None) -> ErasureReport:
+        """Make the content of every event of ``session`` (or of ``scope``: its own stream
+        and every session that joined it) unrecoverable from the database files, keeping
+        every chain, seal and anchor verifiable (docs/erasure.md).
+
+        In one transaction: an ``erasure.completed`` record (what, when, ``reason``; no
+        content) is appended to the ``system`` stream, the events are blanked to
+        ``event.erased`` tombstones, the token caches emptied and every projection rebuilt;
+        then the files are scrubbed (SQLite: VACUUM and the WAL truncated; PostgreSQL:
+        VACUUM FULL). An unknown session or scope, or no reason, raises
+        ``InvalidArgument`` and writes nothing. Erasing again erases nothing (0 events).
+        """
+        from ctxledger._erase import erase
+
+        return erase(self, session=session, scope=scope, reason=reason, progress=progress)
+
+    def forget_memos(self) -> None:
+        """Drop this thread's in-memory token counts and assembly memos (they hold what
+        was counted and assembled: an erasure must not leave them behind)."""
+        self._local.__dict__.clear()
+
     # -- maintenance --------------------------------------------------------------------
 
     def projection_status(self) -> list[ProjectionStatus]:
@@ -679,7 +704,8 @@ class Ledger:
     def verify(self, progress: Callable[[int], None] | None = None, *,
                anchor: Anchor | str | None = None, deep: bool = False) -> VerifyReport:
         """Check every hash chain, every seal, the immutability triggers, and that no
-        projection has seen events the log no longer holds.
+        projection has seen events the log no longer holds. An erased event (``erase``)
+        is proven by the ``erasure.completed`` record that lists it.
 
         ``anchor`` (an ``Anchor``, its line, or a file holding it) also proves that the log
         still extends it. ``deep`` also rebuilds the projections in a scratch store and

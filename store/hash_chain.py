@@ -17,6 +17,10 @@ from ctxledger.store.clock import format_utc
 GENESIS_HASH = "0" * 64
 """``prev_hash`` of the first event in every stream."""
 
+ERASED_TYPE = "event.erased"
+"""The type of an erased event's row (``store.erase``): its links stay, its hash cannot
+be recomputed, so ``ChainCheck`` hands it to the erasure check instead."""
+
 
 def event_hash(
     *,
@@ -76,6 +80,8 @@ class ChainCheck:
         self._expected_version = 0
         self._first_keyed: int | None = None
         self._plain: list[int] = []
+        self.erased: list[tuple[int, str, str]] = []
+        """(position, event id, hash) of every erased row met (``store.erase``)."""
 
     def check(self, r: Any) -> None:
         """Check one row (it needs every column of ``events``)."""
@@ -91,7 +97,9 @@ class ChainCheck:
             self._expected_version = r.stream_version
         if r.prev_hash != self._expected_prev:
             self.problems.append(f"{where}: prev_hash does not match the previous event")
-        if self.check_hashes:
+        if r.type == ERASED_TYPE:
+            self.erased.append((int(r.position), str(r.event_id), str(r.hash)))
+        elif self.check_hashes:
             if row_hash(r, key) == r.hash:
                 if key is not None and (self._first_keyed is None
                                         or r.position < self._first_keyed):

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from ctxledger.store.backends import backend_for
 from ctxledger.store.chain_key import ChainKey
+from ctxledger.store.erase import check_erasures
 from ctxledger.store.hash_chain import ChainCheck
 from ctxledger.store.schema import events
 
@@ -82,4 +83,6 @@ def verify_log(conn: sa.Connection, *, progress: object | None = None,
             break
     report.events, report.streams = chain.events, chain.streams
     report.problems += chain.finish()
+    # Erased rows are proven by the erasure events that list them (``store.erase``).
+    report.problems += check_erasures(conn, chain.erased)
     return report

@@ -100,6 +100,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "ctxledger state on a small database",
         "floor: python -c 'import sqlalchemy, pydantic'",
         *pg_rows,
+        "erase 500 events in a 3,500-event log",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -126,7 +127,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
                 "rollup", "seal", "brief", "replay",
-                "novel", "lorebook", "startup", "pg_writers"):
+                "novel", "lorebook", "startup", "pg_writers", "erase"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

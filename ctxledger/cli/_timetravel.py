@@ -6,7 +6,8 @@ Each command is a thin shell over ``Ledger``; the domain logic is in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -80,6 +81,23 @@ def _print_timeline(ledger: Ledger, session: str, profile: str, cut: int | datet
         stdout().print(timeline_table(steps, title=f"timeline {session} ({profile})"))
 
 
+@contextmanager
+def _answers_erased(session: str, format: JsonOrText) -> Iterator[None]:
+    """An erased session is an answer, not a failure: print it and exit 0."""
+    from ctxledger import render
+    from ctxledger.timetravel._replay import ErasedHistory
+
+    try:
+        yield
+    except ErasedHistory as exc:
+        if format is JsonOrText.json:
+            typer.echo(render.dumps({"session": session, "status": "erased",
+                                     "detail": str(exc)}))
+        else:
+            stdout().print(str(exc), markup=False)
+        raise typer.Exit(0) from None
+
+
 def replay(
     ctx: typer.Context,
     session: Session,
@@ -108,7 +126,7 @@ def replay(
     when = parse_optional_time(now, "--now")
     policy_text = read_policy(policy)
     diff_text = read_policy(diff)
-    with open_existing(db_of(ctx)) as ledger:
+    with open_existing(db_of(ctx)) as ledger, _answers_erased(session, format):
         profile, _ = session_profile(ledger, session, profile, fallback=DEFAULT_PROFILE)
         if diff_text is not None:
             _print_what_if(ledger.what_if(session, diff_text, profile=profile, until=cut),
@@ -146,7 +164,7 @@ def why(
     check_profile(profile)
     cut = parse_until(until)
     policy_text = read_policy(policy)
-    with open_existing(db_of(ctx)) as ledger:
+    with open_existing(db_of(ctx)) as ledger, _answers_erased(session, format):
         profile, _ = session_profile(ledger, session, profile, fallback=DEFAULT_PROFILE)
         report = ledger.why(session, item, profile=profile, until=cut, policy=policy_text)
     if format is JsonOrText.json:

@@ -15,7 +15,7 @@ from ctxledger.timetravel._why import WhyReport
 
 _STATUS_STYLE = {"match": "green", "copied": "dim", "digest_mismatch": "red",
                  "policy_mismatch": "red", "older_format": "yellow", "superseded": "yellow",
-                 "error": "red"}
+                 "error": "red", "erased": "dim"}
 
 
 def timeline_record(step: TimelineStep) -> dict[str, object]:

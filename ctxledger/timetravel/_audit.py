@@ -19,7 +19,9 @@ records without one, the policy the prefix's settings give) and reports one of:
   the record cannot be derived again. It says nothing of tampering, but it is not a
   match either;
 - ``copied``: a record copied into a fork; its original is audited in its own session;
-- ``error``: it cannot be derived again (e.g. its position is before the session began).
+- ``error``: it cannot be derived again (e.g. its position is before the session began);
+- ``erased``: the record (and the session it audits) was erased (``Ledger.erase``); the
+  erasure is proven by ``verify``, so it counts as fine, not as a mismatch.
 
 A *what-if* replays a timeline under another policy and lists the decisions that change.
 """
@@ -38,12 +40,19 @@ from ctxledger.assembler.api import parse_policy
 from ctxledger.assembler.model import Assembly, Decision
 from ctxledger.assembler.policy import Policy
 from ctxledger.store.errors import LedgerError
+from ctxledger.store.hash_chain import ERASED_TYPE
 from ctxledger.store.read import read_all, read_stream_until
 from ctxledger.store.records import RecordedEvent
-from ctxledger.timetravel._replay import ReplayError, TimelineStep, policy_data, replay
+from ctxledger.timetravel._replay import (
+    ErasedHistory,
+    ReplayError,
+    TimelineStep,
+    policy_data,
+    replay,
+)
 
 AuditStatus = Literal["match", "digest_mismatch", "policy_mismatch", "older_format",
-                      "superseded", "copied", "error"]
+                      "superseded", "copied", "error", "erased"]
 RECORD_TYPE = "context.assembled"
 
 
@@ -78,7 +87,7 @@ class AuditEntry:
     @property
     def ok(self) -> bool:
         """True unless the record failed to match."""
-        return self.status in ("match", "copied")
+        return self.status in ("match", "copied", "erased")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +105,8 @@ class AuditReport:
     def counts(self) -> dict[str, int]:
         """How many records have each status, in a fixed order."""
         order: tuple[AuditStatus, ...] = ("match", "digest_mismatch", "policy_mismatch",
-                                          "older_format", "superseded", "copied", "error")
+                                          "older_format", "superseded", "copied", "error",
+                                          "erased")
         return {status: sum(1 for e in self.entries if e.status == status) for status in order}
 
     def to_json(self) -> dict[str, Any]:
@@ -110,15 +120,27 @@ def _records(conn: sa.Connection, session: str | None) -> list[RecordedEvent]:
         found = read_stream_until(conn, session)
         if not found:
             raise ReplayError(f"unknown session {session!r}")
-        return [e for e in found if e.type == RECORD_TYPE]
+        return [e for e in found if _is_record(e)]
     # No index on type: auditing the whole log reads it once, in pages.
-    return [e for e in read_all(conn) if e.type == RECORD_TYPE]
+    return [e for e in read_all(conn) if _is_record(e)]
+
+
+def _is_record(event: RecordedEvent) -> bool:
+    """A ``context.assembled``, or what erasure left of one."""
+    return event.type == RECORD_TYPE or (
+        event.type == ERASED_TYPE and event.data.get("erased_type") == RECORD_TYPE)
 
 
 def audit_record(conn: sa.Connection, record: RecordedEvent, *,
                  clock_now: datetime) -> AuditEntry:
     """Derive one record again and compare it."""
     data = record.data
+    if record.type == ERASED_TYPE:
+        return AuditEntry(
+            session=record.stream_id, record_position=record.position, position=0,
+            profile="", now="", status="erased", recorded_digest="", derived_digest=None,
+            recorded_policy_version="", derived_policy_version=None, policy_stored=False,
+            detail=f"erased by erasure {data.get('erasure')}: nothing left to derive")
     base: dict[str, Any] = {
         "session": record.stream_id, "record_position": record.position,
         "position": int(data["position"]), "profile": str(data["profile"]),
@@ -135,6 +157,9 @@ def audit_record(conn: sa.Connection, record: RecordedEvent, *,
                          until=base["position"], policy=policy,
                          now=datetime.fromisoformat(base["now"].replace("Z", "+00:00")),
                          clock_now=clock_now)
+    except ErasedHistory as exc:
+        return AuditEntry(**base, status="erased", derived_digest=None,
+                          derived_policy_version=None, detail=str(exc))
     except (LedgerError, ValueError) as exc:
         return AuditEntry(**base, status="error", derived_digest=None,
                           derived_policy_version=None, detail=str(exc))

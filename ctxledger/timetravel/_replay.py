@@ -49,6 +49,7 @@ from ctxledger.projections.view import SessionView, ViewRequest
 from ctxledger.store.canonical import canonical_json
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.errors import LedgerError
+from ctxledger.store.hash_chain import ERASED_TYPE
 from ctxledger.store.read import head_position, position_at, read_stream_until, recorded_at_until
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import events as log_events
@@ -70,6 +71,34 @@ def scope_wide(profile: str) -> bool:
 
 class ReplayError(LedgerError):
     """A replay cannot be made: unknown session, a cut beyond the log, a naive time..."""
+
+
+class ErasedHistory(ReplayError):
+    """The events a replay needs were erased (``Ledger.erase``): what was assembled from
+    them cannot be derived again, and a replay without them would silently differ."""
+
+
+def check_not_erased(conn: sa.Connection, session: str, position: int,
+                     own: Sequence[RecordedEvent], scopes: Sequence[str], wide: bool) -> None:
+    """Raise ``ErasedHistory`` when the prefix of ``session`` at ``position`` lost events
+    to an erasure: its own, its scope's, or (``wide`` profiles) a peer session's."""
+    from ctxledger.store.erase import erasures
+
+    found = erasures(conn)
+    if not found:
+        return
+    scope_streams = {f"{SCOPE_PREFIX}{scope}" for scope in scopes}
+    for erasure in found:
+        hit = session in erasure.streams or (
+            erasure.first <= position and (
+                bool(scope_streams.intersection(erasure.streams))
+                or (wide and bool(set(scopes).intersection(erasure.scopes)))))
+        if hit:
+            raise ErasedHistory(
+                f"session {session!r} at position {position}: erased (the erasure at"
+                f" position {erasure.position}, reason: {erasure.reason})")
+    if any(event.type == ERASED_TYPE for event in own):
+        raise ErasedHistory(f"session {session!r} at position {position}: erased")
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +194,7 @@ def read_prefix(conn: sa.Connection, session: str, position: int, profile: str, 
     streams = [session]
     read = [own]
     wide = scope_wide(profile)
+    check_not_erased(conn, session, position, own, scopes, wide)
     for scope in scopes:
         streams.append(f"{SCOPE_PREFIX}{scope}")
         read.append(read_stream_until(conn, streams[-1], position))

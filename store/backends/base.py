@@ -190,6 +190,18 @@ class Backend(ABC):
     def bulk_writes(self, conn: sa.Connection) -> AbstractContextManager[None]:
         """Settings for a transaction that writes whole tables (a rebuild), restored after."""
 
+    # -- erasure -----------------------------------------------------------------------
+
+    @abstractmethod
+    def erasing(self, conn: sa.Connection) -> AbstractContextManager[None]:
+        """Lift the update guard on ``events`` inside the caller's transaction, for
+        ``store.erase`` to blank rows; the guard is back before the transaction ends."""
+
+    @abstractmethod
+    def scrub(self, engine: Engine, tables: Sequence[str]) -> None:
+        """Outside any transaction: make rows deleted or overwritten in ``tables``
+        unrecoverable from the database's files (free pages, dead tuples, the WAL)."""
+
     @abstractmethod
     def begin_read_snapshot(self, conn: sa.Connection) -> None:
         """Called first thing in a transaction just begun that only reads: every query in

@@ -173,5 +173,80 @@ class PostgreSQLBackend(Backend):
                     held.rollback()
             yield release
 
+    # -- erasure -----------------------------------------------------------------------
+
+    @contextmanager
+    def erasing(self, conn: sa.Connection) -> Iterator[None]:
+        # ALTER TABLE is transactional: the trigger is disabled for this transaction
+        # only, and its ACCESS EXCLUSIVE lock keeps everyone else off ``events``
+        # meanwhile, so no append can slip past the guard while it is down.
+        try:
+            conn.exec_driver_sql("ALTER TABLE events DISABLE TRIGGER events_no_update")
+        except sa.exc.ProgrammingError as exc:
+            if "must be owner" not in str(exc):
+                raise
+            raise LedgerError("erase must run as the owner of table events (the role that"
+                              " runs the migrations); nothing was erased") from None
+        yield
+        conn.exec_driver_sql("ALTER TABLE events ENABLE TRIGGER events_no_update")
+
+    def scrub(self, engine: Engine, tables: Sequence[str]) -> None:
+        # Plain VACUUM only marks dead tuples' space free; VACUUM FULL writes each table
+        # (and its TOAST table) into a new file and unlinks the old one. But it copies
+        # the old row versions too while any snapshot that may still see them is open
+        # (they are "recently dead"), so it first waits for those transactions to end.
+        names = ", ".join(engine.dialect.identifier_preparer.quote(t) for t in tables)
+        raw = engine.raw_connection()
+        try:
+            driver = raw.driver_connection
+            assert driver is not None
+            driver.autocommit = True  # VACUUM refuses to run in a transaction block
+            try:
+                with driver.cursor() as cur:
+                    _wait_for_older_snapshots(cur, SCRUB_WAIT_SECONDS)
+                    cur.execute(f"VACUUM FULL {names}")
+            finally:
+                driver.autocommit = False
+        finally:
+            raw.close()
+
+
+SCRUB_WAIT_SECONDS = 60.0
+"""How long an erase waits for transactions older than it to end before it gives up."""
+
+# Every backend of this database, and every replication slot, that holds the cleanup
+# horizon at or before ``%(xid)s`` (the xid counter when the scrub began, past the erase's
+# own xid): old row versions stay "recently dead" for VACUUM until they are gone.
+_OLDER_SNAPSHOTS = """
+SELECT 'pid ' || pid || ' (' || coalesce(state, '?') || ')' FROM pg_stat_activity
+ WHERE datname = current_database() AND pid <> pg_backend_pid()
+   AND (age(backend_xmin) > age(%(xid)s::text::xid) OR age(backend_xid) > age(%(xid)s::text::xid))
+UNION ALL
+SELECT 'replication slot ' || slot_name FROM pg_replication_slots
+ WHERE (database IS NULL OR database = current_database())
+   AND (age(xmin) > age(%(xid)s::text::xid) OR age(catalog_xmin) > age(%(xid)s::text::xid))
+"""
+
+
+def _wait_for_older_snapshots(cur: Any, seconds: float) -> None:
+    """Wait until no transaction that began before now is open (raise after ``seconds``)."""
+    import time
+
+    cur.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint % 4294967296")
+    row = cur.fetchone()
+    xid = str(row[0])
+    deadline = time.monotonic() + seconds
+    while True:
+        cur.execute(_OLDER_SNAPSHOTS, {"xid": xid})
+        holders = sorted(str(r[0]) for r in cur.fetchall())
+        if not holders:
+            return
+        if time.monotonic() > deadline:
+            raise LedgerError(
+                f"erase: the content is blanked, but {len(holders)} transaction(s) older than"
+                f" the erase are still open ({', '.join(holders[:3])}) and keep its old row"
+                " versions on disk; end them and run the same erase again to scrub")
+        time.sleep(0.1)
+
 
 BACKEND = PostgreSQLBackend()

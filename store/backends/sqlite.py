@@ -402,5 +402,44 @@ class SQLiteBackend(Backend):
     def appends_drained(self, engine: Engine) -> Iterator[Callable[[], None]]:
         yield lambda: None
 
+    # -- erasure -----------------------------------------------------------------------
+
+    @contextmanager
+    def erasing(self, conn: sa.Connection) -> Iterator[None]:
+        # SQLite cannot disable a trigger: drop it and create it again from its own text,
+        # both inside the transaction, so a rollback restores it too.
+        sql = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE type='trigger'"
+                                   " AND name='events_no_update'").scalar()
+        previous = conn.exec_driver_sql("PRAGMA secure_delete").scalar()
+        # Overwritten and freed content is zeroed on the page, not just unlinked.
+        conn.exec_driver_sql("PRAGMA secure_delete=ON")
+        if sql is not None:
+            conn.exec_driver_sql("DROP TRIGGER events_no_update")
+        yield
+        if sql is not None:
+            conn.exec_driver_sql(str(sql))
+        conn.exec_driver_sql(f"PRAGMA secure_delete={int(previous or 0)}")
+
+    def scrub(self, engine: Engine, tables: Sequence[str]) -> None:
+        if is_memory(engine.url):
+            return  # nothing on disk
+        raw = engine.raw_connection()
+        try:
+            cur = raw.cursor()  # the driver runs in autocommit (``_configure``)
+            cur.execute("PRAGMA secure_delete=ON")
+            # VACUUM rewrites the file without free pages; the checkpoints move every
+            # frame into it and truncate the WAL, which held the old pages.
+            for statement in ("PRAGMA wal_checkpoint(TRUNCATE)", "VACUUM",
+                              "PRAGMA wal_checkpoint(TRUNCATE)"):
+                row = cur.execute(statement).fetchone()
+                if statement.startswith("PRAGMA") and row is not None and row[0]:
+                    raise LedgerError("erase: the WAL could not be emptied because another"
+                                      " connection is reading; run erase again when it"
+                                      " is idle")
+            cur.execute("PRAGMA secure_delete=OFF")
+            cur.close()
+        finally:
+            raw.close()
+
 
 BACKEND = SQLiteBackend()

@@ -1,0 +1,178 @@
+"""``Ledger.erase``: one session's or one scope's content made unrecoverable.
+
+The order matters: in one write transaction the ``erasure.completed`` record is appended,
+the events are blanked (``store.erase``), the token caches are emptied and every
+projection is rebuilt from the blanked log (their rows held the same content); after the
+commit the backend scrubs the files (``Backend.scrub``: VACUUM, the WAL). See
+docs/erasure.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from ctxledger.projections.base import metadata as projection_metadata
+from ctxledger.projections.scope_members import scope_members
+from ctxledger.projections.token_cache import history_token_memo, token_counts
+from ctxledger.store.append import append_in_transaction
+from ctxledger.store.backends import backend_for
+from ctxledger.store.canonical import canonical_json
+from ctxledger.store.erase import (
+    ERASURE_TYPE,
+    ErasedRow,
+    attestation_digest,
+    blank_rows,
+    live_rows,
+)
+from ctxledger.store.errors import EventValidationError, InvalidArgument
+from ctxledger.store.hash_chain import ERASED_TYPE
+from ctxledger.store.printable import unprintable_problem
+from ctxledger.store.records import NewEvent, PreparedEvent
+from ctxledger.store.schema import events
+from ctxledger.store.streams import SCOPE_PREFIX, SYSTEM_STREAM, check_stream_id, stream_kind
+from ctxledger.store.validate import new_event_id
+
+if TYPE_CHECKING:
+    from ctxledger._ledger import Ledger
+
+MAX_REASON = 1_000
+"""Characters a reason may have: it is a note for an auditor, not a document."""
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureReport:
+    """What ``Ledger.erase`` did."""
+
+    target: str
+    """``session`` or ``scope``."""
+    name: str
+    reason: str
+    streams: list[str]
+    events: int
+    """Events blanked now (0 when everything was erased before: nothing is written)."""
+    position: int | None
+    """Where the ``erasure.completed`` record is (None when nothing was erased)."""
+    erased_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        from ctxledger.store.clock import format_utc
+
+        return {"target": self.target, "name": self.name, "reason": self.reason,
+                "streams": self.streams, "events": self.events, "position": self.position,
+                "erased_at": format_utc(self.erased_at)}
+
+
+def _check_reason(reason: object) -> str:
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidArgument("erase needs a reason (--reason): say why, for the record")
+    if len(reason) > MAX_REASON:
+        raise InvalidArgument(f"the reason is longer than {MAX_REASON} characters")
+    problem = unprintable_problem(reason)
+    if problem is not None:
+        raise InvalidArgument(f"the reason contains {problem}")
+    return reason
+
+
+def target_streams(conn: sa.Connection, session: str | None, scope: str | None
+                   ) -> tuple[str, str, list[str]]:
+    """(target, name, streams) of an erase of ``session`` or ``scope``; bad input raises
+    ``InvalidArgument``."""
+    if (session is None) == (scope is None):
+        raise InvalidArgument("erase needs exactly one of --session and --scope")
+    name = session if session is not None else scope
+    assert name is not None
+    try:
+        check_stream_id(name if session is not None else SCOPE_PREFIX + name)
+    except EventValidationError as exc:
+        raise InvalidArgument(str(exc)) from None
+    exists = sa.select(events.c.position).where(events.c.stream_id == sa.bindparam("s")
+                                                ).limit(1)
+    if session is not None:
+        if stream_kind(session) != "session" or conn.execute(
+                exists, {"s": session}).first() is None:
+            raise InvalidArgument(f"unknown session {session!r}")
+        return "session", session, [session]
+    found = sorted({str(r.stream_id) for r in conn.execute(
+        sa.select(scope_members.c.stream_id).where(scope_members.c.scope == scope))})
+    # Sessions already erased left scope_members with the rebuild: their record lists them.
+    for row in conn.execute(sa.select(events.c.data).where(
+            events.c.stream_id == SYSTEM_STREAM, events.c.type == ERASURE_TYPE)):
+        data = json.loads(row.data)
+        if data.get("target") == "scope" and data.get("name") == scope:
+            found = sorted({*found, *data.get("streams", [])})
+    stream = SCOPE_PREFIX + str(scope)
+    if conn.execute(exists, {"s": stream}).first() is not None:
+        found = sorted({*found, stream})
+    if not found:
+        raise InvalidArgument(f"unknown scope {scope!r}")
+    return "scope", str(scope), found
+
+
+def erase(ledger: Ledger, *, session: str | None, scope: str | None, reason: str,
+          progress: Progress | None = None) -> ErasureReport:
+    """See ``Ledger.erase``."""
+    reason = _check_reason(reason)
+    log = ledger.log
+    position: int | None = None
+    with log.transaction() as conn:
+        target, name, streams = target_streams(conn, session, scope)
+        rows = live_rows(conn, streams)
+        now = ledger.clock()
+        if rows:
+            position = _blank(ledger, conn, now, target, name, reason, streams, rows,
+                              progress)
+    log.heads.forget(SYSTEM_STREAM)
+    ledger.forget_memos()
+    # Erasing again writes nothing but scrubs again: the first scrub may have been
+    # stopped by an old transaction (PostgreSQL) or a busy reader (SQLite).
+    backend_for(ledger.engine).scrub(
+        ledger.engine, ["events", *sorted(projection_metadata.tables)])
+    return ErasureReport(target, name, reason, streams, len(rows), position, now)
+
+
+def _blank(ledger: Ledger, conn: sa.Connection, now: datetime, target: str, name: str, reason: str,
+           streams: list[str], rows: list[ErasedRow], progress: Progress | None) -> int:
+    """Record the erasure, blank ``rows``, empty the caches, rebuild the projections;
+    returns the record's position."""
+    scopes = sorted({str(r.scope) for r in conn.execute(
+        sa.select(scope_members.c.scope).where(scope_members.c.stream_id.in_(streams)))}
+        | ({name} if target == "scope" else set()))
+    types: dict[str, int] = {}
+    for row in rows:
+        types[row.type] = types.get(row.type, 0) + 1
+    data = {
+        "target": target, "name": name, "reason": reason, "streams": streams,
+        "scopes": scopes, "events": len(rows), "types": dict(sorted(types.items())),
+        "positions": [row.position for row in rows],
+        "digest": attestation_digest((r.position, r.event_id, r.hash) for r in rows),
+    }
+    record = NewEvent(type=ERASURE_TYPE, data=data, event_id=new_event_id(),
+                      metadata={}, schema_version=1)
+    # Written here, not through ``EventLog.prepare``: the catalog refuses this type from
+    # any other writer, so an erasure cannot be forged through an append.
+    outcome = append_in_transaction(
+        conn, SYSTEM_STREAM, [PreparedEvent(record, canonical_json(data), "{}", False)],
+        None, now, key=ledger.log.chain_key)
+    total = len(rows) * 2
+    blank_rows(conn, rows, str(record.event_id),
+               progress=None if progress is None else lambda done: progress(done, total))
+    # Counts cached by content hash: a hash of a short text can be guessed.
+    conn.execute(token_counts.delete())
+    conn.execute(history_token_memo.delete())
+    ledger.runner.bring_up_to_date(
+        conn, force=[p.name for p in ledger.runner.projections],
+        progress=None if progress is None else
+        lambda done, of: progress(len(rows) + done * len(rows) // max(of, 1), total))
+    return outcome.result.positions[0]
+
+
+__all__ = ["ERASED_TYPE", "ErasureReport", "erase", "target_streams"]

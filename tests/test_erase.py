@@ -1,0 +1,296 @@
+"""Erasure: a session's or a scope's content gone from the database files (the SQLite file
+and its WAL; PostgreSQL's relation files, read from its data directory), while every
+chain, seal and anchor still verifies and other sessions assemble as before."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
+
+from ctxledger import ErasedHistory, Ledger, LedgerError
+from ctxledger.cli import app
+from ctxledger.store.schema import events
+
+MARK = "zq7-MARKER-erase-4b1d"
+"""In every piece of the erased session's content; found nowhere once it is erased."""
+
+
+def message(content: str, role: str = "user") -> dict[str, Any]:
+    return {"type": "message.appended", "data": {"role": role, "content": content}}
+
+
+def seed(ledger: Ledger) -> None:
+    """``alice`` (scope ``home``) holds the marker everywhere; ``bob`` (scope ``work``)
+    does not."""
+    ledger.append("alice", [
+        {"type": "session.started", "data": {"scope": "home"}},
+        message(f"my secret is {MARK}-message"),
+        message(f"noted {MARK}-reply", role="assistant"),
+        {"type": "tool.used", "data": {"tool_name": f"grep-{MARK}-tool"}},
+        {"type": "observation.recorded",
+         "data": {"kind": "finding", "content": f"alice said {MARK}-observation"}},
+        {"type": "item.put", "data": {"item_id": "note", "kind": "summary",
+                                      "content": f"summary {MARK}-item"}},
+    ])
+    ledger.append("bob", [
+        {"type": "session.started", "data": {"scope": "work"}},
+        message("bob's plain question"),
+        message("bob's plain answer", role="assistant"),
+    ])
+
+
+def raw_bytes(ledger: Ledger) -> bytes:
+    """Every byte of the database's files: the SQLite file with its WAL and journal, or
+    every PostgreSQL relation (tables, TOAST, indexes) of the ledger's schema."""
+    url = ledger.engine.url
+    if url.get_backend_name() == "sqlite":
+        base = Path(str(url.database))
+        return b"".join(p.read_bytes() for p in sorted(base.parent.glob(base.name + "*")))
+    with ledger.engine.connect() as conn:
+        conn.exec_driver_sql("CHECKPOINT")  # dirty buffers into the relation files
+        data_dir = Path(str(conn.exec_driver_sql("SHOW data_directory").scalar()))
+        paths = conn.exec_driver_sql(
+            "WITH own AS (SELECT oid, reltoastrelid FROM pg_class"
+            "             WHERE relnamespace = current_schema()::regnamespace),"
+            " toast AS (SELECT reltoastrelid AS oid FROM own WHERE reltoastrelid <> 0),"
+            " toast_index AS (SELECT indexrelid AS oid FROM pg_index"
+            "                 WHERE indrelid IN (SELECT oid FROM toast))"
+            " SELECT pg_relation_filepath(oid) FROM (SELECT oid FROM own UNION"
+            " SELECT oid FROM toast UNION SELECT oid FROM toast_index) AS r"
+        ).scalars().all()
+    out = b""
+    for rel in paths:
+        if rel is None:
+            continue
+        main = data_dir / rel
+        # The main fork, its 1 GB segments (.1, .2...) and its other forks (_fsm, _vm).
+        for part in sorted(main.parent.glob(main.name + "*")):
+            if part.name == main.name or part.name[len(main.name)] in "._":
+                out += part.read_bytes()
+    return out
+
+
+@pytest.fixture
+def seeded(db_url: str) -> Iterator[Ledger]:
+    with Ledger.open(db_url) as ledger:
+        seed(ledger)
+        yield ledger
+
+
+def test_erase_session_leaves_no_trace_and_verifies(seeded: Ledger) -> None:
+    ledger = seeded
+    anchor = ledger.anchor()
+    alice = ledger.assemble("alice", "session")
+    ledger.record_assembly("alice", alice)
+    bob = ledger.replay("bob", profile="session")
+    assert MARK.encode() in raw_bytes(ledger)
+    head = ledger.head()
+
+    report = ledger.erase(session="alice", reason="subject access request 17")
+
+    assert (report.target, report.name, report.events) == ("session", "alice", 7)
+    assert report.position == head + 1
+    assert MARK.encode() not in raw_bytes(ledger)
+    checked = ledger.verify(anchor=anchor, deep=True)
+    assert checked.problems == [] and checked.ok and checked.anchor == "ok"
+    # A seal after the erasure covers the blanked rows too.
+    ledger.seal()
+    assert ledger.verify(anchor=ledger.anchor()).ok
+    # Other sessions assemble exactly as before.
+    assert ledger.replay("bob", bob.position, profile="session").digest == bob.digest
+    # The record: what, when and why, without content.
+    (record,) = [e for e in ledger.events("system") if e.type == "erasure.completed"]
+    assert record.data["reason"] == "subject access request 17"
+    assert record.data["streams"] == ["alice"] and record.data["events"] == 7
+    assert MARK not in json.dumps(record.data)
+    assert [e.type for e in ledger.events("alice")] == ["event.erased"] * 7
+
+
+def test_erase_again_erases_nothing(seeded: Ledger) -> None:
+    seeded.erase(session="alice", reason="first")
+    head = seeded.head()
+    again = seeded.erase(session="alice", reason="second")
+    assert (again.events, again.position) == (0, None)
+    assert seeded.head() == head
+
+
+def test_erase_scope_takes_its_sessions_and_spares_others(seeded: Ledger) -> None:
+    seeded.append("scope:home", [
+        {"type": "source.registered", "data": {"source_id": "wiki", "version": "1",
+                                               "trust": 0.5}},
+        {"type": "snippet.added", "data": {"snippet_id": "s1", "source_id": "wiki",
+                                           "source_version": "1",
+                                           "text": f"snippet {MARK}-snippet"}}])
+    bob = seeded.replay("bob", profile="session")
+    report = seeded.erase(scope="home", reason="account closed")
+    assert report.streams == ["alice", "scope:home"]
+    assert MARK.encode() not in raw_bytes(seeded)
+    assert seeded.verify().ok
+    assert seeded.replay("bob", bob.position, profile="session").digest == bob.digest
+
+
+def test_audit_of_erased_session_says_erased(seeded: Ledger) -> None:
+    seeded.record_assembly("alice", seeded.assemble("alice", "session"))
+    seeded.record_assembly("bob", seeded.assemble("bob", "session"))
+    seeded.erase(session="alice", reason="gone")
+    report = seeded.audit()
+    assert [(e.session, e.status) for e in report.entries] == [
+        ("alice", "erased"), ("bob", "match")]
+    assert report.ok
+    assert [e.status for e in seeded.audit("alice").entries] == ["erased"]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"session": "nobody", "reason": "r"}, "unknown session 'nobody'"),
+    ({"scope": "nowhere", "reason": "r"}, "unknown scope 'nowhere'"),
+    ({"session": "alice", "reason": "  "}, "erase needs a reason"),
+    ({"session": "alice", "scope": "home", "reason": "r"}, "exactly one of"),
+    ({"reason": "r"}, "exactly one of"),
+])
+def test_bad_input_writes_nothing(seeded: Ledger, kwargs: dict[str, Any],
+                                  message: str) -> None:
+    head = seeded.head()
+    with pytest.raises(LedgerError, match=message):
+        seeded.erase(**kwargs)
+    assert seeded.head() == head
+    assert MARK.encode() in raw_bytes(seeded)
+
+
+def test_verify_catches_content_blanked_outside_erase(seeded: Ledger) -> None:
+    """Someone who drops the trigger and blanks an event as erase would is caught: no
+    erasure record lists it."""
+    with seeded.engine.begin() as conn:
+        conn.execute(sa.text("DROP TRIGGER IF EXISTS events_no_update" if
+                             conn.dialect.name == "sqlite" else
+                             "ALTER TABLE events DISABLE TRIGGER events_no_update"))
+        conn.execute(events.update().where(events.c.stream_id == "bob",
+                                           events.c.stream_version == 2)
+                     .values(type="event.erased", data="{}"))
+        if conn.dialect.name != "sqlite":
+            conn.execute(sa.text("ALTER TABLE events ENABLE TRIGGER events_no_update"))
+    found = seeded.verify().problems
+    assert any("blanked with no erasure recorded" in p for p in found), found
+
+
+def test_verify_catches_an_erasure_record_listing_live_events(seeded: Ledger) -> None:
+    seeded.erase(session="alice", reason="gone")
+    with seeded.engine.begin() as conn:
+        bob_first = conn.execute(sa.select(events.c.position).where(
+            events.c.stream_id == "bob").order_by(events.c.position).limit(1)).scalar_one()
+        conn.execute(sa.text("DROP TRIGGER IF EXISTS events_no_update" if
+                             conn.dialect.name == "sqlite" else
+                             "ALTER TABLE events DISABLE TRIGGER events_no_update"))
+        record = conn.execute(sa.select(events.c.position, events.c.data).where(
+            events.c.type == "erasure.completed")).one()
+        data = json.loads(record.data)
+        data["positions"].append(bob_first)
+        conn.execute(events.update().where(events.c.position == record.position)
+                     .values(data=json.dumps(data)))
+    problems = seeded.verify().problems
+    assert any(f"lists position {bob_first}" in p for p in problems), problems
+
+
+def test_cli_erase(db_url: str) -> None:
+    with Ledger.open(db_url) as ledger:
+        seed(ledger)
+    runner = CliRunner()
+    out = runner.invoke(app, ["--db", db_url, "erase", "--session", "alice"])
+    assert out.exit_code == 1
+    assert out.output.strip().splitlines()[-1].startswith("error:")
+    assert "reason" in out.output and len(out.output.strip().splitlines()) == 1
+    out = runner.invoke(app, ["--db", db_url, "erase", "--session", "nobody",
+                              "--reason", "r"])
+    assert (out.exit_code, out.output.strip()) == (1, "error: unknown session 'nobody'")
+    out = runner.invoke(app, ["--db", db_url, "erase", "--session", "alice",
+                              "--reason", "request 9"])
+    assert out.exit_code == 0, out.output
+    done = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (done["events"], done["streams"], done["reason"]) == (6, ["alice"], "request 9")
+    out = runner.invoke(app, ["--db", db_url, "verify"])
+    assert out.exit_code == 0, out.output
+
+
+def test_replay_and_why_of_erased_history_answer_erased(seeded: Ledger) -> None:
+    """The erased session, and a peer whose scope-wide replay read its events, answer
+    "erased"; a session of another scope replays as before."""
+    seeded.append("carol", [{"type": "session.started", "data": {"scope": "home"}},
+                            message("carol asks")])
+    head = seeded.head()
+    seeded.erase(session="alice", reason="gone")
+    with pytest.raises(ErasedHistory, match="erased"):
+        seeded.replay("alice", profile="session")
+    with pytest.raises(ErasedHistory, match="erased"):
+        seeded.replay("carol", head, profile="session")
+    assert seeded.replay("carol", head, profile="card").session == "carol"
+    assert seeded.replay("bob", profile="session").session == "bob"
+    runner = CliRunner()
+    url = seeded.engine.url.render_as_string(hide_password=False)
+    for args in (["replay", "alice"], ["why", "alice", "mes_example"],
+                 ["replay", "alice", "--timeline"]):
+        out = runner.invoke(app, ["--db", url, *args])
+        assert out.exit_code == 0, out.output
+        assert json.loads(out.stdout)["status"] == "erased"
+    out = runner.invoke(app, ["--db", url, "audit", "alice"])
+    assert out.exit_code == 0, out.output
+
+
+def test_keyed_log_still_verifies_after_erase(db_url: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a chain key the erasure record is an HMAC link like any event, and the log
+    verifies (with the key) across the tombstones and the seals made before and after."""
+    monkeypatch.setenv("CTXLEDGER_CHAIN_KEY", "erase test key")
+    with Ledger.open(db_url) as ledger:
+        seed(ledger)
+        anchor = ledger.anchor()
+        ledger.erase(session="alice", reason="gone")
+        ledger.seal()
+        checked = ledger.verify(anchor=anchor)
+        assert checked.problems == [] and checked.anchor == "ok"
+    monkeypatch.setenv("CTXLEDGER_CHAIN_KEY", "another key")
+    with Ledger.open(db_url) as ledger:
+        assert not ledger.verify().ok
+
+
+@pytest.mark.parametrize("kind", ["event.erased", "erasure.completed"])
+def test_erasure_types_cannot_be_appended(seeded: Ledger, kind: str) -> None:
+    head = seeded.head()
+    with pytest.raises(LedgerError, match="unknown event type"):
+        seeded.append("system" if kind == "erasure.completed" else "bob",
+                      [{"type": kind, "data": {}}])
+    assert seeded.head() == head
+
+
+@pytest.mark.postgres
+def test_erase_as_a_role_that_does_not_own_events_fails_cleanly(pg_url: str) -> None:
+    """The app role of docs/DEPLOY.md (DML grants only) cannot erase: one line, nothing
+    written."""
+    role = f"erase_app_{uuid.uuid4().hex[:8]}"
+    url = sa.engine.make_url(pg_url)
+    with Ledger.open(pg_url) as ledger:
+        seed(ledger)
+        head = ledger.head()
+        with ledger.engine.begin() as conn:
+            schema = conn.exec_driver_sql("SELECT current_schema()").scalar()
+            conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+            conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+            conn.exec_driver_sql(f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES'
+                                 f' IN SCHEMA "{schema}" TO "{role}"')
+    try:
+        with Ledger.open(url.set(username=role).render_as_string(hide_password=False),
+                         upgrade=False) as app_ledger:
+            with pytest.raises(LedgerError, match="must run as the owner of table events"):
+                app_ledger.erase(session="alice", reason="r")
+            assert app_ledger.head() == head
+    finally:
+        with Ledger.open(pg_url) as ledger, ledger.engine.begin() as conn:
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+    with Ledger.open(pg_url) as ledger:
+        assert MARK.encode() in raw_bytes(ledger)

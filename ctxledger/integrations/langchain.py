@@ -45,7 +45,7 @@ from ctxledger.store.errors import BatchEventError, EventValidationError
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.strict import json_value_ok
 
-__all__ = ["LedgerChatMessageHistory", "message_of", "message_from"]
+__all__ = ["LedgerChatMessageHistory", "message_from", "message_of"]
 
 _EXTRA = "langchain"
 _ROLES = {"human": "user", "system": "system", "ai": "assistant", "tool": "tool"}

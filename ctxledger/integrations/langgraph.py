@@ -47,6 +47,9 @@ from ctxledger.store.strict import json_value_ok
 
 __all__ = ["STREAM_PREFIX", "LedgerSaver"]
 
+# ``list`` is a method of the saver, so the class body cannot name the builtin type.
+_Events = list[RecordedEvent]
+
 STREAM_PREFIX = "langgraph:"
 """A thread's stream is this prefix plus its ``thread_id``."""
 
@@ -240,8 +243,8 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                     left -= 1
                 yield thread.tuple(thread_id, ns, checkpoint_id)
 
-    def _all_threads(self) -> dict[str, list[RecordedEvent]]:
-        threads: dict[str, list[RecordedEvent]] = {}
+    def _all_threads(self) -> dict[str, _Events]:
+        threads: dict[str, _Events] = {}
         for event in self.ledger.events():
             if event.stream_id.startswith(STREAM_PREFIX):
                 threads.setdefault(event.stream_id, []).append(event)
@@ -343,10 +346,10 @@ class _Thread:
                 kept = thread.writes.setdefault(
                     (data["checkpoint_ns"], data["checkpoint_id"]), {})
                 for write in data["writes"]:
-                    key = (data["task_id"], write["idx"])
-                    if key[1] >= 0 and key in kept:
+                    task_key = (str(data["task_id"]), int(write["idx"]))
+                    if task_key[1] >= 0 and task_key in kept:
                         continue
-                    kept[key] = (data["task_id"], write["channel"], write["value"])
+                    kept[task_key] = (data["task_id"], write["channel"], write["value"])
             elif event.type == CLEARED:
                 thread.clear(data.get("run_ids"))
         return thread

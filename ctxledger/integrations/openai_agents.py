@@ -208,7 +208,7 @@ def item_of(event: RecordedEvent) -> TResponseInputItem:
     data = event.data
     extra = dict(event.metadata.get("extra", {}).get(_EXTRA, {}))
     parts = extra.pop("parts", None)
-    content = data.get("content")
+    content: Any = data.get("content")
     item: dict[str, Any] = dict(extra)
     if data["role"] == "assistant" and data.get("tool_calls"):
         (call,) = data["tool_calls"]

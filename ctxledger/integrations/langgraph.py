@@ -50,6 +50,9 @@ __all__ = ["STREAM_PREFIX", "LedgerSaver"]
 # ``list`` is a method of the saver, so the class body cannot name the builtin type.
 _Events = list[RecordedEvent]
 
+_CACHED_THREADS = 64
+"""Threads whose fold a saver keeps (the most recently read)."""
+
 STREAM_PREFIX = "langgraph:"
 """A thread's stream is this prefix plus its ``thread_id``."""
 
@@ -72,6 +75,18 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         # can store only the tail. Only used while the stream is at the version we left
         # it at (checked by the append), so another writer never gets a wrong delta.
         self._tails: dict[str, _StreamTail] = {}
+        # Per stream, its fold as of the last read: the next read folds only the events
+        # appended since (a step's get_tuple costs what the step added, not the thread).
+        self._reads: dict[str, _Thread] = {}
+
+    def _thread(self, stream: str) -> _Thread:
+        """The stream folded up to its head; call with the lock held."""
+        thread = self._reads.pop(stream, None) or _Thread(self)
+        thread.extend(self.ledger.log.read_stream(stream, thread.version + 1))
+        self._reads[stream] = thread
+        while len(self._reads) > _CACHED_THREADS:
+            del self._reads[next(iter(self._reads))]
+        return thread
 
     # -- writing ------------------------------------------------------------------------
 
@@ -173,7 +188,8 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         if not wanted:
             return
         for stream, events in sorted(self._all_threads().items()):
-            thread = _Thread.fold(events, self)
+            thread = _Thread(self)
+            thread.extend(events)
             hit = sorted({run for run in thread.run_ids() if run in wanted})
             if hit:
                 with self._lock:
@@ -196,16 +212,17 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = str(configurable.get("checkpoint_ns", ""))
-        thread = _Thread.fold(self.ledger.events(STREAM_PREFIX + thread_id), self)
         wanted = get_checkpoint_id(config)
-        ids = thread.ids(ns)
-        if wanted is None:
-            if not ids:
+        with self._lock:
+            thread = self._thread(STREAM_PREFIX + thread_id)
+            if wanted is None:
+                ids = thread.ids(ns)
+                if not ids:
+                    return None
+                wanted = ids[-1]
+            elif wanted not in thread.saved.get(ns, {}):
                 return None
-            wanted = ids[-1]
-        elif wanted not in thread.saved.get(ns, {}):
-            return None
-        return thread.tuple(thread_id, ns, str(wanted))
+            return thread.tuple(thread_id, ns, str(wanted))
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None
@@ -224,7 +241,8 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         before_id = get_checkpoint_id(before) if before is not None else None
         left = limit
         for stream in sorted(threads):
-            thread = _Thread.fold(threads[stream], self)
+            thread = _Thread(self)
+            thread.extend(threads[stream])
             thread_id = stream.removeprefix(STREAM_PREFIX)
             found = [(checkpoint_id, ns) for ns in sorted(thread.saved)
                      if ns_wanted is None or ns == ns_wanted for checkpoint_id in thread.ids(ns)]
@@ -327,13 +345,16 @@ class _Thread:
         default_factory=dict)
     writes: dict[tuple[str, str], dict[tuple[str, int], tuple[str, str, Any]]] = field(
         default_factory=dict)
+    version: int = 0
+    """The stream version folded up to."""
     _values: dict[tuple[str, str, int], Any] = field(default_factory=dict)
     _metadata: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
-    @classmethod
-    def fold(cls, events: Sequence[RecordedEvent], saver: LedgerSaver) -> _Thread:
-        thread = cls(saver)
-        for seq, event in enumerate(events):
+    def extend(self, events: Sequence[RecordedEvent]) -> None:
+        """Fold ``events``, the stream's next ones, in."""
+        thread = self
+        for event in events:
+            seq = thread.version = event.stream_version
             data = event.data
             if event.type == SAVED:
                 ns = data["checkpoint_ns"]
@@ -352,7 +373,6 @@ class _Thread:
                     kept[task_key] = (data["task_id"], write["channel"], write["value"])
             elif event.type == CLEARED:
                 thread.clear(data.get("run_ids"))
-        return thread
 
     def clear(self, run_ids: Sequence[str] | None) -> None:
         if run_ids is None:
@@ -360,6 +380,8 @@ class _Thread:
             self.saved.clear()
             self.entries.clear()
             self.writes.clear()
+            self._values.clear()
+            self._metadata.clear()
             return
         runs = set(run_ids)
         for ns, checkpoints in self.saved.items():
@@ -417,7 +439,8 @@ class _Thread:
         for channel, version in checkpoint.get("channel_versions", {}).items():
             found, value = self.value(ns, channel, version, seq)
             if found:
-                values[channel] = value
+                # The fold keeps its lists for the next read: hand out copies.
+                values[channel] = list(value) if type(value) is list else value
         checkpoint["id"] = checkpoint_id
         checkpoint["channel_values"] = values
         parent = data.get("parent_checkpoint_id")

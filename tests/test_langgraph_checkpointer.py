@@ -100,6 +100,16 @@ def test_a_chat_graph_resumes_and_stores_only_what_each_step_adds(db_url: str) -
         assert kinds[-1] == "checkpoints.cleared" and "checkpoint.saved" in kinds
 
 
+def test_from_url_opens_and_closes_a_ledger(db_url: str) -> None:
+    with LedgerSaver.from_url(db_url) as saver:
+        graph = _chat_graph(saver)
+        config = {"configurable": {"thread_id": "t"}}
+        graph.invoke({"messages": [HumanMessage(content="hi", id="h0")]}, config)
+    with LedgerSaver.from_url(db_url) as saver:
+        assert [m.content for m in _chat_graph(saver).get_state(config).values["messages"]] == [
+            "hi", "echo: hi"]
+
+
 def _tail_items(entry: dict[str, Any]) -> list[Any]:
     saver = LedgerSaver.__new__(LedgerSaver)
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer

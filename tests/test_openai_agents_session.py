@@ -144,3 +144,6 @@ def test_context_limit_returns_the_fitted_window(ledger: Ledger) -> None:
     assert fitted == everything[-len(fitted):]
     window = ledger.history_window("long", 300)
     assert len(window) == len(fitted)
+    limited = LedgerSession(ledger, "long", context_limit=300)
+    assert asyncio.run(limited.get_items(limit=2)) == fitted[-2:]
+    assert asyncio.run(limited.get_items(limit=100)) == fitted

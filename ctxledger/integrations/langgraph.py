@@ -19,6 +19,7 @@ import asyncio
 import base64
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,17 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         # Per stream, its fold as of the last read: the next read folds only the events
         # appended since (a step's get_tuple costs what the step added, not the thread).
         self._reads: dict[str, _Thread] = {}
+
+    @classmethod
+    @contextmanager
+    def from_url(cls, url: str | None = None, **kwargs: Any) -> Iterator[LedgerSaver]:
+        """A saver over ``Ledger.open(url)`` (as ``SqliteSaver.from_conn_string``), the
+        ledger closed on leaving; ``kwargs`` go to the saver."""
+        ledger = Ledger.open(url, load_vocabulary=False)
+        try:
+            yield cls(ledger, **kwargs)
+        finally:
+            ledger.close()
 
     def _thread(self, stream: str) -> _Thread:
         """The stream folded up to its head; call with the lock held."""

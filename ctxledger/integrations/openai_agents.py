@@ -100,7 +100,7 @@ class LedgerSession(SessionABC):
             events = self.ledger.history_window(self.session_id, self.context_limit,
                                                 response_reserve=self.response_reserve)
             if limit is not None:
-                events = events[len(events) - limit:] if limit > 0 else []
+                events = events[max(0, len(events) - limit):] if limit > 0 else []
         else:
             events = self.ledger.messages(self.session_id, last=limit)
         return [item_of(event) for event in events]

@@ -120,3 +120,30 @@ def _tail_items(entry: dict[str, Any]) -> list[Any]:
     return items
 
 
+
+
+def test_a_delta_is_never_built_on_a_stream_another_writer_moved(db_url: str) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    def put(saver: LedgerSaver, values: list[str], version: int) -> None:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"log": values}
+        checkpoint["channel_versions"] = {"log": version}
+        saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, checkpoint,
+                  {"source": "loop", "step": version}, {"log": version})
+
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        first, second = LedgerSaver(ledger), LedgerSaver(ledger)
+        put(first, ["a"], 1)
+        put(first, ["a", "b"], 2)  # a tail: ["b"]
+        put(second, ["x"], 3)  # another writer replaces the list
+        put(first, ["a", "b", "c"], 4)  # first's cache is stale: stored whole
+        entries = [e.data["values"][0] for e in ledger.events("langgraph:t")]
+        assert ["tail" in entry for entry in entries] == [False, True, False, False]
+        for saver in (first, second, LedgerSaver(ledger)):
+            latest = saver.get_tuple({"configurable": {"thread_id": "t"}})
+            assert latest is not None
+            assert latest.checkpoint["channel_values"] == {"log": ["a", "b", "c"]}
+        history = [t.checkpoint["channel_values"]["log"]
+                   for t in LedgerSaver(ledger).list({"configurable": {"thread_id": "t"}})]
+        assert sorted(history) == sorted([["a"], ["a", "b"], ["x"], ["a", "b", "c"]])

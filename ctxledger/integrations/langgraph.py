@@ -120,8 +120,9 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         if parent is not None:
             data["parent_checkpoint_id"] = str(parent)
         values = checkpoint["channel_values"]
-        changed = [(channel, version) for channel, version in new_versions.items()
-                   if channel in values]
+        # In channel order: the event does not depend on the order LangGraph built it in.
+        changed = sorted((channel, version) for channel, version in new_versions.items()
+                         if channel in values)
         with self._lock:
             known = self._tails.get(stream)
             entries = []

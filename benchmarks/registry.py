@@ -41,6 +41,8 @@ class Settings:
     """Size of the log the rollup leg rolls up (30 days of it)."""
     replay_log: int = 250_000
     """Events in the large log of the replay leg."""
+    checkpoint_steps: int = 2_000
+    """Steps of the langgraph leg's chat graph (each checkpointer)."""
 
 
 @dataclass

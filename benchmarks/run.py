@@ -33,11 +33,12 @@ from workload import DEFAULT_SEED, FULL_EVENTS, describe_mix, generate_mix
 LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble", "legs_turnloop", "legs_cold",
                "legs_rollup", "legs_seal",
                "legs_brief", "legs_replay", "legs_novel", "legs_lorebook",
-               "legs_startup", "legs_pg_writers", "legs_serve", "legs_erase")
+               "legs_startup", "legs_pg_writers", "legs_serve", "legs_erase",
+               "legs_langgraph")
 """Modules whose import registers legs, in the order their legs run."""
 
 QUICK = Settings(events=3_000, single_events=600, batch_size=1_000, rounds=1, quick=True,
-                 turns=30, peer_turns=30, rollup_events=3_000)
+                 turns=30, peer_turns=30, rollup_events=3_000, checkpoint_steps=30)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -64,11 +65,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="size of the log the rollup leg rolls up over 30 days")
     parser.add_argument("--replay-log", type=int, default=250_000, metavar="N",
                         help="events in the replay leg's large log (1,000,000 where it fits)")
+    parser.add_argument("--checkpoint-steps", type=int, default=2_000, metavar="N",
+                        help="steps of the langgraph leg's chat graph (both checkpointers)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--json", type=Path, default=None, metavar="FILE",
                         help="also write every figure (each round too) to FILE")
     args = parser.parse_args(argv)
-    for name in ("events", "single", "rounds", "batch_size", "rollup_events", "replay_log"):
+    for name in ("events", "single", "rounds", "batch_size", "rollup_events", "replay_log",
+                 "checkpoint_steps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     for name in ("turns", "peer_turns"):
@@ -84,7 +88,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(events=args.events, single_events=min(args.single, args.events),
                     batch_size=args.batch_size, rounds=args.rounds, quick=False,
                     turns=args.turns, peer_turns=min(args.peer_turns, args.turns),
-                    rollup_events=args.rollup_events, replay_log=args.replay_log)
+                    rollup_events=args.rollup_events, replay_log=args.replay_log,
+                    checkpoint_steps=args.checkpoint_steps)
 
 
 def environment() -> dict[str, str]:

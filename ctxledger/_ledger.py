@@ -184,6 +184,55 @@ class Ledger:
         except BatchEventError as exc:
             raise batch.error(exc.index, exc.reason) from None
 
+    def messages(self, session: str, *, last: int | None = None) -> list[RecordedEvent]:
+        """The ``message.appended`` events of ``session`` that still count (not retracted,
+        not replaced by a later message of the same id), in order; with ``last``, only
+        the newest ``last``. Read through the message index, so ``last`` costs O(last)."""
+        from ctxledger.projections.read_history import live_message_seqs
+
+        if last is not None and (isinstance(last, bool) or last < 0):
+            raise InvalidArgument(f"last must be an integer >= 0, got {last!r}")
+        if last == 0:
+            return []
+        with self.log.connection() as conn, read_snapshot(conn):
+            seqs = live_message_seqs(conn, session, last)
+            if not seqs:
+                return []
+            from ctxledger.store.read import read_stream
+
+            wanted = set(seqs)
+            return [event for event in read_stream(conn, session, seqs[0], seqs[-1])
+                    if event.stream_version in wanted]
+
+    def history_window(self, session: str, context_limit: int, *,
+                       response_reserve: int = 0) -> list[RecordedEvent]:
+        """The messages of ``session`` that the chat-history window keeps under
+        ``context_limit`` tokens less ``response_reserve`` (the ``card`` profile's window,
+        with the session's other settings), as ``message.appended`` events in order: what
+        a framework adapter sends instead of the raw tail."""
+        from ctxledger._message_index import message_id_of
+        from ctxledger.assembler.api import policy_for
+
+        base = policy_for("card", self.view(session).settings)
+        policy = type(base).model_validate({**base.model_dump(), "context_limit": context_limit,
+                                            "response_reserve": response_reserve})
+        assembly = self.assemble(session, "card", policy=policy)
+        kept = {message.item.removeprefix("message:") for message in assembly.messages
+                if message.item is not None}
+        return [event for event in self.messages(session) if message_id_of(event) in kept]
+
+    def retract_messages(self, session: str, message_ids: Sequence[str], *,
+                         metadata: Mapping[str, Any] | None = None) -> AppendResult | None:
+        """Withdraw messages of ``session`` (one ``message.retracted`` each, in one
+        atomic batch); None when ``message_ids`` is empty. The messages stay in the log,
+        so replay still shows them before the retraction."""
+        if not message_ids:
+            return None
+        extra = {"metadata": dict(metadata)} if metadata else {}
+        return self.append(session, [{"type": "message.retracted",
+                                      "data": {"message_id": message_id}, **extra}
+                                     for message_id in message_ids])
+
     def events(self, stream_id: str | None = None, *, after: int = 0,
                limit: int | None = None, until: int | datetime | None = None
                ) -> list[RecordedEvent]:

@@ -210,3 +210,15 @@ def load_history(conn: sa.Connection, session: sa.RowMapping, request: ViewReque
                    prefix_through_seq=prefix_through, summarized_retracted=summarized_retracted,
                    summarized_messages=summarized_messages, unloaded=window.unloaded,
                    oldest_unloaded=window.oldest_unloaded)
+
+
+def live_message_seqs(conn: sa.Connection, stream_id: str, last: int | None = None
+                      ) -> list[int]:
+    """The ``seq`` (stream version) of each non-retracted message of the stream, in
+    order; with ``last``, only the newest ``last`` of them."""
+    query = (sa.select(messages.c.seq)
+             .where(messages.c.stream_id == stream_id, messages.c.retracted.is_(False))
+             .order_by(messages.c.seq.desc()))
+    if last is not None:
+        query = query.limit(last)
+    return sorted(int(seq) for seq in conn.execute(query).scalars())

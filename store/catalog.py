@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import date
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -423,6 +423,42 @@ class RollupCompleted(EventData):
         return self
 
 
+class CheckpointSaved(EventData):
+    """A LangGraph checkpoint of one thread (the stream), as a delta: its skeleton (ids,
+    channel versions, versions seen) and only the channel values this step changed. A
+    list value that extends the value stored at an earlier version of its channel holds
+    only the new tail (``extends``: that version). Values and metadata are JSON when
+    they are JSON, else the checkpointer's serializer output (``serde`` type, ``b64``)."""
+
+    type: ClassVar[str] = "checkpoint.saved"
+    checkpoint_ns: str = Field(default="", max_length=ID_MAX)
+    checkpoint_id: str = Id
+    parent_checkpoint_id: str | None = Field(default=None, min_length=1, max_length=ID_MAX)
+    checkpoint: dict[str, JsonValue]
+    metadata: dict[str, JsonValue]
+    values: list[dict[str, JsonValue]] = Field(default_factory=list)
+
+
+class CheckpointWritten(EventData):
+    """A LangGraph task's pending writes against one checkpoint of the thread."""
+
+    type: ClassVar[str] = "checkpoint.written"
+    checkpoint_ns: str = Field(default="", max_length=ID_MAX)
+    checkpoint_id: str = Id
+    task_id: str = Id
+    task_path: str = ""
+    writes: list[dict[str, JsonValue]] = Field(min_length=1)
+
+
+class CheckpointsCleared(EventData):
+    """LangGraph checkpoints deleted: those of the runs ``run_ids`` (their metadata's
+    ``run_id``), or the whole thread's when it is absent. The earlier checkpoints and
+    writes no longer count; the events stay in the log, so replay still shows them."""
+
+    type: ClassVar[str] = "checkpoints.cleared"
+    run_ids: list[Annotated[str, Field(min_length=1, max_length=ID_MAX)]] | None = None
+
+
 CATALOG: dict[str, type[EventData]] = {
     model.type: model
     for model in (
@@ -431,6 +467,7 @@ CATALOG: dict[str, type[EventData]] = {
         ItemPut, ItemRemoved,
         ObservationRecorded, DocumentPut, ToolRegistered, ToolRemoved, SourceRegistered,
         SnippetAdded, EntityPut, PersonaSet, ContextAssembled, RollupCompleted,
+        CheckpointSaved, CheckpointWritten, CheckpointsCleared,
     )
 }
 """Every event type by name. The names and fields are the public contract."""

@@ -95,6 +95,15 @@ EXAMPLES: dict[str, Example] = {
     "rollup.completed": Example(
         "system", {"day": "2026-03-01", "rows": 0, "digest": "d"}, {"rows": "many"}, "chat",
         "day"),
+    "checkpoint.saved": Example(
+        "langgraph:t1", {"checkpoint_id": "c1", "checkpoint": {"v": {"json": 1}},
+                         "metadata": {"json": {}}},
+        {"checkpoint_id": 7}, "scope:alice", "checkpoint"),
+    "checkpoint.written": Example(
+        "langgraph:t1", {"checkpoint_id": "c1", "task_id": "t",
+                         "writes": [{"idx": 0, "channel": "a", "value": {"json": 1}}]},
+        {"writes": "none"}, "system", "writes"),
+    "checkpoints.cleared": Example("langgraph:t1", {}, {"run_ids": "r1"}, "scope:alice"),
 }
 
 

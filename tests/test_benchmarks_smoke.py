@@ -46,8 +46,12 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         f"PG {n} writer(s): total", f"PG {n} writer(s): p50 append latency",
         f"PG {n} writer(s): CPU per event (ctxledger)", f"PG {n} writer(s): machine CPU busy",
     )] + ["PG 4 writers vs 1 writer (ctxledger)"]
+    serve_pg_rows = ["PostgreSQL, 2 clients: turns/s with 2 workers vs 1",
+                     "PostgreSQL, 2 clients: p50 of a turn, 1 worker vs in process"]
     if "pg_writers: " in done.stdout and "skipped: PostgreSQL" in done.stdout:
         pg_rows = []
+    if "PostgreSQL rows skipped" in done.stdout:
+        serve_pg_rows = []
     assert labels == [
         "single appends vs raw sqlite3 (commit per row)",
         "single appends vs eventsourcing (save per event)",
@@ -101,6 +105,13 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "floor: python -c 'import sqlalchemy, pydantic'",
         *pg_rows,
         "erase 500 events in a 3,500-event log",
+        # The service legs at --quick sizes: 2 clients of 12 turns, 30 turns alone.
+        "SQLite, 2 clients: p50 of a turn through the service vs in process",
+        "SQLite, 2 clients: turns/s, serve vs in-process",
+        "SQLite, 2 clients: p99 of a turn, serve vs in-process",
+        *serve_pg_rows,
+        "one client: turn 30 vs turn 15 through the service",
+        "one worker's memory after 100 turns vs after 10",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -114,6 +125,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit == "ev/s"
         elif row["label"].startswith("database size"):
             assert unit == row["peer"]["unit"] == "MB"
+        elif row["leg"] in ("serve", "serve_memory"):
+            assert unit in ("ms", "turns/s", "MB")
         elif row["leg"] == "seal":
             assert unit in ("ev/s", "s")
         elif row["leg"] in ("assemble", "replay", "startup", "lorebook") or (
@@ -127,7 +140,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
                 "rollup", "seal", "brief", "replay",
-                "novel", "lorebook", "startup", "pg_writers", "erase"):
+                "novel", "lorebook", "startup", "pg_writers", "erase", "serve", "serve_memory"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

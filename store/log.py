@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -19,14 +20,18 @@ from ctxledger.store.append import (
     stream_head,
 )
 from ctxledger.store.backends import backend_for, locks
-from ctxledger.store.chain_key import chain_key_from_env
+from ctxledger.store.chain_key import ChainKey, chain_key_from_env
 from ctxledger.store.clock import Clock, system_clock
 from ctxledger.store.errors import BatchEventError, EventValidationError, LedgerError
+from ctxledger.store.hash_chain import GENESIS_HASH
 from ctxledger.store.records import AppendResult, NewEvent, PreparedEvent, RecordedEvent
 from ctxledger.store.seal import (
+    ChainPoint,
     Seal,
     SealSettings,
     check_seals,
+    extend_chain,
+    fold_chain,
     last_seal,
     list_seals,
     seal_in_transaction,
@@ -34,6 +39,7 @@ from ctxledger.store.seal import (
 from ctxledger.store.streams import check_stream_id
 from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES
 from ctxledger.store.verify import VerifyReport, verify_log
+from ctxledger.store.witness import Head, Witness, WitnessError, WitnessSettings, check_heads
 
 EventInput = NewEvent | Mapping[str, Any]
 
@@ -62,7 +68,9 @@ class EventLog:
                  in_transaction: InTransactionHook | None = None,
                  seal: SealSettings | None = None,
                  check: EventCheck | None = None,
-                 shared_keys: SharedKeys | None = None) -> None:
+                 shared_keys: SharedKeys | None = None,
+                 witness: Witness | None = None,
+                 witness_settings: WitnessSettings | None = None) -> None:
         self.engine = engine
         self.backend = backend_for(engine)
         """The database's strategy (``store.backends``)."""
@@ -80,6 +88,18 @@ class EventLog:
         self._connections = self.backend.connections(engine)
         # The append's hot path, looked up once.
         self._append_transaction = self._connections.append_transaction
+        self.witness = witness
+        """Where heads go after commits (``store.witness``); None: nowhere."""
+        self.witness_settings = witness_settings or WitnessSettings()
+        if witness is not None:
+            witness.check_database(self.backend.database_dir(engine))
+        # What this process folded and sent: the chain's value at a position (ahead of
+        # the last head sent when heads are batched), guarded for threads sharing a log.
+        self._witness_lock = threading.Lock()
+        self._witness_point: ChainPoint | None = None
+        self._witnessed = 0
+        self._unwitnessed = 0
+        self._witnessed_at: datetime | None = None
 
     def transaction(self) -> AbstractContextManager[sa.Connection]:
         """A write transaction (holding the process lock for a shared connection).
@@ -152,6 +172,13 @@ class EventLog:
             self.heads.remember(stream_id, outcome.head)
         if sealed is not None:
             self._sealed_upto = sealed.position
+        if self.witness is not None and outcome.recorded:
+            try:
+                self._witness_after_commit(outcome.recorded)
+            except WitnessError as exc:
+                raise WitnessError(
+                    f"appended at positions {_span(outcome.result.positions)}, but {exc}:"
+                    " the head goes out with the next append", outcome.result) from None
         return outcome.result
 
     def append_in(self, conn: sa.Connection, stream_id: str, batch: Sequence[EventInput],
@@ -205,6 +232,73 @@ class EventLog:
             return None
         return seal_in_transaction(conn, recorded[-1].recorded_at, key,
                                    upto=self.backend.settled_position(conn))
+
+    # -- the witness ---------------------------------------------------------------------
+
+    def _witness_after_commit(self, recorded: Sequence[RecordedEvent]) -> None:
+        """Send the head once the settings say it is due (the events are committed)."""
+        settings = self.witness_settings
+        with self._witness_lock:
+            self._unwitnessed += len(recorded)
+            point = self._witness_point
+            if (point is not None and not self.backend.concurrent_appends
+                    and point.position == recorded[0].position - 1):
+                # One writer at a time and nothing committed between: the append's own
+                # links extend the chain, no read needed.
+                self._witness_point = extend_chain(
+                    point, ((e.position, e.hash) for e in recorded), self.chain_key)
+            now = self.clock()
+            every, interval = settings.every, settings.interval_ms
+            due = (every is not None and self._unwitnessed >= every) or (
+                interval is not None and (
+                    self._witnessed_at is None
+                    or (now - self._witnessed_at).total_seconds() * 1000 >= interval))
+            if due:
+                self._send_head(now)
+
+    def flush_witness(self) -> Head | None:
+        """Send the head now if events are unwitnessed (``close`` does this); the head
+        sent, or None when there was nothing new or no witness."""
+        if self.witness is None:
+            return None
+        with self._witness_lock:
+            return self._send_head(self.clock())
+
+    def _send_head(self, now: datetime) -> Head | None:
+        assert self.witness is not None
+        point = self._witness_point
+        with self.connection() as conn:
+            # Only positions no open transaction can still fill: a head must never be
+            # contradicted by an honest commit that lands below it later.
+            upto = self.backend.settled_position(conn)
+            if point is None:
+                last = last_seal(conn)
+                point = (ChainPoint(last.position, last.hash, last.events) if last is not None
+                         else ChainPoint(0, GENESIS_HASH, 0))
+            if upto > point.position:
+                (point,) = fold_chain(conn, [(upto, self.chain_key)], start=point)
+        self._witness_point = point
+        if point.position <= self._witnessed:
+            self._unwitnessed = 0
+            return None
+        key = self.chain_key
+        from ctxledger.store.clock import format_utc
+
+        head = Head(point.position, point.events, point.hash,
+                    key.key_id if key is not None else None, format_utc(now))
+        self.witness.record(head)
+        self._witnessed, self._unwitnessed, self._witnessed_at = point.position, 0, now
+        return head
+
+    def close_witness(self) -> None:
+        """Send what is unwitnessed, then release the witness."""
+        if self.witness is None:
+            return
+        try:
+            if self._unwitnessed:
+                self.flush_witness()
+        finally:
+            self.witness.close()
 
     def seal(self) -> Seal | None:
         """Seal every event up to the head (None when nothing is new since the last seal).
@@ -287,4 +381,28 @@ class EventLog:
                 found = check_anchor(conn, anchor, key)
                 report.anchor = "broken" if found else "ok"
                 report.problems.extend(found)
+            if self.witness is not None:
+                self._check_witness(conn, report, key)
         return report
+
+    def _check_witness(self, conn: sa.Connection, report: VerifyReport,
+                       key: ChainKey | None) -> None:
+        assert self.witness is not None
+        try:
+            heads = self.witness.heads()
+        except WitnessError as exc:
+            report.witness = "unreadable"
+            report.problems.append(str(exc))
+            return
+        if not heads:
+            report.witness = "no head yet"
+            return
+        found = check_heads(conn, heads, key)
+        report.witness = "broken" if found else "ok"
+        report.witnessed_position = max(h.position for h in heads)
+        report.problems.extend(found)
+
+
+def _span(positions: Sequence[int]) -> str:
+    return (str(positions[0]) if len(positions) == 1
+            else f"{positions[0]}..{positions[-1]}")

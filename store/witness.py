@@ -23,8 +23,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import urllib.error
-import urllib.request
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -265,8 +263,8 @@ class HttpWitness(Witness):
     """An HTTP endpoint: each head is ``POST``ed to it as JSON (any 2xx keeps it), and a
     ``GET`` of the same URL returns every head kept, as a JSON array (404: none yet).
 
-    Plain ``urllib``: one small request per head needs no client library, and ``import
-    ctxledger`` stays free of the optional extras."""
+    Plain ``urllib`` (imported on first use): one small request per head needs no client
+    library, and ``import ctxledger`` stays free of the optional extras."""
 
     def __init__(self, url: str, timeout: float = HTTP_TIMEOUT_SECONDS) -> None:
         self.url = url
@@ -277,6 +275,9 @@ class HttpWitness(Witness):
         return f"witness endpoint {_strip_credentials(self.url)}"
 
     def record(self, head: Head) -> None:
+        import urllib.error
+        import urllib.request
+
         request = urllib.request.Request(
             self.url, data=head.line().encode(), method="POST",
             headers={"Content-Type": "application/json"})
@@ -290,6 +291,9 @@ class HttpWitness(Witness):
             raise WitnessError(f"cannot reach {self.name}: {reason}") from None
 
     def heads(self) -> list[Head]:
+        import urllib.error
+        import urllib.request
+
         request = urllib.request.Request(self.url, method="GET",
                                          headers={"Accept": "application/json"})
         try:
@@ -324,7 +328,9 @@ def witness_from_spec(spec: str) -> Witness:
         if not path.startswith("/"):
             raise WitnessError(f"witness spec {text!r}: a file witness needs an absolute"
                                " path (file:///path/heads.log)")
-        return FileWitness(urllib.request.url2pathname(path))
+        from urllib.parse import unquote
+
+        return FileWitness(unquote(path))
     if scheme in ("http", "https"):
         return HttpWitness(text)
     if scheme.startswith(("sqlite", "postgresql", "postgres")):

@@ -21,7 +21,7 @@ from ctxledger.store.append import (
 )
 from ctxledger.store.backends import backend_for, locks
 from ctxledger.store.chain_key import ChainKey, chain_key_from_env
-from ctxledger.store.clock import Clock, system_clock
+from ctxledger.store.clock import Clock, format_utc, system_clock
 from ctxledger.store.errors import BatchEventError, EventValidationError, LedgerError
 from ctxledger.store.hash_chain import GENESIS_HASH
 from ctxledger.store.records import AppendResult, NewEvent, PreparedEvent, RecordedEvent
@@ -241,10 +241,12 @@ class EventLog:
         with self._witness_lock:
             self._unwitnessed += len(recorded)
             point = self._witness_point
-            if (point is not None and not self.backend.concurrent_appends
-                    and point.position == recorded[0].position - 1):
+            current = (point is not None and not self.backend.concurrent_appends
+                       and point.position == recorded[0].position - 1)
+            if current:
+                assert point is not None
                 # One writer at a time and nothing committed between: the append's own
-                # links extend the chain, no read needed.
+                # links extend the chain, and that is a committed prefix: no read needed.
                 self._witness_point = extend_chain(
                     point, ((e.position, e.hash) for e in recorded), self.chain_key)
             now = self.clock()
@@ -254,7 +256,7 @@ class EventLog:
                     self._witnessed_at is None
                     or (now - self._witnessed_at).total_seconds() * 1000 >= interval))
             if due:
-                self._send_head(now)
+                self._send_head(now, read=not current)
 
     def flush_witness(self) -> Head | None:
         """Send the head now if events are unwitnessed (``close`` does this); the head
@@ -264,9 +266,11 @@ class EventLog:
         with self._witness_lock:
             return self._send_head(self.clock())
 
-    def _send_head(self, now: datetime) -> Head | None:
+    def _send_head(self, now: datetime, *, read: bool = True) -> Head | None:
         assert self.witness is not None
         point = self._witness_point
+        if not read and point is not None:
+            return self._record_head(point, now)
         with self.connection() as conn:
             # Only positions no open transaction can still fill: a head must never be
             # contradicted by an honest commit that lands below it later.
@@ -278,12 +282,14 @@ class EventLog:
             if upto > point.position:
                 (point,) = fold_chain(conn, [(upto, self.chain_key)], start=point)
         self._witness_point = point
+        return self._record_head(point, now)
+
+    def _record_head(self, point: ChainPoint, now: datetime) -> Head | None:
+        assert self.witness is not None
         if point.position <= self._witnessed:
             self._unwitnessed = 0
             return None
         key = self.chain_key
-        from ctxledger.store.clock import format_utc
-
         head = Head(point.position, point.events, point.hash,
                     key.key_id if key is not None else None, format_utc(now))
         self.witness.record(head)

@@ -349,3 +349,24 @@ def test_an_unreachable_endpoint_is_a_verify_problem(db_url_apart: str) -> None:
         report = ledger.verify()
     assert not report.ok and report.witness == "unreadable"
     assert report.problems[0].startswith("cannot reach witness endpoint http://127.0.0.1:9")
+
+
+def test_concurrent_appends_send_heads_that_all_hold(db_url_apart: str,
+                                                    heads_file: Path) -> None:
+    """Threads appending side by side (PostgreSQL commits out of position order): every
+    head sent is a prefix no later commit can contradict."""
+    with Ledger.open(db_url_apart, witness=f"file://{heads_file}") as ledger:
+        def write(stream: str) -> None:
+            for i in range(10):
+                ledger.append(stream, message(f"{stream}-{i}"))
+
+        threads = [threading.Thread(target=write, args=(f"s{n}",)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        ledger.log.flush_witness()
+        report = ledger.verify()
+        assert report.ok and report.witness == "ok", report.problems
+        assert report.witnessed_position == ledger.head()
+    assert len(lines(heads_file)) >= 2

@@ -100,6 +100,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "ctxledger state on a small database",
         "floor: python -c 'import sqlalchemy, pydantic'",
         *pg_rows,
+        "single appends, file witness after every commit",
+        "single appends, file witness every 100 events",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -108,7 +110,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit in ("ev/s", "ms", "%")
         elif row["label"].startswith("WAL frames"):
             assert unit == "frames" and row["peer"] is None
-        elif row["leg"] in ("single", "batch", "rebuild") or (
+        elif row["leg"] in ("single", "batch", "rebuild", "witness") or (
                 row["leg"] == "rollup" and row["peer"] is None):
             assert unit == "ev/s"
         elif row["label"].startswith("database size"):
@@ -126,7 +128,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
                 "rollup", "seal", "brief", "replay",
-                "novel", "lorebook", "startup", "pg_writers"):
+                "novel", "lorebook", "startup", "pg_writers", "witness"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

@@ -333,12 +333,16 @@ def witness_from_spec(spec: str) -> Witness:
         return FileWitness(unquote(path))
     if scheme in ("http", "https"):
         return HttpWitness(text)
-    if scheme.startswith(("sqlite", "postgresql", "postgres")):
-        return DatabaseWitness(text)
-    if scheme:
+    if not scheme:
+        return FileWitness(text)
+    from ctxledger.store.backends import backend_for_url
+
+    try:
+        backend_for_url(sa.engine.make_url(text))  # a database ctxledger runs on
+    except (LedgerError, sa.exc.ArgumentError):
         raise WitnessError(f"witness spec {_strip_credentials(text)!r}: unknown scheme"
-                           f" {scheme!r} (file, sqlite, postgresql, http, https)")
-    return FileWitness(text)
+                           f" {scheme!r} (file, sqlite, postgresql, http, https)") from None
+    return DatabaseWitness(text)
 
 
 def check_heads(conn: sa.Connection, heads: list[Head], key: ChainKey | None) -> list[str]:

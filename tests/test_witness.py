@@ -370,3 +370,33 @@ def test_concurrent_appends_send_heads_that_all_hold(db_url_apart: str,
         assert report.ok and report.witness == "ok", report.problems
         assert report.witnessed_position == ledger.head()
     assert len(lines(heads_file)) >= 2
+
+
+# -- ctxledger serve ------------------------------------------------------------------------
+
+
+def test_the_service_sends_heads_and_reports_a_failed_witness(
+        db_url_apart: str, heads_file: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from helpers.service import client, make_key, running_server
+
+    token = make_key(db_url_apart, ["s"])
+    monkeypatch.setenv(WITNESS_ENV, f"file://{heads_file}")
+    with running_server(db_url_apart) as base, client(base, token) as http:
+        started = http.post("/streams/chat/events", json={"events": [
+            {"type": "session.started", "data": {"scope": "s"}}, message("hello")]})
+        assert started.status_code == 200, started.text
+        assert [h["events"] for h in lines(heads_file)] == [2]
+    # A witness the service cannot write: the append is committed and named, as a 502.
+    blocked = tmp_path / "blocked"
+    blocked.write_text("")
+    monkeypatch.setenv(WITNESS_ENV, f"file://{blocked / 'heads.log'}")
+    with running_server(db_url_apart) as base, client(base, token) as http:
+        failed = http.post("/streams/chat/events", json={"events": [message("again")]})
+        assert failed.status_code == 502
+        assert failed.headers["content-type"] == "application/problem+json"
+        problem = failed.json()
+        assert problem["positions"] == [3]
+        assert problem["detail"].startswith("appended at positions 3, but cannot write")
+        events = http.get("/streams/chat/events").json()["events"]
+    assert [e["data"].get("content") for e in events] == [None, "hello", "again"]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +42,9 @@ from ctxledger.store.verify import VerifyReport, verify_log
 from ctxledger.store.witness import Head, Witness, WitnessError, WitnessSettings, check_heads
 
 EventInput = NewEvent | Mapping[str, Any]
+
+_WITNESS_PENDING = "ctxledger_witness_pending"
+"""``Connection.info`` key: events ``append_in`` wrote in a witnessed transaction."""
 
 
 SharedKeys = Callable[[str, Sequence[NewEvent]], Sequence[str]]
@@ -105,8 +108,28 @@ class EventLog:
         """A write transaction (holding the process lock for a shared connection).
 
         It is one that may append before it writes anything (on PostgreSQL it is marked
-        so, ``pg_writes.mark_appending``, and readers wait for it if it does)."""
-        return self._connections.transaction()
+        so, ``pg_writes.mark_appending``, and readers wait for it if it does). With a
+        witness, events it appended (``append_in``) are witnessed once it commits."""
+        if self.witness is None:
+            return self._connections.transaction()
+        return self._witnessed_transaction()
+
+    @contextmanager
+    def _witnessed_transaction(self) -> Iterator[sa.Connection]:
+        recorded: list[RecordedEvent] = []
+        with self._connections.transaction() as conn:
+            conn.info[_WITNESS_PENDING] = recorded
+            try:
+                yield conn
+            finally:
+                conn.info.pop(_WITNESS_PENDING, None)
+        if recorded:
+            try:
+                self._witness_after_commit(recorded)
+            except WitnessError as exc:
+                raise WitnessError(
+                    f"appended at positions {_span([e.position for e in recorded])}, but"
+                    f" {exc}: the head goes out with the next append") from None
 
     def connection(self) -> AbstractContextManager[sa.Connection]:
         """A read connection: on SQLite its transactions are deferred, so readers run
@@ -197,6 +220,9 @@ class EventLog:
                                         shared_keys=self._shared_keys(stream_id, prepared))
         if outcome.recorded and self.in_transaction is not None:
             self.in_transaction(conn, outcome.recorded)
+        pending = conn.info.get(_WITNESS_PENDING)
+        if pending is not None:
+            pending.extend(outcome.recorded)
         return outcome.result
 
     def _shared_keys(self, stream_id: str, prepared: Sequence[PreparedEvent]) -> Sequence[str]:

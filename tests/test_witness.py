@@ -400,3 +400,18 @@ def test_the_service_sends_heads_and_reports_a_failed_witness(
         assert problem["detail"].startswith("appended at positions 3, but cannot write")
         events = http.get("/streams/chat/events").json()["events"]
     assert [e["data"].get("content") for e in events] == [None, "hello", "again"]
+
+
+def test_events_appended_inside_a_transaction_are_witnessed_at_its_commit(
+        db_url_apart: str, heads_file: Path) -> None:
+    """A fork writes its copies with ``append_in`` in one transaction: one head after it."""
+    with Ledger.open(db_url_apart, witness=f"file://{heads_file}") as ledger:
+        ledger.append("s", [message("a"), message("b")])
+        done = ledger.fork("s", "s-fork", at=ledger.head())
+        assert [h["position"] for h in lines(heads_file)][-1] == done.positions[-1]
+        assert [h["events"] for h in lines(heads_file)] == [2, 4]
+        with pytest.raises(RuntimeError), ledger.log.transaction() as conn:
+            ledger.log.append_in(conn, "t", [message("rolled back")])
+            raise RuntimeError("the transaction fails")
+        assert [h["events"] for h in lines(heads_file)] == [2, 4]
+        assert ledger.verify().witness == "ok"

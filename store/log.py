@@ -102,6 +102,7 @@ class EventLog:
         self._witness_point: ChainPoint | None = None
         self._witnessed = 0
         self._unwitnessed = 0
+        self._committed = 0  # the highest position this process committed
         self._witnessed_at: datetime | None = None
 
     def transaction(self) -> AbstractContextManager[sa.Connection]:
@@ -266,6 +267,7 @@ class EventLog:
         settings = self.witness_settings
         with self._witness_lock:
             self._unwitnessed += len(recorded)
+            self._committed = max(self._committed, recorded[-1].position)
             point = self._witness_point
             current = (point is not None and not self.backend.concurrent_appends
                        and point.position == recorded[0].position - 1)
@@ -327,7 +329,7 @@ class EventLog:
         if self.witness is None:
             return
         try:
-            if self._unwitnessed:
+            if self._committed > self._witnessed:
                 self.flush_witness()
         finally:
             self.witness.close()

@@ -40,6 +40,7 @@ from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
 from ctxledger.store.seal import Seal, SealSettings
 from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES, INT64_MAX, check_time
 from ctxledger.store.verify import VerifyReport
+from ctxledger.store.witness import WITNESS_ENV, Witness, WitnessSettings, witness_from_spec
 
 if TYPE_CHECKING:
     from ctxledger._erase import ErasureReport
@@ -73,7 +74,9 @@ class Ledger:
     def __init__(self, engine: sa.Engine, *, clock: Clock = system_clock,
                  max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
                  projections: Sequence[Projection] | None = None,
-                 seal: SealSettings | None = None) -> None:
+                 seal: SealSettings | None = None,
+                 witness: Witness | str | None = None,
+                 witness_settings: WitnessSettings | None = None) -> None:
         self.engine = engine
         self.clock = clock
         self.runner = ProjectionRunner(
@@ -82,7 +85,10 @@ class Ledger:
         # refused by a hook every append path runs (see ctxledger._setting_checks).
         self.log = EventLog(engine, clock=clock, max_event_bytes=max_event_bytes,
                             in_transaction=self.runner.apply_inline, seal=seal,
-                            check=check_event, shared_keys=self.runner.shared_keys)
+                            check=check_event, shared_keys=self.runner.shared_keys,
+                            witness=(witness_from_spec(witness) if isinstance(witness, str)
+                                     else witness),
+                            witness_settings=witness_settings)
         # One token counter per thread and encoding: a counter's memo is not thread-safe,
         # and a shared lock would make threads assembling different sessions wait.
         self._local = threading.local()
@@ -92,6 +98,8 @@ class Ledger:
              max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES, upgrade: bool = True,
              progress: Progress | None = None, seal: SealSettings | None = None,
              load_vocabulary: bool = True, create: bool = True,
+             witness: Witness | str | None = None,
+             witness_settings: WitnessSettings | None = None,
              **engine_kwargs: Any) -> Ledger:
         """Open (creating or migrating) the database at ``url``.
 
@@ -103,7 +111,13 @@ class Ledger:
         With ``create=False`` a database that does not exist yet (no SQLite file, no
         ``events`` table) raises ``DatabaseMissing`` instead of being created. A PostgreSQL
         ``search_path`` naming no schema that exists raises ``SchemaMissing``.
+        ``witness`` (a ``Witness`` or its spec: ``file:///path``, a database URL,
+        ``https://...``; default ``$CTXLEDGER_WITNESS``, ``""`` for none) receives the log's
+        head after commits as ``witness_settings`` say (``store.witness``), and ``verify``
+        checks the log against every head it holds.
         """
+        if witness is None:
+            witness = os.environ.get(WITNESS_ENV) or None
         engine = create_engine(resolve_db_url(url), **engine_kwargs)
         try:
             require_schema(engine)
@@ -113,7 +127,8 @@ class Ledger:
                     " run 'ctxledger init' or append to create one")
             if upgrade:
                 migrate.upgrade(engine)
-            ledger = cls(engine, clock=clock, max_event_bytes=max_event_bytes, seal=seal)
+            ledger = cls(engine, clock=clock, max_event_bytes=max_event_bytes, seal=seal,
+                         witness=witness or None, witness_settings=witness_settings)
             ledger.refresh_projections(progress=progress)
             if load_vocabulary:
                 ledger.prepare_assembler()
@@ -139,8 +154,11 @@ class Ledger:
     # -- lifecycle ----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Release every database connection."""
-        self.engine.dispose()
+        """Send the witness any head still unsent, then release every connection."""
+        try:
+            self.log.close_witness()
+        finally:
+            self.engine.dispose()
 
     def __enter__(self) -> Ledger:
         return self
@@ -752,9 +770,11 @@ class Ledger:
 
     def verify(self, progress: Callable[[int], None] | None = None, *,
                anchor: Anchor | str | None = None, deep: bool = False) -> VerifyReport:
-        """Check every hash chain, every seal, the immutability triggers, and that no
-        projection has seen events the log no longer holds. An erased event (``erase``)
-        is proven by the ``erasure.completed`` record that lists it.
+        """Check every hash chain, every seal, the immutability triggers, that no
+        projection has seen or still counts events the log no longer holds
+        (``projections.cut_evidence``), and the log against every head its witness holds.
+        An erased event (``erase``) is proven by the ``erasure.completed`` record that
+        lists it.
 
         ``anchor`` (an ``Anchor``, its line, or a file holding it) also proves that the log
         still extends it. ``deep`` also rebuilds the projections in a scratch store and
@@ -767,6 +787,10 @@ class Ledger:
                 report.problems.append(
                     f"projection {status.name} is at position {status.position} but the log "
                     f"ends at {status.head}: events were removed")
+        from ctxledger.projections.cut_evidence import cut_evidence
+
+        with self.log.connection() as conn, read_snapshot(conn):
+            report.problems.extend(cut_evidence(conn, self.runner.projections))
         if deep:
             from ctxledger._deep_verify import compare_with_rebuild
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -19,14 +20,18 @@ from ctxledger.store.append import (
     stream_head,
 )
 from ctxledger.store.backends import backend_for, locks
-from ctxledger.store.chain_key import chain_key_from_env
-from ctxledger.store.clock import Clock, system_clock
+from ctxledger.store.chain_key import ChainKey, chain_key_from_env
+from ctxledger.store.clock import Clock, format_utc, system_clock
 from ctxledger.store.errors import BatchEventError, EventValidationError, LedgerError
+from ctxledger.store.hash_chain import GENESIS_HASH
 from ctxledger.store.records import AppendResult, NewEvent, PreparedEvent, RecordedEvent
 from ctxledger.store.seal import (
+    ChainPoint,
     Seal,
     SealSettings,
     check_seals,
+    extend_chain,
+    fold_chain,
     last_seal,
     list_seals,
     seal_in_transaction,
@@ -34,8 +39,12 @@ from ctxledger.store.seal import (
 from ctxledger.store.streams import check_stream_id
 from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES
 from ctxledger.store.verify import VerifyReport, verify_log
+from ctxledger.store.witness import Head, Witness, WitnessError, WitnessSettings, check_heads
 
 EventInput = NewEvent | Mapping[str, Any]
+
+_WITNESS_PENDING = "ctxledger_witness_pending"
+"""``Connection.info`` key: events ``append_in`` wrote in a witnessed transaction."""
 
 
 SharedKeys = Callable[[str, Sequence[NewEvent]], Sequence[str]]
@@ -62,7 +71,9 @@ class EventLog:
                  in_transaction: InTransactionHook | None = None,
                  seal: SealSettings | None = None,
                  check: EventCheck | None = None,
-                 shared_keys: SharedKeys | None = None) -> None:
+                 shared_keys: SharedKeys | None = None,
+                 witness: Witness | None = None,
+                 witness_settings: WitnessSettings | None = None) -> None:
         self.engine = engine
         self.backend = backend_for(engine)
         """The database's strategy (``store.backends``)."""
@@ -80,13 +91,46 @@ class EventLog:
         self._connections = self.backend.connections(engine)
         # The append's hot path, looked up once.
         self._append_transaction = self._connections.append_transaction
+        self.witness = witness
+        """Where heads go after commits (``store.witness``); None: nowhere."""
+        self.witness_settings = witness_settings or WitnessSettings()
+        if witness is not None:
+            witness.check_database(self.backend.database_dir(engine))
+        # What this process folded and sent: the chain's value at a position (ahead of
+        # the last head sent when heads are batched), guarded for threads sharing a log.
+        self._witness_lock = threading.Lock()
+        self._witness_point: ChainPoint | None = None
+        self._witnessed = 0
+        self._unwitnessed = 0
+        self._committed = 0  # the highest position this process committed
+        self._witnessed_at: datetime | None = None
 
     def transaction(self) -> AbstractContextManager[sa.Connection]:
         """A write transaction (holding the process lock for a shared connection).
 
         It is one that may append before it writes anything (on PostgreSQL it is marked
-        so, ``pg_writes.mark_appending``, and readers wait for it if it does)."""
-        return self._connections.transaction()
+        so, ``pg_writes.mark_appending``, and readers wait for it if it does). With a
+        witness, events it appended (``append_in``) are witnessed once it commits."""
+        if self.witness is None:
+            return self._connections.transaction()
+        return self._witnessed_transaction()
+
+    @contextmanager
+    def _witnessed_transaction(self) -> Iterator[sa.Connection]:
+        recorded: list[RecordedEvent] = []
+        with self._connections.transaction() as conn:
+            conn.info[_WITNESS_PENDING] = recorded
+            try:
+                yield conn
+            finally:
+                conn.info.pop(_WITNESS_PENDING, None)
+        if recorded:
+            try:
+                self._witness_after_commit(recorded)
+            except WitnessError as exc:
+                raise WitnessError(
+                    f"appended at positions {_span([e.position for e in recorded])}, but"
+                    f" {exc}: the head goes out with the next append") from None
 
     def connection(self) -> AbstractContextManager[sa.Connection]:
         """A read connection: on SQLite its transactions are deferred, so readers run
@@ -152,6 +196,13 @@ class EventLog:
             self.heads.remember(stream_id, outcome.head)
         if sealed is not None:
             self._sealed_upto = sealed.position
+        if self.witness is not None and outcome.recorded:
+            try:
+                self._witness_after_commit(outcome.recorded)
+            except WitnessError as exc:
+                raise WitnessError(
+                    f"appended at positions {_span(outcome.result.positions)}, but {exc}:"
+                    " the head goes out with the next append", outcome.result) from None
         return outcome.result
 
     def append_in(self, conn: sa.Connection, stream_id: str, batch: Sequence[EventInput],
@@ -170,6 +221,9 @@ class EventLog:
                                         shared_keys=self._shared_keys(stream_id, prepared))
         if outcome.recorded and self.in_transaction is not None:
             self.in_transaction(conn, outcome.recorded)
+        pending = conn.info.get(_WITNESS_PENDING)
+        if pending is not None:
+            pending.extend(outcome.recorded)
         return outcome.result
 
     def _shared_keys(self, stream_id: str, prepared: Sequence[PreparedEvent]) -> Sequence[str]:
@@ -205,6 +259,80 @@ class EventLog:
             return None
         return seal_in_transaction(conn, recorded[-1].recorded_at, key,
                                    upto=self.backend.settled_position(conn))
+
+    # -- the witness ---------------------------------------------------------------------
+
+    def _witness_after_commit(self, recorded: Sequence[RecordedEvent]) -> None:
+        """Send the head once the settings say it is due (the events are committed)."""
+        settings = self.witness_settings
+        with self._witness_lock:
+            self._unwitnessed += len(recorded)
+            self._committed = max(self._committed, recorded[-1].position)
+            point = self._witness_point
+            current = (point is not None and not self.backend.concurrent_appends
+                       and point.position == recorded[0].position - 1)
+            if current:
+                assert point is not None
+                # One writer at a time and nothing committed between: the append's own
+                # links extend the chain, and that is a committed prefix: no read needed.
+                self._witness_point = extend_chain(
+                    point, ((e.position, e.hash) for e in recorded), self.chain_key)
+            now = self.clock()
+            every, interval = settings.every, settings.interval_ms
+            due = (every is not None and self._unwitnessed >= every) or (
+                interval is not None and (
+                    self._witnessed_at is None
+                    or (now - self._witnessed_at).total_seconds() * 1000 >= interval))
+            if due:
+                self._send_head(now, read=not current)
+
+    def flush_witness(self) -> Head | None:
+        """Send the head now if events are unwitnessed (``close`` does this); the head
+        sent, or None when there was nothing new or no witness."""
+        if self.witness is None:
+            return None
+        with self._witness_lock:
+            return self._send_head(self.clock())
+
+    def _send_head(self, now: datetime, *, read: bool = True) -> Head | None:
+        assert self.witness is not None
+        point = self._witness_point
+        if not read and point is not None:
+            return self._record_head(point, now)
+        with self.connection() as conn:
+            # Only positions no open transaction can still fill: a head must never be
+            # contradicted by an honest commit that lands below it later.
+            upto = self.backend.settled_position(conn)
+            if point is None:
+                last = last_seal(conn)
+                point = (ChainPoint(last.position, last.hash, last.events) if last is not None
+                         else ChainPoint(0, GENESIS_HASH, 0))
+            if upto > point.position:
+                (point,) = fold_chain(conn, [(upto, self.chain_key)], start=point)
+        self._witness_point = point
+        return self._record_head(point, now)
+
+    def _record_head(self, point: ChainPoint, now: datetime) -> Head | None:
+        assert self.witness is not None
+        if point.position <= self._witnessed:
+            self._unwitnessed = 0
+            return None
+        key = self.chain_key
+        head = Head(point.position, point.events, point.hash,
+                    key.key_id if key is not None else None, format_utc(now))
+        self.witness.record(head)
+        self._witnessed, self._unwitnessed, self._witnessed_at = point.position, 0, now
+        return head
+
+    def close_witness(self) -> None:
+        """Send what is unwitnessed, then release the witness."""
+        if self.witness is None:
+            return
+        try:
+            if self._committed > self._witnessed:
+                self.flush_witness()
+        finally:
+            self.witness.close()
 
     def seal(self) -> Seal | None:
         """Seal every event up to the head (None when nothing is new since the last seal).
@@ -287,4 +415,28 @@ class EventLog:
                 found = check_anchor(conn, anchor, key)
                 report.anchor = "broken" if found else "ok"
                 report.problems.extend(found)
+            if self.witness is not None:
+                self._check_witness(conn, report, key)
         return report
+
+    def _check_witness(self, conn: sa.Connection, report: VerifyReport,
+                       key: ChainKey | None) -> None:
+        assert self.witness is not None
+        try:
+            heads = self.witness.heads()
+        except WitnessError as exc:
+            report.witness = "unreadable"
+            report.problems.append(str(exc))
+            return
+        if not heads:
+            report.witness = "no head yet"
+            return
+        found = check_heads(conn, heads, key)
+        report.witness = "broken" if found else "ok"
+        report.witnessed_position = max(h.position for h in heads)
+        report.problems.extend(found)
+
+
+def _span(positions: Sequence[int]) -> str:
+    return (str(positions[0]) if len(positions) == 1
+            else f"{positions[0]}..{positions[-1]}")

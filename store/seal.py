@@ -20,7 +20,7 @@ by the append that crosses the mark (``SealSettings``).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -101,6 +101,18 @@ class ChainPoint:
     position: int
     hash: str
     events: int
+
+
+def extend_chain(point: ChainPoint, links: Iterable[tuple[int, str]],
+                 key: ChainKey | None) -> ChainPoint:
+    """``point`` extended by (position, hash) links in position order, as ``fold_chain``
+    folds them (for events already in memory, such as an append's own)."""
+    prev, count, position = point.hash, point.events, point.position
+    for position, digest in links:
+        text = f"{prev}\x1f{position}\x1f{digest}"
+        prev = hashlib.sha256(text.encode()).hexdigest() if key is None else key.link(text)
+        count += 1
+    return ChainPoint(position, prev, count)
 
 
 def fold_chain(conn: sa.Connection, segments: Sequence[tuple[int, ChainKey | None]], *,

@@ -30,6 +30,11 @@ class VerifyReport:
     """With an anchor: "ok" when the log extends it, else "broken"."""
     deep: str | None = None
     """With ``deep``: "ok" when the projections equal a rebuild, else "differs"."""
+    witness: str | None = None
+    """With a witness (``store.witness``): "ok" when the log extends every head it holds,
+    "broken" when not, "no head yet" when it holds none."""
+    witnessed_position: int = 0
+    """The highest position the witness holds a head for."""
 
     @property
     def ok(self) -> bool:

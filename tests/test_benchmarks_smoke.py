@@ -112,6 +112,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         *serve_pg_rows,
         "one client: turn 30 vs turn 15 through the service",
         "one worker's memory after 100 turns vs after 10",
+        "single appends, file witness after every commit",
+        "single appends, file witness every 100 events",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -120,7 +122,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit in ("ev/s", "ms", "%")
         elif row["label"].startswith("WAL frames"):
             assert unit == "frames" and row["peer"] is None
-        elif row["leg"] in ("single", "batch", "rebuild") or (
+        elif row["leg"] in ("single", "batch", "rebuild", "witness") or (
                 row["leg"] == "rollup" and row["peer"] is None):
             assert unit == "ev/s"
         elif row["label"].startswith("database size"):
@@ -140,7 +142,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
                 "rollup", "seal", "brief", "replay",
-                "novel", "lorebook", "startup", "pg_writers", "erase", "serve", "serve_memory"):
+                "novel", "lorebook", "startup", "pg_writers", "erase", "serve", "serve_memory",
+                "witness"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

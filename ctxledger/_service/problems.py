@@ -22,6 +22,7 @@ from ctxledger.store.errors import (
     IdempotencyError,
     LedgerError,
 )
+from ctxledger.store.witness import WitnessError
 
 PROBLEM_JSON = "application/problem+json"
 _log = logging.getLogger("ctxledger.service")
@@ -50,11 +51,14 @@ def problem_response(status: int, detail: str, *,
 
 def status_of(exc: LedgerError) -> int:
     """The status of a domain error: 409 for a conflict, 503 for an unusable database,
-    400 for any other bad input (event, argument, policy, card file, chat format...)."""
+    502 for a witness that could not be written (the append is committed), 400 for any
+    other bad input (event, argument, policy, card file, chat format...)."""
     if isinstance(exc, ConcurrencyError | IdempotencyError):
         return 409
     if isinstance(exc, DatabaseUnavailable):
         return 503
+    if isinstance(exc, WitnessError):
+        return 502  # the events are committed; the witness behind the service failed
     # EventValidationError, InvalidArgument, PolicyError, CardFileError, ChatFormatError
     # and every other LedgerError: the input was refused and nothing was written.
     return 400
@@ -89,6 +93,8 @@ def install(app: FastAPI) -> None:
         if isinstance(exc, ConcurrencyError):
             extra = {"stream_id": exc.stream_id, "expected_version": exc.expected,
                      "actual_version": exc.actual}
+        if isinstance(exc, WitnessError) and exc.result is not None:
+            extra = {"positions": list(exc.result.positions)}
         return problem_response(status_of(exc), explain(exc) or one_line(str(exc)),
                                 extra=extra)
 

@@ -75,6 +75,8 @@ def verify_record(report: VerifyReport) -> dict[str, Any]:
             "sealed_position": report.sealed_position,
             **({"anchor": report.anchor} if report.anchor is not None else {}),
             **({"deep": report.deep} if report.deep is not None else {}),
+            **({"witness": report.witness, "witnessed_position": report.witnessed_position}
+               if report.witness is not None else {}),
             "problems": list(report.problems)}
 
 
@@ -368,6 +370,10 @@ def verify_view(report: VerifyReport, *, title: str | None = "verify") -> Render
         table.add_row("anchor", report.anchor)
     if report.deep is not None:
         table.add_row("projections = rebuild", report.deep)
+    if report.witness is not None:
+        table.add_row("witness", f"{report.witness} (up to position"
+                                 f" {report.witnessed_position})"
+                      if report.witnessed_position else report.witness)
     table.add_row("result", Text("ok", style="green") if report.ok
                   else Text(f"{len(report.problems)} problem(s)", style="bold red"))
     if report.ok:

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
@@ -102,6 +103,11 @@ class Backend(ABC):
     def database_exists(self, engine: Engine) -> bool:
         """True when ``engine``'s database holds a ctxledger log (its ``events`` table),
         without creating anything."""
+
+    def database_dir(self, engine: Engine) -> Path | None:
+        """The folder holding the database's files, where this process can know it (None
+        for a server's database or one in memory): a witness must live outside it."""
+        return None
 
     @abstractmethod
     def check_schema(self, engine: Engine) -> None:

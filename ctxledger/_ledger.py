@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     from ctxledger.assembler.memo import SessionMemos
     from ctxledger.jobs._rollup import RollupPolicy, RollupReport
     from ctxledger.jobs._usage import UsageReport
+    from ctxledger.projections.session_stats import SessionSummary
     from ctxledger.timetravel._audit import AuditReport, WhatIfReport
+    from ctxledger.timetravel._markers import TimelineChart
     from ctxledger.timetravel._replay import TimelineStep
     from ctxledger.timetravel._why import WhyReport
 
@@ -233,6 +235,14 @@ class Ledger:
         when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn:
             return session_state(conn, session, now=when, agent=agent)
+
+    def sessions(self, scope: str) -> list[SessionSummary]:
+        """The sessions currently in ``scope`` (title, agent, message count, last
+        activity), newest activity first; an unknown scope has none."""
+        from ctxledger.projections.session_stats import scope_sessions
+
+        with self.log.connection() as conn:
+            return scope_sessions(conn, scope)
 
     # -- character cards ----------------------------------------------------------------
 
@@ -431,6 +441,13 @@ class Ledger:
             event["id"] = event_id
         return self.append(session, event)
 
+    def policy(self, session: str, profile: str = "card") -> Policy:
+        """The policy ``session``'s settings give ``profile`` now: what ``assemble`` uses
+        when no policy is passed (a what-if starts from it)."""
+        from ctxledger.assembler.api import policy_for
+
+        return policy_for(profile, self.view(session, ViewRequest(card=False)).settings)
+
     def _settings_policy(self, session: str, profile: str) -> Policy | None:
         from ctxledger.assembler.api import policy_for
 
@@ -468,6 +485,15 @@ class Ledger:
             return _replay.timeline(conn, session, profile=profile, until=until,
                                     policy=_as_policy(policy), clock_now=self.clock(),
                                     progress=progress)
+
+    def timeline_chart(self, session: str, *, profile: str = "card",
+                       until: int | datetime | None = None) -> TimelineChart:
+        """The timeline reduced to its chart: tokens per section at each step (one fold,
+        as ``timeline``), and markers where a field expired, a summary landed or a
+        lorebook entry fired."""
+        from ctxledger.timetravel._markers import timeline_chart
+
+        return timeline_chart(self.timeline(session, profile=profile, until=until))
 
     def why(self, session: str, item: str, *, profile: str = "card",
             until: int | datetime | None = None,

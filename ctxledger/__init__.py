@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ctxledger.jobs._rollup import RolledDay, RollupPolicy, RollupReport
     from ctxledger.jobs._usage import DayUsage, Series, UsageReport
     from ctxledger.projections.runner import ProjectionStatus
+    from ctxledger.projections.session_stats import SessionSummary
     from ctxledger.projections.view import SessionView, ViewRequest
     from ctxledger.store.anchor import Anchor
     from ctxledger.store.character_card import CardFileError
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
         WhatIfReport,
     )
     from ctxledger.timetravel._fork import ForkError
+    from ctxledger.timetravel._markers import ChartStep, Marker, TimelineChart
     from ctxledger.timetravel._replay import ReplayError, TimelineStep
     from ctxledger.timetravel._why import WhyError, WhyReport, WhyRun, WhyStep
 
@@ -68,6 +70,7 @@ _SOURCES = {
     **dict.fromkeys(["RollupPolicy", "RollupReport", "RolledDay"], "ctxledger.jobs._rollup"),
     **dict.fromkeys(["UsageReport", "DayUsage", "Series"], "ctxledger.jobs._usage"),
     **dict.fromkeys(["ProjectionStatus"], "ctxledger.projections.runner"),
+    **dict.fromkeys(["SessionSummary"], "ctxledger.projections.session_stats"),
     **dict.fromkeys(["SessionView", "ViewRequest"], "ctxledger.projections.view"),
     **dict.fromkeys(["Anchor"], "ctxledger.store.anchor"),
     **dict.fromkeys(["CardFileError"], "ctxledger.store.character_card"),
@@ -81,19 +84,22 @@ _SOURCES = {
     **dict.fromkeys(["AuditEntry", "AuditReport", "DecisionChange", "WhatIfReport"],
                     "ctxledger.timetravel._audit"),
     **dict.fromkeys(["ForkError"], "ctxledger.timetravel._fork"),
+    **dict.fromkeys(["ChartStep", "Marker", "TimelineChart"], "ctxledger.timetravel._markers"),
     **dict.fromkeys(["ReplayError", "TimelineStep"], "ctxledger.timetravel._replay"),
     **dict.fromkeys(["WhyError", "WhyReport", "WhyRun", "WhyStep"], "ctxledger.timetravel._why"),
 }
 
 __all__ = [
     "Anchor", "AppendResult", "Assembly", "AuditEntry", "AuditReport", "CardFileError",
-    "ChatFormatError",
+    "ChartStep", "ChatFormatError",
     "ConcurrencyError", "ContextMessage", "DatabaseMissing", "DayUsage", "Decision",
     "DecisionChange", "EventValidationError", "ForkError", "IdempotencyError",
-    "IntegrityViolation", "InvalidArgument", "Ledger", "LedgerError", "MessageOverhead",
+    "IntegrityViolation", "InvalidArgument", "Ledger", "LedgerError", "Marker",
+    "MessageOverhead",
     "Policy", "PolicyError", "ProjectionStatus", "RecordedEvent", "ReplayError", "RolledDay",
     "RollupPolicy", "RollupReport", "SchemaMissing", "Seal", "SealSettings", "Section",
-    "Series", "SessionView", "StreamRuleError", "TimelineStep", "UsageReport", "VerifyReport",
+    "Series", "SessionSummary", "SessionView", "StreamRuleError", "TimelineChart",
+    "TimelineStep", "UsageReport", "VerifyReport",
     "ViewRequest", "WhatIfReport", "WhyError", "WhyReport", "WhyRun", "WhyStep",
 ]
 __version__ = "0.1.0"

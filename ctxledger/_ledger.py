@@ -477,23 +477,43 @@ class Ledger:
     def timeline(self, session: str, *, profile: str = "card",
                  until: int | datetime | None = None,
                  policy: Policy | Mapping[str, Any] | str | None = None,
-                 progress: Progress | None = None) -> list[TimelineStep]:
-        """The assembly after each message of ``session`` (folded once, assembled per step)."""
+                 progress: Progress | None = None,
+                 only: range | None = None) -> list[TimelineStep]:
+        """The assembly after each message of ``session`` (folded once, assembled per step);
+        ``only``: just these step numbers (1-based), the fold still reading every event."""
         from ctxledger.timetravel import _replay
 
         with self.log.connection() as conn, read_snapshot(conn):
             return _replay.timeline(conn, session, profile=profile, until=until,
                                     policy=_as_policy(policy), clock_now=self.clock(),
-                                    progress=progress)
+                                    progress=progress, only=only)
+
+    def timeline_length(self, session: str, *, profile: str = "card",
+                        until: int | datetime | None = None) -> int:
+        """How many steps ``timeline`` has: reads the events, folds and assembles nothing."""
+        from ctxledger.timetravel import _replay
+
+        with self.log.connection() as conn, read_snapshot(conn):
+            return _replay.timeline_length(conn, session, profile=profile, until=until,
+                                           clock_now=self.clock())
 
     def timeline_chart(self, session: str, *, profile: str = "card",
-                       until: int | datetime | None = None) -> TimelineChart:
+                       until: int | datetime | None = None,
+                       steps: range | None = None) -> TimelineChart:
         """The timeline reduced to its chart: tokens per section at each step (one fold,
         as ``timeline``), and markers where a field expired, a summary landed or a
-        lorebook entry fired."""
+        lorebook entry fired. ``steps``: only these step numbers (each step is an
+        assembly; a long session's chart is drawn a window at a time)."""
         from ctxledger.timetravel._markers import timeline_chart
 
-        return timeline_chart(self.timeline(session, profile=profile, until=until))
+        total = self.timeline_length(session, profile=profile, until=until)
+        if steps is None:
+            return timeline_chart(self.timeline(session, profile=profile, until=until),
+                                  total)
+        # The step before the window too: its markers compare with it.
+        before = range(max(steps.start - 1, 1), steps.stop)
+        return timeline_chart(self.timeline(session, profile=profile, until=until,
+                                            only=before), total, first=steps.start)
 
     def why(self, session: str, item: str, *, profile: str = "card",
             until: int | datetime | None = None,

@@ -51,6 +51,8 @@ class TimelineChart:
     sections: tuple[str, ...]
     """Every section of any step, in the order first seen (prompt order)."""
     markers: tuple[Marker, ...]
+    total_steps: int = 0
+    """The whole timeline's steps (``steps`` may be a window of them)."""
 
 
 def _is_summary(item: str, section: str) -> bool:
@@ -78,14 +80,20 @@ def step_markers(step: int, before: Assembly | None, after: Assembly) -> list[Ma
     return sorted(found, key=lambda m: (m.kind, m.item))
 
 
-def timeline_chart(steps: Sequence[TimelineStep]) -> TimelineChart:
-    """The chart of ``steps``: tokens per section at each step, and the markers."""
+def timeline_chart(steps: Sequence[TimelineStep], total: int | None = None, *,
+                   first: int = 1) -> TimelineChart:
+    """The chart of ``steps``: tokens per section at each step, and the markers. Steps
+    numbered before ``first`` are not drawn; the last of them is what the first drawn
+    step's markers compare with. ``total``: the whole timeline's steps."""
     chart: list[ChartStep] = []
     markers: list[Marker] = []
     sections: dict[str, None] = {}
     before: Assembly | None = None
     for step in steps:
         a = step.assembly
+        if step.step < first:
+            before = a
+            continue
         parts = tuple((name, tokens) for name, tokens in a.tokens.sections.items() if tokens)
         for name in a.tokens.sections:
             sections.setdefault(name, None)
@@ -94,4 +102,5 @@ def timeline_chart(steps: Sequence[TimelineStep]) -> TimelineChart:
                                total=a.tokens.total, sections=parts))
         markers += step_markers(step.step, before, a)
         before = a
-    return TimelineChart(tuple(chart), tuple(sections), tuple(markers))
+    return TimelineChart(tuple(chart), tuple(sections), tuple(markers),
+                         len(steps) if total is None else total)

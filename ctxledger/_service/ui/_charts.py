@@ -61,7 +61,8 @@ def timeline_svg(chart: TimelineChart, *, href: str, why_href: Callable[[str], s
              f'viewBox="0 0 {width} {height}" width="100%" '
              f'aria-labelledby="chart-title chart-desc" data-steps="{len(steps)}">',
              '<title id="chart-title">Tokens per section at each step</title>',
-             f'<desc id="chart-desc">{len(steps)} steps; the tallest is {top} tokens. '
+             f'<desc id="chart-desc">{len(steps)} of {chart.total_steps} steps; '
+             f'the tallest is {top} tokens. '
              f'{len(chart.markers)} markers.</desc>']
     for fraction in (0.0, 0.5, 1.0):  # the y axis: 0, half and the top
         y = pad_top + plot_h * (1 - fraction)
@@ -105,9 +106,11 @@ def timeline_svg(chart: TimelineChart, *, href: str, why_href: Callable[[str], s
                      f'fill="{MARKER_COLOURS[marker.kind]}">{MARKER_SHAPES[marker.kind]}</text>'
                      f'<line x1="{_n(x)}" x2="{_n(x)}" y1="{_n(y + 2)}" y2="{pad_top + plot_h}" '
                      f'stroke="{MARKER_COLOURS[marker.kind]}" class="marker-line"/></a>')
-    parts.append(f'<text class="axis" x="{pad_left}" y="{height - 6}">step 1</text>'
-                 f'<text class="axis" x="{width - 8}" y="{height - 6}" text-anchor="end">'
-                 f'step {len(steps)}</text></svg>')
+    if steps:
+        parts.append(f'<text class="axis" x="{pad_left}" y="{height - 6}">step '
+                     f'{steps[0].step}</text><text class="axis" x="{width - 8}" '
+                     f'y="{height - 6}" text-anchor="end">step {steps[-1].step}</text>')
+    parts.append("</svg>")
     return Markup("".join(parts))
 
 

@@ -9,7 +9,8 @@ the JSON API answers; every page is read-only, so a read-only key sees all of th
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,7 +28,7 @@ from ctxledger._service.context import profile_of
 from ctxledger._service.keys import ApiKey
 from ctxledger._service.problems import Problem
 from ctxledger._service.ui import _charts, _login
-from ctxledger.assembler.model import KEPT_ACTIONS, Assembly, ContextMessage
+from ctxledger.assembler.model import KEPT_ACTIONS, ContextMessage
 from ctxledger.assembler.profiles import profile_names
 from ctxledger.store.clock import format_utc
 from ctxledger.store.errors import LedgerError
@@ -173,31 +174,37 @@ def _session_context(ledger: Ledger, key: ApiKey, session: str,
 
 
 @router.get("/sessions/{session}")
-def session_page(request: Request, session: str, profile: ProfileQuery = None) -> Response:
+def session_page(request: Request, session: str, profile: ProfileQuery = None,
+                 all: Annotated[bool, Query()] = False) -> Response:
     """The session's context now: the token breakdown, the messages, the warnings."""
     def build(ledger: Ledger, key: ApiKey) -> HTMLResponse:
         context = _session_context(ledger, key, session, profile)
         assembly = ledger.assemble(session, context["profile"])
         return render("session.html", **context, assembly=assembly, tab="context",
-                      heading="Context now", step=None)
+                      heading="Context now", step=None, everything=all)
     return _page(request, build)
 
 
 @router.get("/sessions/{session}/timeline")
 def timeline_page(request: Request, session: str, profile: ProfileQuery = None,
-                  step: Annotated[int | None, Query()] = None) -> Response:
+                  step: Annotated[int | None, Query()] = None,
+                  all: Annotated[bool, Query()] = False) -> Response:
     """The decision timeline: tokens per section at each step, markers, and the assembly
     of the step picked (the last one by default)."""
     def build(ledger: Ledger, key: ApiKey) -> HTMLResponse:
         context = _session_context(ledger, key, session, profile)
-        chart = ledger.timeline_chart(session, profile=context["profile"])
-        if not chart.steps:
-            return render("timeline.html", **context, chart=chart, tab="timeline",
+        chosen = context["profile"]
+        total = ledger.timeline_length(session, profile=chosen)
+        if total == 0:
+            return render("timeline.html", **context, chart=None, tab="timeline",
                           svg=None, legend=[], picked=None, assembly=None)
-        number = chart.steps[-1].step if step is None else step
-        if not 1 <= number <= len(chart.steps):
-            raise Problem(404, f"the timeline has steps 1 to {len(chart.steps)}, not {number}")
-        picked = chart.steps[number - 1]
+        number = total if step is None else step
+        if not 1 <= number <= total:
+            raise Problem(404, f"the timeline has steps 1 to {total}, not {number}")
+        start = max(1, min(number - STEP_WINDOW // 2, total - STEP_WINDOW + 1))
+        chart = ledger.timeline_chart(session, profile=chosen,
+                                      steps=range(start, min(start + STEP_WINDOW, total + 1)))
+        picked = chart.steps[number - start]
         assembly = ledger.replay(session, picked.position, profile=context["profile"])
         href = f"?profile={quote(context['profile'])}&step="
         base = f"{_login.PREFIX}/sessions/{quote(session, safe='')}/why?profile=" \
@@ -207,7 +214,7 @@ def timeline_page(request: Request, session: str, profile: ProfileQuery = None,
                           chart, href=href, selected=number,
                           why_href=lambda item: base + quote(item, safe="")),
                       legend=_charts.legend(chart), picked=picked, assembly=assembly,
-                      step=picked)
+                      step=picked, everything=all)
     return _page(request, build)
 
 
@@ -246,9 +253,33 @@ def audit_page(request: Request, session: str, profile: ProfileQuery = None,
     return _page(request, build)
 
 
-def section_rows(assembly: Assembly) -> list[tuple[str, int]]:
-    """The assembly's sections and their tokens, in prompt order."""
-    return list(assembly.tokens.sections.items())
+STEP_WINDOW = 20
+"""Steps the timeline page draws at once, around the step picked: each step is an
+assembly of the context at that point, so a long session is drawn a window at a time."""
+HEAD_ROWS = 20
+TAIL_ROWS = 180
+"""A long list shows its first and last rows (a card's memory, the summary, the newest
+turns: where a prompt goes wrong) and says how many it left out; ``?all=1`` shows all.
+Two thousand messages of HTML would cost the page more than the assembly does."""
 
 
-_env.globals["section_rows"] = section_rows
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The rows of a long list a page shows: ``head``, then ``hidden`` left out, ``tail``."""
+
+    head: Sequence[Any]
+    hidden: int
+    tail: Sequence[Any]
+    start: int
+    """The 0-based index of ``tail``'s first row in the whole list."""
+
+
+def window(rows: Sequence[Any], everything: bool) -> Window:
+    """The first ``HEAD_ROWS`` and last ``TAIL_ROWS`` of ``rows`` (all when short or asked)."""
+    if everything or len(rows) <= HEAD_ROWS + TAIL_ROWS:
+        return Window(rows, 0, (), len(rows))
+    start = len(rows) - TAIL_ROWS
+    return Window(rows[:HEAD_ROWS], start - HEAD_ROWS, rows[start:], start)
+
+
+_env.globals["window"] = window

@@ -325,3 +325,16 @@ def test_other_profiles_breakdowns(served: Served, browser: Any, backend: str,
         names = page.locator("table.tools tbody tr td:nth-child(2)").all_inner_texts()
         assert names == [t["name"] for t in report["tools"]]
     _shot(page, f"session-{profile}", backend)
+
+
+def test_a_window_of_the_timeline_has_the_whole_timelines_markers_and_sizes(
+        served: Served) -> None:
+    with Ledger.open(served.url, load_vocabulary=False) as ledger:
+        whole = ledger.timeline_chart(LORE)
+        total = ledger.timeline_length(LORE)
+        assert total == len(whole.steps) == whole.total_steps
+        for first, last in ((1, 2), (3, 5), (total - 1, total)):
+            part = ledger.timeline_chart(LORE, steps=range(first, last + 1))
+            assert part.total_steps == total
+            assert part.steps == whole.steps[first - 1:last]
+            assert part.markers == tuple(m for m in whole.markers if first <= m.step <= last)

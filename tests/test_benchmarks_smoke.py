@@ -100,6 +100,12 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "ctxledger state on a small database",
         "floor: python -c 'import sqlalchemy, pydantic'",
         *pg_rows,
+        # The browser view's leg at --quick sizes: 200 messages (2,000 in full).
+        "session page, 200 messages, all in the context",
+        "session page, 200 messages, context limit 8,192",
+        "timeline of 202 steps: scratch folds",
+        "timeline of 202 steps vs a replay per step",
+        "timeline page, 202 steps (the last 20 drawn)",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -115,6 +121,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit == row["peer"]["unit"] == "MB"
         elif row["leg"] == "seal":
             assert unit in ("ev/s", "s")
+        elif row["leg"] == "ui":  # pages in ms, the timeline in s, its folds counted
+            assert unit in ("ms", "s", "folds")
         elif row["leg"] in ("assemble", "replay", "startup", "lorebook") or (
                 row["peer"] is not None):
             assert unit == "ms" and (row["peer"] is None or row["peer"]["unit"] == "ms")

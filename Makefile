@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test lint typecheck pytest demo bench readme openapi clean
+.PHONY: test lint typecheck pytest demo bench readme openapi clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/python scripts/typecheck.py
 
-pytest: $(STAMP)
+pytest: $(STAMP) browser
 	$(BIN)/pytest
+
+# The browser view's tests drive Debian's Chromium through Playwright (`playwright install`
+# cannot download here); CI runs as root on a fresh Debian machine.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@test -x $(CHROMIUM) || { apt-get update -q && apt-get install -y -q chromium; }
 
 # The TypeScript client against a real `ctxledger serve` (Node 20+, packages from npm).
 test-ts: $(STAMP)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ctxledger.jobs._rollup import RolledDay, RollupPolicy, RollupReport
     from ctxledger.jobs._usage import DayUsage, Series, UsageReport
     from ctxledger.projections.runner import ProjectionStatus
+    from ctxledger.projections.session_stats import SessionSummary
     from ctxledger.projections.view import SessionView, ViewRequest
     from ctxledger.store.anchor import Anchor
     from ctxledger.store.character_card import CardFileError
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
         WhatIfReport,
     )
     from ctxledger.timetravel._fork import ForkError
+    from ctxledger.timetravel._markers import ChartStep, Marker, TimelineChart
     from ctxledger.timetravel._replay import ErasedHistory, ReplayError, TimelineStep
     from ctxledger.timetravel._why import WhyError, WhyReport, WhyRun, WhyStep
 
@@ -80,6 +82,7 @@ _SOURCES = {
     **dict.fromkeys(["RollupPolicy", "RollupReport", "RolledDay"], "ctxledger.jobs._rollup"),
     **dict.fromkeys(["UsageReport", "DayUsage", "Series"], "ctxledger.jobs._usage"),
     **dict.fromkeys(["ProjectionStatus"], "ctxledger.projections.runner"),
+    **dict.fromkeys(["SessionSummary"], "ctxledger.projections.session_stats"),
     **dict.fromkeys(["SessionView", "ViewRequest"], "ctxledger.projections.view"),
     **dict.fromkeys(["Anchor"], "ctxledger.store.anchor"),
     **dict.fromkeys(["CardFileError"], "ctxledger.store.character_card"),
@@ -95,6 +98,7 @@ _SOURCES = {
     **dict.fromkeys(["AuditEntry", "AuditReport", "DecisionChange", "WhatIfReport"],
                     "ctxledger.timetravel._audit"),
     **dict.fromkeys(["ForkError"], "ctxledger.timetravel._fork"),
+    **dict.fromkeys(["ChartStep", "Marker", "TimelineChart"], "ctxledger.timetravel._markers"),
     **dict.fromkeys(["ReplayError", "TimelineStep"], "ctxledger.timetravel._replay"),
     **dict.fromkeys(["ErasedHistory"], "ctxledger.timetravel._replay"),
     **dict.fromkeys(["ErasureReport"], "ctxledger._erase"),
@@ -108,6 +112,7 @@ __all__ = [
     "AuditEntry",
     "AuditReport",
     "CardFileError",
+    "ChartStep",
     "ChatFormatError",
     "ConcurrencyError",
     "ContextMessage",
@@ -128,6 +133,7 @@ __all__ = [
     "InvalidArgument",
     "Ledger",
     "LedgerError",
+    "Marker",
     "MessageOverhead",
     "ObservationHit",
     "Policy",
@@ -143,8 +149,10 @@ __all__ = [
     "SealSettings",
     "Section",
     "Series",
+    "SessionSummary",
     "SessionView",
     "StreamRuleError",
+    "TimelineChart",
     "TimelineStep",
     "UsageReport",
     "VerifyReport",

@@ -50,7 +50,9 @@ if TYPE_CHECKING:
     from ctxledger.assembler.memo import SessionMemos
     from ctxledger.jobs._rollup import RollupPolicy, RollupReport
     from ctxledger.jobs._usage import UsageReport
+    from ctxledger.projections.session_stats import SessionSummary
     from ctxledger.timetravel._audit import AuditReport, WhatIfReport
+    from ctxledger.timetravel._markers import TimelineChart
     from ctxledger.timetravel._replay import TimelineStep
     from ctxledger.timetravel._why import WhyReport
 
@@ -316,14 +318,6 @@ class Ledger:
             return session_state(conn, session, now=when, agent=agent,
                                  starting_in=starting_in)
 
-    def sessions(self, scope: str) -> list[dict[str, Any]]:
-        """The sessions of ``scope`` as JSON-ready data, most recently active first: id,
-        title, agent, start, end, last activity, message count and end summary."""
-        from ctxledger.projections.scope_sessions import scope_sessions
-
-        with self.log.connection() as conn:
-            return scope_sessions(conn, scope)
-
     # -- observations (coding agents) ---------------------------------------------------
 
     def record_observation(self, scope: str, kind: str, text: str, *,
@@ -340,16 +334,12 @@ class Ledger:
         ``InvalidArgument`` and write nothing.
         """
         from ctxledger._observations import check_observation
-        from ctxledger.projections.scope_sessions import (
-            FILES_KEY,
-            active_session,
-            session_scope_of,
-        )
+        from ctxledger.projections.scope_sessions import FILES_KEY, active_session
 
         names = check_observation(kind, text, files)
         with self.log.connection() as conn:
             chosen = session if session is not None else active_session(conn, scope)
-            current = None if chosen is None else session_scope_of(conn, chosen)
+            current = None if chosen is None else load_session_scope(conn, chosen)
         if chosen is None:
             stamp = self.clock().strftime("%Y%m%dT%H%M%S%fZ")
             chosen = f"mcp-{stamp}-{scope}"[:200]
@@ -380,6 +370,14 @@ class Ledger:
         with self.log.connection() as conn:
             found = scope_observations(conn, scope)
         return rank_observations(found, query, limit)
+
+    def sessions(self, scope: str) -> list[SessionSummary]:
+        """The sessions currently in ``scope`` (title, agent, message count, last
+        activity), newest activity first; an unknown scope has none."""
+        from ctxledger.projections.session_stats import scope_sessions
+
+        with self.log.connection() as conn:
+            return scope_sessions(conn, scope)
 
     # -- character cards ----------------------------------------------------------------
 
@@ -585,6 +583,13 @@ class Ledger:
             event["id"] = event_id
         return self.append(session, event)
 
+    def policy(self, session: str, profile: str = "card") -> Policy:
+        """The policy ``session``'s settings give ``profile`` now: what ``assemble`` uses
+        when no policy is passed (a what-if starts from it)."""
+        from ctxledger.assembler.api import policy_for
+
+        return policy_for(profile, self.view(session, ViewRequest(card=False)).settings)
+
     def _settings_policy(self, session: str, profile: str) -> Policy | None:
         from ctxledger.assembler.api import policy_for
 
@@ -614,14 +619,43 @@ class Ledger:
     def timeline(self, session: str, *, profile: str = "card",
                  until: int | datetime | None = None,
                  policy: Policy | Mapping[str, Any] | str | None = None,
-                 progress: Progress | None = None) -> list[TimelineStep]:
-        """The assembly after each message of ``session`` (folded once, assembled per step)."""
+                 progress: Progress | None = None,
+                 only: range | None = None) -> list[TimelineStep]:
+        """The assembly after each message of ``session`` (folded once, assembled per step);
+        ``only``: just these step numbers (1-based), the fold still reading every event."""
         from ctxledger.timetravel import _replay
 
         with self.log.connection() as conn, read_snapshot(conn):
             return _replay.timeline(conn, session, profile=profile, until=until,
                                     policy=_as_policy(policy), clock_now=self.clock(),
-                                    progress=progress)
+                                    progress=progress, only=only)
+
+    def timeline_length(self, session: str, *, profile: str = "card",
+                        until: int | datetime | None = None) -> int:
+        """How many steps ``timeline`` has: reads the events, folds and assembles nothing."""
+        from ctxledger.timetravel import _replay
+
+        with self.log.connection() as conn, read_snapshot(conn):
+            return _replay.timeline_length(conn, session, profile=profile, until=until,
+                                           clock_now=self.clock())
+
+    def timeline_chart(self, session: str, *, profile: str = "card",
+                       until: int | datetime | None = None,
+                       steps: range | None = None) -> TimelineChart:
+        """The timeline reduced to its chart: tokens per section at each step (one fold,
+        as ``timeline``), and markers where a field expired, a summary landed or a
+        lorebook entry fired. ``steps``: only these step numbers (each step is an
+        assembly; a long session's chart is drawn a window at a time)."""
+        from ctxledger.timetravel._markers import timeline_chart
+
+        total = self.timeline_length(session, profile=profile, until=until)
+        if steps is None:
+            return timeline_chart(self.timeline(session, profile=profile, until=until),
+                                  total)
+        # The step before the window too: its markers compare with it.
+        before = range(max(steps.start - 1, 1), steps.stop)
+        return timeline_chart(self.timeline(session, profile=profile, until=until,
+                                            only=before), total, first=steps.start)
 
     def why(self, session: str, item: str, *, profile: str = "card",
             until: int | datetime | None = None,

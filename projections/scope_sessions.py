@@ -1,8 +1,8 @@
-"""A scope's sessions and observations as the coding-agent surfaces list them.
+"""A scope's open session and observations as the coding-agent surfaces read them.
 
 Reads of existing projections (``sessions``, ``observations``), not a projection of its
-own: the MCP server lists a project's sessions, picks the session an observation goes
-to, and searches the project's observations with their provenance.
+own: the MCP server picks the session an observation goes to, and searches the
+project's observations with their provenance.
 """
 
 from __future__ import annotations
@@ -10,42 +10,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 
 from ctxledger.projections.observations import observations
 from ctxledger.projections.session_stats import sessions
-from ctxledger.store.clock import format_utc
 from ctxledger.store.schema import events
 
 FILES_KEY = "files"
 """The key of an observation's files in its metadata's ``extra`` (its ``source`` joins
 them for people)."""
-
-
-def scope_sessions(conn: sa.Connection, scope: str) -> list[dict[str, Any]]:
-    """The sessions of ``scope``, most recently active first (then by id): id, title,
-    agent, start, end, last activity, message count and the end summary."""
-    rows = conn.execute(
-        sa.select(sessions.c.stream_id, sessions.c.title, sessions.c.agent,
-                  sessions.c.started_at, sessions.c.ended_at, sessions.c.last_activity,
-                  sessions.c.messages_total, sessions.c.end_summary,
-                  sessions.c.last_position)
-        .where(sessions.c.scope == scope)).mappings().all()
-    # Sorted here, not in SQL, so both databases give one order (ids compare by bytes).
-    ordered = sorted(rows, key=lambda r: (-int(r["last_position"]), r["stream_id"]))
-    return [{"session": r["stream_id"], "title": r["title"], "agent": r["agent"],
-             "started_at": _iso(r["started_at"]), "ended_at": _iso(r["ended_at"]),
-             "last_activity": _iso(r["last_activity"]), "messages": r["messages_total"],
-             "summary": r["end_summary"]} for r in ordered]
-
-
-def session_scope_of(conn: sa.Connection, session: str) -> str | None:
-    """The scope ``session`` started in (None: it has not started)."""
-    found = conn.execute(sa.select(sessions.c.scope)
-                         .where(sessions.c.stream_id == session)).scalar()
-    return None if found is None else str(found)
 
 
 def active_session(conn: sa.Connection, scope: str) -> str | None:
@@ -91,6 +65,3 @@ def scope_observations(conn: sa.Connection, scope: str) -> list[ScopeObservation
             recorded_at=row["recorded_at"]))
     return found
 
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else format_utc(value)

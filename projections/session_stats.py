@@ -3,9 +3,11 @@ the session's scope and summaries. Also keeps each message, for chat history."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict
 
 from ctxledger.projections.base import Projection, RawEvent, TimeOf, metadata
 from ctxledger.projections.fork_copies import (
@@ -309,3 +311,38 @@ def counted_in_scope(event_version: sa.ColumnElement[int]) -> sa.ColumnElement[b
     ``sessions`` row (outer join: a stream without one counts): its stream version is
     past the session's uncounted copies."""
     return event_version > sa.func.coalesce(sessions.c.copied_versions, 0)
+
+
+class SessionSummary(BaseModel):
+    """One session of a scope as a list shows it (the browser view's scope page)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session: str
+    title: str | None
+    agent: str | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    last_activity: datetime | None
+    messages: int
+    """Messages appended, retracted ones included (``messages_total``)."""
+    ended: bool
+    summary: str | None
+    """The summary the session ended with (``session.ended``), if any."""
+    forked_from: str | None
+
+
+def scope_sessions(conn: sa.Connection, scope: str) -> list[SessionSummary]:
+    """The sessions whose current scope is ``scope``, most recently active first (by the
+    position of their last event, which no clock can reorder; ties by id)."""
+    rows = conn.execute(sa.select(sessions).where(sessions.c.scope == scope)).mappings()
+    # Sorted here: PostgreSQL orders text by collation, SQLite by bytes.
+    ordered = sorted(rows, key=lambda r: (-int(r["last_position"]), r["stream_id"]))
+    return [SessionSummary(session=row["stream_id"], title=row["title"], agent=row["agent"],
+                           started_at=row["started_at"], ended_at=row["ended_at"],
+                           last_activity=row["last_activity"],
+                           messages=row["messages_total"],
+                           ended=row["ended_at"] is not None, summary=row["end_summary"],
+                           forked_from=row["forked_from"]) for row in ordered]
+
+

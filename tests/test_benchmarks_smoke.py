@@ -114,6 +114,12 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "one worker's memory after 100 turns vs after 10",
         "single appends, file witness after every commit",
         "single appends, file witness every 100 events",
+        # The browser view's leg at --quick sizes: 200 messages (2,000 in full).
+        "session page, 200 messages, all in the context",
+        "session page, 200 messages, context limit 8,192",
+        "timeline of 202 steps: scratch folds",
+        "timeline of 202 steps vs a replay per step",
+        "timeline page, 202 steps (the last 20 drawn)",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -131,6 +137,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit in ("ms", "turns/s", "MB")
         elif row["leg"] == "seal":
             assert unit in ("ev/s", "s")
+        elif row["leg"] == "ui":  # pages in ms, the timeline in s, its folds counted
+            assert unit in ("ms", "s", "folds")
         elif row["leg"] in ("assemble", "replay", "startup", "lorebook") or (
                 row["peer"] is not None):
             assert unit == "ms" and (row["peer"] is None or row["peer"]["unit"] == "ms")

@@ -116,9 +116,9 @@ def test_sessions_of_a_scope_most_recently_active_first(led: Ledger) -> None:
     led.append("c", [{"type": "session.started", "data": {"scope": "q"}}])
     led.append("a", [{"type": "session.ended", "data": {"summary": "did A"}}])
     listed = led.sessions("p")
-    assert [s["session"] for s in listed] == ["a", "b"]
-    assert listed[0]["title"] == "A" and listed[0]["summary"] == "did A"
-    assert listed[0]["ended_at"] is not None and listed[1]["ended_at"] is None
+    assert [s.session for s in listed] == ["a", "b"]
+    assert listed[0].title == "A" and listed[0].summary == "did A"
+    assert listed[0].ended_at is not None and listed[1].ended_at is None
     assert led.sessions("nobody") == []
 
 

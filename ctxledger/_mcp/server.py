@@ -182,7 +182,8 @@ def build_server(ledger: Ledger, project: str) -> MCPServer[Any]:
     def sessions() -> str:
         """This project's sessions, most recently active first."""
         listed = _resource_call(lambda: ledger.sessions(project))
-        return ctxledger_json({"scope": project, "sessions": listed})
+        return ctxledger_json({"scope": project,
+                               "sessions": [s.model_dump(mode="json") for s in listed]})
 
     @server.resource("ctxledger://sessions/{session}/state", name="session_state",
                      mime_type="application/json")

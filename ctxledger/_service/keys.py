@@ -135,3 +135,53 @@ def verify_token(engine: sa.Engine, token: str) -> ApiKey | None:
     if not hmac.compare_digest(_hash(secret), row["secret_hash"]):
         return None
     return _key(row)
+
+
+# -- the browser view's login ------------------------------------------------------------
+
+UI_SESSION_SECONDS = 12 * 3600
+"""How long a browser login lasts."""
+_UI_CONTEXT = b"ctxledger-ui-login"
+
+
+def _ui_mac(secret_hash: str, key_id: str, issued: int) -> str:
+    # Keyed by the stored hash of the key's secret: only the server (or whoever can read
+    # api_keys, who can read everything the read-only view shows anyway) can make one,
+    # and revoking the key forgets the hash, which ends every login at once.
+    message = _UI_CONTEXT + f"|{key_id}|{issued}".encode()
+    return hmac.new(secret_hash.encode("ascii"), message, hashlib.sha256).hexdigest()
+
+
+def ui_login(engine: sa.Engine, token: str, now: datetime) -> tuple[ApiKey, str] | None:
+    """The live key ``token`` names and a login value for the browser's cookie:
+    ``<key_id>.<issued>.<mac>``, no secret in it; None when the token is not live."""
+    key = verify_token(engine, token)
+    if key is None:
+        return None
+    with engine.connect() as conn:
+        secret_hash = conn.execute(sa.select(api_keys.c.secret_hash).where(
+            api_keys.c.key_id == key.key_id)).scalar_one_or_none()
+    if secret_hash is None:
+        return None
+    issued = int(now.timestamp())
+    return key, f"{key.key_id}.{issued}.{_ui_mac(secret_hash, key.key_id, issued)}"
+
+
+def verify_ui_login(engine: sa.Engine, value: str, now: datetime) -> ApiKey | None:
+    """The live key of a login cookie made by ``ui_login`` less than
+    ``UI_SESSION_SECONDS`` before ``now``; None when malformed, stale, revoked or forged."""
+    key_id, _, rest = value.partition(".")
+    issued_text, _, mac = rest.partition(".")
+    if not key_id or not mac or not (issued_text.isascii() and issued_text.isdigit()):
+        return None
+    issued = int(issued_text)
+    if not 0 <= now.timestamp() - issued < UI_SESSION_SECONDS:
+        return None
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(api_keys).where(
+            api_keys.c.key_id == key_id)).mappings().first()
+    if row is None or row["revoked_at"] is not None or row["secret_hash"] is None:
+        return None
+    if not hmac.compare_digest(_ui_mac(row["secret_hash"], key_id, issued), mac):
+        return None
+    return _key(row)

@@ -324,10 +324,15 @@ def replay(live: sa.Connection, session: str, *, profile: str, until: int | date
 
 def timeline(live: sa.Connection, session: str, *, profile: str,
              until: int | datetime | None, policy: Policy | None, clock_now: datetime,
-             progress: Progress | None = None) -> list[TimelineStep]:
+             progress: Progress | None = None,
+             only: range | None = None) -> list[TimelineStep]:
     """The assembly after each event of the prefix that changes ``profile``'s inputs
     (``Profile.inputs``), from the session's first event on; each step's ``now`` is its
-    event's ``recorded_at``, so a step equals ``replay(until=<its position>)``."""
+    event's ``recorded_at``, so a step equals ``replay(until=<its position>)``.
+
+    ``only``: assemble just these step numbers (the fold still reads every event once):
+    each step costs an assembly of the context at that point, so a long session's view
+    shows a window of its steps."""
     position = resolve_until(live, until, clock_now)
     prefix = read_prefix(live, session, position, profile, every_scope=True)
     marks = step_indexes(prefix, get_profile(profile).inputs)
@@ -345,6 +350,8 @@ def timeline(live: sa.Connection, session: str, *, profile: str,
                 if event.stream_id == session:
                     seq = event.stream_version
                     messages += event.type == "message.appended"
+            if only is not None and number not in only:
+                continue
             event = prefix.events[at]
             scratch.settle(event.position)
             assembly = assembler.assemble(scratch, session, event.recorded_at)
@@ -357,6 +364,14 @@ def timeline(live: sa.Connection, session: str, *, profile: str,
             if progress is not None:
                 progress(number, len(marks))
     return steps
+
+
+def timeline_length(live: sa.Connection, session: str, *, profile: str,
+                    until: int | datetime | None, clock_now: datetime) -> int:
+    """How many steps ``timeline`` has (reads the events; assembles nothing)."""
+    position = resolve_until(live, until, clock_now)
+    prefix = read_prefix(live, session, position, profile, every_scope=True)
+    return len(step_indexes(prefix, get_profile(profile).inputs))
 
 
 def step_indexes(prefix: Prefix, inputs: Inputs) -> list[int]:

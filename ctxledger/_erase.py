@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from ctxledger.projections.base import metadata as projection_metadata
 from ctxledger.projections.scope_members import scope_members
+from ctxledger.projections.session_stats import sessions
 from ctxledger.projections.token_cache import history_token_memo, token_counts
 from ctxledger.store.append import append_in_transaction
 from ctxledger.store.backends import backend_for
@@ -100,7 +101,7 @@ def target_streams(conn: sa.Connection, session: str | None, scope: str | None
         if stream_kind(session) != "session" or conn.execute(
                 exists, {"s": session}).first() is None:
             raise InvalidArgument(f"unknown session {session!r}")
-        return "session", session, [session]
+        return "session", session, with_forks(conn, [session])
     found = sorted({str(r.stream_id) for r in conn.execute(
         sa.select(scope_members.c.stream_id).where(scope_members.c.scope == scope))})
     # Sessions already erased left scope_members with the rebuild: their record lists them.
@@ -114,7 +115,21 @@ def target_streams(conn: sa.Connection, session: str | None, scope: str | None
         found = sorted({*found, stream})
     if not found:
         raise InvalidArgument(f"unknown scope {scope!r}")
-    return "scope", str(scope), found
+    return "scope", str(scope), with_forks(conn, found)
+
+
+def with_forks(conn: sa.Connection, streams: list[str]) -> list[str]:
+    """``streams`` and every session forked from one of them, and from those forks, in
+    order: a fork holds copies of the content it was forked from, so it goes with it."""
+    found = set(streams)
+    frontier = set(streams)
+    while frontier:
+        forks = {str(r.stream_id) for r in conn.execute(
+            sa.select(sessions.c.stream_id).where(sessions.c.forked_from.in_(
+                sorted(frontier))))} - found
+        found |= forks
+        frontier = forks
+    return sorted(found)
 
 
 def erase(ledger: Ledger, *, session: str | None, scope: str | None, reason: str,

@@ -733,7 +733,8 @@ class Ledger:
     def erase(self, *, session: str | None = None, scope: str | None = None,
               reason: str, progress: Progress | None = None) -> ErasureReport:
         """Make the content of every event of ``session`` (or of ``scope``: its own stream
-        and every session that joined it) unrecoverable from the database files, keeping
+        and every session that joined it), and of every session forked from them,
+        unrecoverable from the database files, keeping
         every chain, seal and anchor verifiable (docs/erasure.md).
 
         In one transaction: an ``erasure.completed`` record (what, when, ``reason``; no

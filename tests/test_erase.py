@@ -113,6 +113,20 @@ def test_erase_session_leaves_no_trace_and_verifies(seeded: Ledger) -> None:
     assert [e.type for e in ledger.events("alice")] == ["event.erased"] * 7
 
 
+def test_erase_takes_the_forks_that_copied_the_session(seeded: Ledger) -> None:
+    alice_end = seeded.events("alice")[-1].position
+    copied = seeded.fork("alice", "alice-fork", alice_end)
+    seeded.fork("alice-fork", "alice-fork-2", copied.positions[-1])
+    seeded.append("alice-fork-2", message("a later message of the fork"))
+    bob = seeded.replay("bob", profile="session")
+    report = seeded.erase(session="alice", reason="the person asked")
+    assert report.streams == ["alice", "alice-fork", "alice-fork-2"]
+    assert MARK.encode() not in raw_bytes(seeded)
+    assert {e.type for s in report.streams for e in seeded.events(s)} == {"event.erased"}
+    assert seeded.verify().ok
+    assert seeded.replay("bob", bob.position, profile="session").digest == bob.digest
+
+
 def test_erase_again_erases_nothing(seeded: Ledger) -> None:
     seeded.erase(session="alice", reason="first")
     head = seeded.head()

@@ -24,9 +24,9 @@ def erase(
         "--reason", metavar="TEXT",
         help="Why (kept in the erasure record; required).")] = None,
 ) -> None:
-    """Erase the content of a session or a scope: messages, tool inputs, cards,
-    observations, snippets, their projection rows and caches, and the database's free
-    pages, WAL or dead tuples. Hash chains, seals and anchors still verify; an
+    """Erase the content of a session or a scope (and of the sessions forked from them):
+    messages, tool inputs, cards, observations, snippets, their projection rows and
+    caches, and the database's free pages, WAL or dead tuples. Hash chains, seals and anchors still verify; an
     erasure.completed event records what, when and why. Prints the erasure as JSON.
     """
     from ctxledger import render

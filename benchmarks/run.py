@@ -33,7 +33,7 @@ from workload import DEFAULT_SEED, FULL_EVENTS, describe_mix, generate_mix
 LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble", "legs_turnloop", "legs_cold",
                "legs_rollup", "legs_seal",
                "legs_brief", "legs_replay", "legs_novel", "legs_lorebook",
-               "legs_startup", "legs_pg_writers")
+               "legs_startup", "legs_pg_writers", "legs_hook")
 """Modules whose import registers legs, in the order their legs run."""
 
 QUICK = Settings(events=3_000, single_events=600, batch_size=1_000, rounds=1, quick=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from itertools import groupby
@@ -233,6 +234,69 @@ class Ledger:
         when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn:
             return session_state(conn, session, now=when, agent=agent)
+
+    # -- coding-agent sessions (``ctxledger hook``) ---------------------------------------
+
+    def record_in_session(self, session: str, scope: str,
+                          events: Sequence[EventInput] = (), *,
+                          tools: Sequence[Mapping[str, Any]] = (),
+                          agent: str | None = None) -> AppendResult | None:
+        """Append ``events`` to ``session`` in one transaction with what they need first:
+        ``session.started`` in ``scope`` (with ``agent``) when the session has not
+        started, and a ``tool.registered`` in the session's scope for each of ``tools``
+        (``tool.registered`` data) the scope has no tool of that name yet.
+
+        A session that started already keeps its scope. The ``session.started`` id is
+        derived from the session, so two processes starting it at once write it once.
+        Returns the result of appending ``events`` (None when there are none). Bad data
+        writes nothing.
+        """
+        from ctxledger.projections.session_stats import sessions
+        from ctxledger.projections.tool_registry import scope_tools
+        from ctxledger.store.streams import SCOPE_PREFIX
+
+        with self.log.transaction() as conn:
+            known = conn.execute(sa.select(sessions.c.scope).where(
+                sessions.c.stream_id == session)).scalar()
+            if known is None:
+                data: dict[str, Any] = {"scope": scope}
+                if agent is not None:
+                    data["agent"] = agent
+                self.log.append_in(conn, session, [{
+                    "type": "session.started", "data": data,
+                    "id": derived_event_id(session, "session.started")}])
+            where = scope if known is None else str(known)
+            names = [str(tool["name"]) for tool in tools]
+            registered = set(conn.execute(sa.select(scope_tools.c.name).where(
+                scope_tools.c.scope == where, scope_tools.c.name.in_(names))).scalars()
+                             ) if names else set()
+            new = [tool for tool in tools if tool["name"] not in registered]
+            if new:
+                self.log.append_in(conn, SCOPE_PREFIX + where, [
+                    {"type": "tool.registered", "data": dict(tool)} for tool in new])
+            return self.log.append_in(conn, session, events) if events else None
+
+    def end_session(self, session: str, scope: str, summary: str | None = None, *,
+                    event_id: str | None = None) -> AppendResult:
+        """Append ``session.ended`` to ``session`` (started in ``scope`` first if new).
+
+        A session may end more than once (a coding agent stops after every turn); with
+        no ``summary`` the summary it last ended with is kept, so a later end without one
+        does not erase what the next session is told."""
+        from ctxledger.projections.session_stats import sessions
+
+        with self.log.connection() as conn:
+            before = conn.execute(sa.select(sessions.c.end_summary).where(
+                sessions.c.stream_id == session)).scalar()
+        data: dict[str, Any] = {}
+        if summary is not None or before is not None:
+            data["summary"] = summary if summary is not None else before
+        event: dict[str, Any] = {"type": "session.ended", "data": data}
+        if event_id is not None:
+            event["id"] = event_id
+        done = self.record_in_session(session, scope, [event])
+        assert done is not None
+        return done
 
     # -- character cards ----------------------------------------------------------------
 
@@ -613,6 +677,15 @@ class Ledger:
             report.deep = "differs" if found else "ok"
             report.problems.extend(found)
         return report
+
+
+_DERIVED_ID_NAMESPACE = uuid.UUID("7d1c2f0a-5b8e-4e1f-9c36-0a4b2d9e6f13")
+
+
+def derived_event_id(*parts: str) -> str:
+    """A stable event id for ``parts`` (a session and what in it the event records), so
+    that writing the same thing again is an idempotent retry, not a second event."""
+    return str(uuid.uuid5(_DERIVED_ID_NAMESPACE, "\x1f".join(parts)))
 
 
 def _as_policy(policy: Policy | Mapping[str, Any] | str | None) -> Policy | None:

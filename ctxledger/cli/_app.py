@@ -21,6 +21,7 @@ from ctxledger._config import DEFAULT_DB_URL, ENV_VAR
 from ctxledger.cli import (
     _cards,
     _context,
+    _hook,
     _io,
     _jobs,
     _log,
@@ -32,7 +33,7 @@ from ctxledger.cli import (
 from ctxledger.cli._errors import reports_errors
 from ctxledger.cli._options import DB_OPTION, Options, hoist_db
 
-GROUPS = (_log, _context, _maintenance, _jobs, _io, _seal, _timetravel, _serve)
+GROUPS = (_log, _context, _maintenance, _jobs, _io, _seal, _timetravel, _serve, _hook)
 """The command groups, in ``--help`` order (each lists its commands in order)."""
 
 

@@ -292,3 +292,19 @@ def test_a_transcript_over_nine_days(db_url: str, tmp_path: Path,
         assert more > 0 and section.endswith(f"\n({more} more available)")
     # Uses older than seven days do not count toward the window.
     assert assembly.report.max_usage < 40  # type: ignore[attr-defined]
+
+
+def test_the_plugin_runs_the_hook_on_every_handled_event() -> None:
+    import tomllib
+
+    from ctxledger._hook import HANDLED
+
+    root = Path(__file__).resolve().parent.parent / "plugin"
+    manifest = json.loads((root / ".claude-plugin" / "plugin.json").read_text())
+    project = tomllib.loads((root.parent / "pyproject.toml").read_text())["project"]
+    assert (manifest["name"], manifest["version"]) == (project["name"], project["version"])
+    config = json.loads((root / "hooks" / "hooks.json").read_text())["hooks"]
+    assert sorted(config) == sorted(HANDLED)
+    for groups in config.values():
+        commands = [hook for group in groups for hook in group["hooks"]]
+        assert [(c["type"], c["command"]) for c in commands] == [("command", "ctxledger hook")]

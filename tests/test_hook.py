@@ -308,3 +308,27 @@ def test_the_plugin_runs_the_hook_on_every_handled_event() -> None:
     for groups in config.values():
         commands = [hook for group in groups for hook in group["hooks"]]
         assert [(c["type"], c["command"]) for c in commands] == [("command", "ctxledger hook")]
+
+
+def test_a_tool_use_imports_no_assembler(tmp_path: Path) -> None:
+    """Import sets, not timings: a tool use pays for the append, not for assembling."""
+    probe = """
+import io, json, sys
+sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[2].encode()))
+from ctxledger.cli import main
+sys.argv = ["ctxledger", "--db", sys.argv[1], "hook"]
+try:
+    main()
+except SystemExit:
+    pass
+heavy = ("tiktoken", "numpy", "bm25s", "rich", "alembic", "ctxledger.assembler.api",
+         "ctxledger.assembler.engine")
+print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
+"""
+    url = f"sqlite:///{tmp_path / 'imports.db'}"
+    with Ledger.open(url, load_vocabulary=False):
+        pass  # created and migrated: a first run's migration is not what is measured
+    done = subprocess.run([sys.executable, "-c", probe, url,
+                           json.dumps(_tool("mcp__srv__tool", "toolu_1"))],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.stderr == "" and json.loads(done.stdout.splitlines()[-1]) == []

@@ -53,9 +53,10 @@ def _run(raw: bytes, db: str | None, agent: str | None) -> str | None:
     from ctxledger._project import project_scope, user_db_url
 
     event = parse_event(raw)
-    starting = event.name == "SessionStart"
     url = db or user_db_url()
-    with open_ledger(url, load_vocabulary=starting) as ledger:
+    # No vocabulary up front: a tool use counts no tokens, and a session start loads one
+    # only for a text whose count is not cached yet.
+    with open_ledger(url, load_vocabulary=False) as ledger:
         found = handle(event, ledger, project_scope(event.cwd, environ=os.environ), agent)
     return None if found is None else json.dumps(found, ensure_ascii=False)
 

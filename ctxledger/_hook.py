@@ -8,6 +8,8 @@ reads the event and says what it means for the ledger; every write goes through 
 - ``SessionStart``: start the session in the project's scope if new, and return the
   ``session`` profile's injection (with an agent: plus the state scoped by its manifest)
   as ``hookSpecificOutput.additionalContext``;
+- ``SubagentStart``: the session state scoped by the spawned agent's manifest (its
+  ``agent_type``, or the agent given), as ``additionalContext`` for the sub-agent;
 - ``PostToolUse`` (and ``PostToolUseFailure``, ``ok: false``): ``tool.used``, its MCP
   server taken from ``mcp__<server>__<tool>``; a tool the scope has not seen yet is
   registered (``mcp_tool``, ``builtin`` for Claude Code's own PascalCase tools, else
@@ -35,8 +37,8 @@ from ctxledger.store.errors import LedgerError
 if TYPE_CHECKING:
     from ctxledger._ledger import Ledger
 
-HANDLED = ("SessionStart", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop",
-           "SessionEnd")
+HANDLED = ("SessionStart", "SubagentStart", "PostToolUse", "PostToolUseFailure",
+           "UserPromptSubmit", "Stop", "SessionEnd")
 """The hook events ``ctxledger hook`` acts on, in the order a session sends them."""
 AGENT_ENV = "CTXLEDGER_AGENT"
 """The agent whose manifest scopes the injection, when ``--agent`` is not given."""
@@ -128,6 +130,14 @@ def handle(event: HookEvent, ledger: Ledger, scope: str, agent: str | None = Non
         return {"hookSpecificOutput": {"hookEventName": "SessionStart",
                                        "additionalContext": session_context(
                                            ledger, session, agent)}}
+    if event.name == "SubagentStart":
+        spawned = agent or data.get("agent_type")
+        if not isinstance(spawned, str) or not spawned.strip():
+            raise HookInputError("SubagentStart has no agent_type (and no --agent was given)")
+        ledger.record_in_session(session, scope)
+        return {"hookSpecificOutput": {"hookEventName": "SubagentStart",
+                                       "additionalContext": agent_state(ledger, session,
+                                                                        spawned)}}
     if event.name in ("PostToolUse", "PostToolUseFailure"):
         tool = data.get("tool_name")
         if not isinstance(tool, str) or not tool:
@@ -170,14 +180,22 @@ def session_context(ledger: Ledger, session: str, agent: str | None) -> str:
     text = ledger.assemble(session, SESSION_PROFILE).text
     if agent is None:
         return text
+    return text + "\n\n" + agent_state(ledger, session, agent,
+                                         room=CONTEXT_CAP - len(text) - 2)
+
+
+def agent_state(ledger: Ledger, session: str, agent: str, room: int = CONTEXT_CAP) -> str:
+    """``[ctxledger - Agent state: A]`` and the session state scoped by agent type A's
+    manifest (``ledger.state(agent=...)``, compact JSON); a line saying how to read it
+    instead when it would take more than ``room`` characters."""
     state = json.dumps(ledger.state(session, agent=agent), sort_keys=True,
                        ensure_ascii=False, separators=(",", ":"))
-    block = f"\n\n[ctxledger - Agent state: {agent}]\n{state}"
-    if len(text) + len(block) > CONTEXT_CAP:
-        block = (f"\n\n[ctxledger - Agent state: {agent}] not shown: {len(state)} characters"
+    block = f"[ctxledger - Agent state: {agent}]\n{state}"
+    if len(block) > room:
+        block = (f"[ctxledger - Agent state: {agent}] not shown: {len(state)} characters"
                  f" would pass the {CONTEXT_CAP}-character cap; run"
                  f" 'ctxledger state {session} --agent {agent}'")
-    return text + block
+    return block
 
 
 def _ok(event: HookEvent) -> bool:

@@ -171,6 +171,16 @@ def test_agent_scopes_the_injection(hook: Run, read: Ledger) -> None:
     by_env = hook(_event("SessionStart", source="resume"),
                   extra_env={"CTXLEDGER_AGENT": "executor"})
     assert json.loads(by_env.stdout) == json.loads(result.stdout)
+    spawned = hook(_event("SubagentStart", agent_id="a-1", agent_type="planner"))
+    output = json.loads(spawned.stdout)["hookSpecificOutput"]
+    assert output["hookEventName"] == "SubagentStart"
+    header, _, body = output["additionalContext"].partition("\n")
+    assert header == "[ctxledger - Agent state: planner]"
+    assert json.loads(body) == read.state("cc-1", agent="planner")
+    nameless = hook(_event("SubagentStart", agent_id="a-2"))
+    assert (nameless.returncode, nameless.stdout) == (0, "")
+    assert nameless.stderr.strip().endswith("SubagentStart has no agent_type"
+                                            " (and no --agent was given)")
 
 
 def test_scope_and_database_defaults(hook: Run, tmp_path: Path) -> None:

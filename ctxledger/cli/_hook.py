@@ -27,8 +27,9 @@ def hook(
     """Handle one Claude Code hook event (JSON on stdin); for a Claude Code plugin.
 
     SessionStart prints the session profile's injection for the project as
-    hookSpecificOutput.additionalContext; PostToolUse records tool.used; UserPromptSubmit
-    the prompt; Stop and SessionEnd end the session. The scope is the project
+    hookSpecificOutput.additionalContext; SubagentStart the state scoped by the spawned
+    agent's manifest; PostToolUse records tool.used; UserPromptSubmit the prompt; Stop and
+    SessionEnd end the session. The scope is the project
     ($CTXLEDGER_SCOPE, else a hash of cwd); the database --db, else $CTXLEDGER_DB, else
     $XDG_DATA_HOME/ctxledger/ledger.db. Always exits 0: an error is one line on stderr."""
     try:

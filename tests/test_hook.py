@@ -23,6 +23,8 @@ from typer.testing import CliRunner
 from ctxledger import Ledger
 from ctxledger._hook import mcp_server, tool_registration
 from ctxledger._project import project_scope
+from ctxledger.assembler.profiles.base import report_of
+from ctxledger.assembler.profiles.session.report import SessionReport
 from ctxledger.cli import app
 
 SCRIPT = shutil.which("ctxledger", path=str(Path(sys.executable).parent))
@@ -286,7 +288,8 @@ def test_a_transcript_over_nine_days(db_url: str, tmp_path: Path,
     assert len(context) <= 6000
     assert context.startswith("[ctxledger - Session Context]\n\n## Previous Session\n"
                               + summary + "\n\n")
-    ranked = [row.name for row in assembly.report.tools]  # type: ignore[attr-defined]
+    report = report_of(assembly, SessionReport)
+    ranked = [row.name for row in report.tools]
     now_days = (second - start) / timedelta(days=1)
     assert ranked == _expected_ranking(uses, now_days)
     # The tool section keeps its 500 characters; what it shows is a prefix of the ranking.
@@ -301,7 +304,7 @@ def test_a_transcript_over_nine_days(db_url: str, tmp_path: Path,
         more = len(ranked) - len(shown)
         assert more > 0 and section.endswith(f"\n({more} more available)")
     # Uses older than seven days do not count toward the window.
-    assert assembly.report.max_usage < 40  # type: ignore[attr-defined]
+    assert report.max_usage < 40
 
 
 def test_the_plugin_runs_the_hook_on_every_handled_event() -> None:

@@ -120,7 +120,7 @@ def event_key(event: HookEvent) -> str:
 def handle(event: HookEvent, ledger: Ledger, scope: str, agent: str | None = None
            ) -> dict[str, Any] | None:
     """Act on ``event`` in ``ledger`` (the project's ``scope``); return what the hook
-    prints on stdout (only SessionStart prints), or None. An event this hook does not
+    prints on stdout (SessionStart and SubagentStart print), or None. An event it does not
     handle raises ``HookInputError``, writing nothing."""
     from ctxledger._ledger import derived_event_id
 

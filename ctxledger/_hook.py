@@ -28,10 +28,15 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ctxledger._ids import derived_event_id
+from ctxledger._project import project_scope, user_db_url
+from ctxledger._spool import Spool, SpoolClock, absolute_url, append, drain, start_drainer
+from ctxledger._spool import tool_use_line as spool_line
+from ctxledger.store.clock import system_clock
 from ctxledger.store.errors import LedgerError
 
 if TYPE_CHECKING:
@@ -40,6 +45,8 @@ if TYPE_CHECKING:
 HANDLED = ("SessionStart", "SubagentStart", "PostToolUse", "PostToolUseFailure",
            "UserPromptSubmit", "Stop", "SessionEnd")
 """The hook events ``ctxledger hook`` acts on, in the order a session sends them."""
+TOOL_EVENTS = ("PostToolUse", "PostToolUseFailure")
+"""The events a hook spools (``ctxledger._spool``) rather than writes: one per tool call."""
 AGENT_ENV = "CTXLEDGER_AGENT"
 """The agent whose manifest scopes the injection, when ``--agent`` is not given."""
 CONTEXT_CAP = 10_000
@@ -117,13 +124,97 @@ def event_key(event: HookEvent) -> str:
                           ).hexdigest()
 
 
+def tool_use(event: HookEvent) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``tool.used`` event of a PostToolUse (or PostToolUseFailure), with its derived
+    id, and the ``tool.registered`` data of its tool."""
+    data = event.payload
+    tool = data.get("tool_name")
+    if not isinstance(tool, str) or not tool:
+        raise HookInputError(f"{event.name} has no tool_name")
+    call = data.get("tool_use_id")
+    use: dict[str, Any] = {"tool_name": tool, "ok": _ok(event)}
+    server = mcp_server(tool)
+    if server is not None:
+        use["server_name"] = server
+    if isinstance(call, str) and call:
+        use["call_id"] = call
+    key = call if isinstance(call, str) and call else event_key(event)
+    return ({"type": "tool.used", "data": use,
+             "id": derived_event_id(event.session, "tool.used", key)},
+            tool_registration(tool))
+
+
+def run(raw: bytes, db: str | None, agent: str | None, *,
+        environ: Mapping[str, str] | None = None,
+        report: Callable[[str], None] = lambda line: None) -> str | None:
+    """What ``ctxledger hook`` does with the event ``raw`` for the database ``db`` (None:
+    ``user_db_url``); returns what it prints on stdout, or None.
+
+    A tool use is appended to the spool and a drainer started (nothing heavier than the
+    standard library is imported); any other event opens the ledger, drains the spool
+    first (so an injection sees every tool use; ``report`` gets a line per refused spool
+    line), then acts. A bad event raises ``HookInputError`` before anything is written.
+    """
+    env = os.environ if environ is None else environ
+    event = parse_event(raw)
+    if event.name not in HANDLED:
+        raise HookInputError(f"unhandled hook event {event.name!r}"
+                             f" (handled: {', '.join(HANDLED)})")
+    url = absolute_url(db or user_db_url(env))
+    scope = project_scope(event.cwd, environ=env)
+    spool = Spool.of(url, env)
+    if event.name in TOOL_EVENTS:
+        use, tool = tool_use(event)
+        append(spool, spool_line(event.session, scope, agent, use, tool, system_clock()))
+        start_drainer(url, env)
+        return None
+    from ctxledger._open import open_ledger
+
+    clock = SpoolClock()
+    # No vocabulary up front: a session start loads one only for a text whose count is
+    # not cached yet.
+    with open_ledger(url, load_vocabulary=False, clock=clock) as ledger:
+        drain(spool, lambda: ledger, clock, report)
+        found = handle(event, ledger, scope, agent)
+    return None if found is None else json.dumps(found, ensure_ascii=False)
+
+
+def drain_spool(db: str | None, *, environ: Mapping[str, str] | None = None,
+                report: Callable[[str], None] = lambda line: None) -> int:
+    """``ctxledger hook --drain``: append the spooled tool uses of ``db`` (None:
+    ``user_db_url``) to its log; returns how many lines were taken. The ledger is opened
+    only when there is a line (a drainer with nothing to do imports nothing heavy)."""
+    env = os.environ if environ is None else environ
+    url = absolute_url(db or user_db_url(env))
+    clock = SpoolClock()
+    opened: list[Ledger] = []
+
+    def ledger() -> Ledger:
+        if not opened:
+            from ctxledger._open import open_ledger
+
+            opened.append(open_ledger(url, load_vocabulary=False, clock=clock))
+        return opened[0]
+    try:
+        return drain(Spool.of(url, env), ledger, clock, report)
+    finally:
+        for each in opened:
+            each.close()
+
+
+def fail_open_message(exc: BaseException) -> str:
+    """The one stderr line of a hook that failed (it exits 0 all the same)."""
+    from ctxledger._open import explain, one_line
+
+    message = explain(exc) or f"internal error: {type(exc).__name__}: {one_line(str(exc))}"
+    return f"ctxledger hook: {message}"
+
+
 def handle(event: HookEvent, ledger: Ledger, scope: str, agent: str | None = None
            ) -> dict[str, Any] | None:
     """Act on ``event`` in ``ledger`` (the project's ``scope``); return what the hook
     prints on stdout (SessionStart and SubagentStart print), or None. An event it does not
     handle raises ``HookInputError``, writing nothing."""
-    from ctxledger._ledger import derived_event_id
-
     session, data = event.session, event.payload
     if event.name == "SessionStart":
         ledger.record_in_session(session, scope, agent=agent)
@@ -138,22 +229,9 @@ def handle(event: HookEvent, ledger: Ledger, scope: str, agent: str | None = Non
         return {"hookSpecificOutput": {"hookEventName": "SubagentStart",
                                        "additionalContext": agent_state(ledger, session,
                                                                         spawned)}}
-    if event.name in ("PostToolUse", "PostToolUseFailure"):
-        tool = data.get("tool_name")
-        if not isinstance(tool, str) or not tool:
-            raise HookInputError(f"{event.name} has no tool_name")
-        call = data.get("tool_use_id")
-        use: dict[str, Any] = {"tool_name": tool, "ok": _ok(event)}
-        server = mcp_server(tool)
-        if server is not None:
-            use["server_name"] = server
-        if isinstance(call, str) and call:
-            use["call_id"] = call
-        key = call if isinstance(call, str) and call else event_key(event)
-        ledger.record_in_session(
-            session, scope, [{"type": "tool.used", "data": use,
-                              "id": derived_event_id(session, "tool.used", key)}],
-            tools=[tool_registration(tool)], agent=agent)
+    if event.name in TOOL_EVENTS:
+        use, tool = tool_use(event)
+        ledger.record_in_session(session, scope, [use], tools=[tool], agent=agent)
         return None
     if event.name == "UserPromptSubmit":
         prompt = data.get("prompt")

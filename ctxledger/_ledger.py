@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from itertools import groupby
@@ -16,6 +15,7 @@ import sqlalchemy as sa
 
 from ctxledger import _migrate as migrate
 from ctxledger._config import DEFAULT_USAGE_DAYS, resolve_db_url
+from ctxledger._ids import derived_event_id
 from ctxledger._setting_checks import check_event
 from ctxledger.projections.base import Projection
 from ctxledger.projections.read_view import load_session_view, read_snapshot
@@ -123,11 +123,13 @@ class Ledger:
         then an assembly never stops midway to load a vocabulary. (Defining the models
         under a frozen clock is safe: time fields use ``store.time_fields.Instant``.)
         """
-        import ctxledger.assembler.api
-        import ctxledger.assembler.profiles  # noqa: F401
+        import ctxledger.assembler.api  # noqa: F401
         from ctxledger.assembler.encodings import default_loader
+        from ctxledger.assembler.profiles import get_profile, profile_names
         from ctxledger.assembler.tokens import DEFAULT_ENCODING
 
+        for name in profile_names():  # imported on first use otherwise
+            get_profile(name)
         default_loader().get(DEFAULT_ENCODING)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -677,15 +679,6 @@ class Ledger:
             report.deep = "differs" if found else "ok"
             report.problems.extend(found)
         return report
-
-
-_DERIVED_ID_NAMESPACE = uuid.UUID("7d1c2f0a-5b8e-4e1f-9c36-0a4b2d9e6f13")
-
-
-def derived_event_id(*parts: str) -> str:
-    """A stable event id for ``parts`` (a session and what in it the event records), so
-    that writing the same thing again is an idempotent retry, not a second event."""
-    return str(uuid.uuid5(_DERIVED_ID_NAMESPACE, "\x1f".join(parts)))
 
 
 def _as_policy(policy: Policy | Mapping[str, Any] | str | None) -> Policy | None:

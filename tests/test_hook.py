@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,8 +22,9 @@ from freezegun import freeze_time
 from typer.testing import CliRunner
 
 from ctxledger import Ledger
-from ctxledger._hook import mcp_server, tool_registration
+from ctxledger._hook import HookEvent, drain_spool, mcp_server, tool_registration, tool_use
 from ctxledger._project import project_scope
+from ctxledger._spool import Spool, append, claim, tool_use_line
 from ctxledger.assembler.profiles.base import report_of
 from ctxledger.assembler.profiles.session.report import SessionReport
 from ctxledger.cli import app
@@ -43,7 +45,7 @@ def _tool(name: str, call: str, session: str = "cc-1", **fields: Any) -> dict[st
 
 
 @pytest.fixture
-def hook(db_url: str, tmp_path: Path) -> Run:
+def hook(db_url: str, tmp_path: Path) -> Iterator[Run]:
     """Run ``ctxledger hook`` as Claude Code does: a new process, the event on stdin."""
     assert SCRIPT is not None, "the ctxledger console script is not installed"
     env = {key: value for key, value in os.environ.items()
@@ -57,7 +59,16 @@ def hook(db_url: str, tmp_path: Path) -> Run:
         command = [SCRIPT, *(("--db", db) if db else ()), "hook", *args]
         return subprocess.run(command, input=text, capture_output=True, text=True,
                               env={**env, **(extra_env or {})}, timeout=120, check=False)
-    return run
+    yield run
+    # The background drainers queue behind this one and then find nothing to do: none
+    # touches the database after the test.
+    run("", "--drain")
+
+
+def _spool_files(tmp_path: Path) -> list[str]:
+    folder = tmp_path / "data" / "ctxledger" / "spool"
+    return sorted(path.name for path in folder.glob("*")
+                  if path.suffix in (".jsonl", ".batch")) if folder.is_dir() else []
 
 
 @pytest.fixture
@@ -134,6 +145,7 @@ def test_retried_events_are_written_once(hook: Run, read: Ledger) -> None:
                                     "session.ended"]
     # The same call reported again by another event (no retry of this one) counts once.
     _quiet(hook(_tool("mcp__srv__tool", "toolu_9", duration_ms=5)))
+    _quiet(hook("", "--drain"))
     assert read.state("cc-1")["top_tools"][0]["lifetime_uses"] == 1
 
 
@@ -153,12 +165,19 @@ def test_fail_open(hook: Run, read: Ledger, tmp_path: Path) -> None:
         assert result.stderr.startswith("ctxledger hook: ") and needle in result.stderr
         assert "Traceback" not in result.stderr
     assert read.head() == head
-    unreachable = hook(_tool("Read", "toolu_x"),
-                       db="postgresql+psycopg://nobody@127.0.0.1:1/none")
+    assert _spool_files(tmp_path) == []  # nothing spooled either
+    # A tool use only spools: an unreachable database shows at the next event that opens
+    # it, and the tool use waits in the spool (claimed as a batch), never lost.
+    nowhere = "postgresql+psycopg://nobody@127.0.0.1:1/none"
+    _quiet(hook(_tool("Read", "toolu_x"), db=nowhere))
+    unreachable = hook(_event("UserPromptSubmit", prompt="hi"), db=nowhere)
     assert (unreachable.returncode, unreachable.stdout) == (0, "")
     assert len(unreachable.stderr.splitlines()) == 1
     assert "127.0.0.1" in unreachable.stderr and "Traceback" not in unreachable.stderr
     assert read.head() == head
+    folder = tmp_path / "data" / "ctxledger" / "spool"
+    assert [b"toolu_x" in (folder / name).read_bytes()
+            for name in _spool_files(tmp_path)] == [True]
 
 
 def test_agent_scopes_the_injection(hook: Run, read: Ledger) -> None:
@@ -251,6 +270,9 @@ def test_a_transcript_over_nine_days(db_url: str, tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("CTXLEDGER_DB", "CTXLEDGER_SCOPE", "CTXLEDGER_AGENT"):
         monkeypatch.delenv(key, raising=False)
+    # Tool uses are spooled (at their frozen time) and drained by background drainers or
+    # by the next prompt, stop or session start.
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     runner = CliRunner()
     start = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -323,25 +345,143 @@ def test_the_plugin_runs_the_hook_on_every_handled_event() -> None:
         assert [(c["type"], c["command"]) for c in commands] == [("command", "ctxledger hook")]
 
 
-def test_a_tool_use_imports_no_assembler(tmp_path: Path) -> None:
-    """Import sets, not timings: a tool use pays for the append, not for assembling."""
+HEAVY = ("sqlalchemy", "pydantic", "typer", "click", "rich", "tiktoken", "numpy", "alembic",
+         "ctxledger._ledger", "ctxledger.store.log", "ctxledger.store.catalog",
+         "ctxledger.projections", "ctxledger.assembler")
+
+
+def test_a_tool_use_imports_only_the_standard_library(tmp_path: Path) -> None:
+    """Import sets, not timings: a tool use spools, in a fresh process that loads none of
+    the heavy libraries (nor Typer, nor the store), and exits."""
     probe = """
 import io, json, sys
 sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[2].encode()))
 from ctxledger.cli import main
+heavy = json.loads(sys.argv[3])
 sys.argv = ["ctxledger", "--db", sys.argv[1], "hook"]
-try:
-    main()
-except SystemExit:
-    pass
-heavy = ("tiktoken", "numpy", "bm25s", "rich", "alembic", "ctxledger.assembler.api",
-         "ctxledger.assembler.engine")
+main()
 print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
 """
     url = f"sqlite:///{tmp_path / 'imports.db'}"
-    with Ledger.open(url, load_vocabulary=False):
-        pass  # created and migrated: a first run's migration is not what is measured
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("CTXLEDGER_DB", None)
     done = subprocess.run([sys.executable, "-c", probe, url,
-                           json.dumps(_tool("mcp__srv__tool", "toolu_1"))],
-                          capture_output=True, text=True, timeout=120, check=False)
+                           json.dumps(_tool("mcp__srv__tool", "toolu_1")), json.dumps(HEAVY)],
+                          capture_output=True, text=True, timeout=120, check=False, env=env)
     assert done.stderr == "" and json.loads(done.stdout.splitlines()[-1]) == []
+    # It did spool the tool use (the drainer it started may have claimed it already).
+    folder = tmp_path / "data" / "ctxledger" / "spool"
+    deadline = time.monotonic() + 60
+    while any(folder.glob("*.jsonl")) or any(folder.glob("*.batch")):
+        assert time.monotonic() < deadline, "the background drainer did not drain"
+        time.sleep(0.1)
+    with Ledger.open(url, load_vocabulary=False) as ledger:
+        assert _types(ledger, "cc-1") == ["session.started", "tool.used"]
+
+
+# -- the spool ---------------------------------------------------------------------------------
+
+def _line(call: str, at: datetime, session: str = "cc-1") -> dict[str, Any]:
+    event = HookEvent("PostToolUse", session, PROJECT, _tool("mcp__srv__tool", call, session))
+    use, tool = tool_use(event)
+    return tool_use_line(session, "proj", None, use, tool, at)
+
+
+def _calls(ledger: Ledger, session: str = "cc-1") -> list[str]:
+    return [str(e.data["call_id"]) for e in ledger.events(session) if e.type == "tool.used"]
+
+
+def _drain_in_process(url: str, env: dict[str, str]) -> tuple[int, list[str]]:
+    lines: list[str] = []
+    return drain_spool(url, environ=env, report=lines.append), lines
+
+
+def test_a_spooled_tool_use_reaches_the_log_once_at_its_time(
+        db_url: str, tmp_path: Path, read: Ledger) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    spool = Spool.of(db_url, env)
+    seen = datetime(2025, 3, 1, 9, 30, 0, 123456, tzinfo=UTC)
+    for call in ("toolu_1", "toolu_2"):
+        append(spool, _line(call, seen))
+    # A drainer dies after the rename: the batch is drained by the next one.
+    batch = claim(spool)
+    assert batch is not None and spool.batches() == [batch] and not spool.path.exists()
+    append(spool, _line("toolu_3", seen))
+    kept = batch.read_bytes()
+    assert _drain_in_process(db_url, env) == (3, [])
+    assert _calls(read) == ["toolu_1", "toolu_2", "toolu_3"]
+    assert {e.recorded_at for e in read.events("cc-1")} == {seen}
+    # A drainer dies after appending, before deleting its batch: drained again, written once.
+    batch.write_bytes(kept)
+    assert _drain_in_process(db_url, env) == (2, [])
+    assert _calls(read) == ["toolu_1", "toolu_2", "toolu_3"]
+    assert spool.batches() == [] and not spool.path.exists()
+    assert _drain_in_process(db_url, env) == (0, [])
+
+
+def test_a_refused_line_is_kept_aside_and_blocks_nothing(
+        db_url: str, tmp_path: Path, read: Ledger) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    spool = Spool.of(db_url, env)
+    at = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+    bad_tool = _line("toolu_2", at)
+    bad_tool["event"]["data"]["ok"] = "maybe"  # the catalog refuses it
+    append(spool, _line("toolu_1", at))
+    append(spool, bad_tool)
+    with spool.path.open("ab") as file:
+        file.write(b"{torn\n")
+    append(spool, _line("toolu_3", at))
+    taken, reported = _drain_in_process(db_url, env)
+    assert taken == 4 and len(reported) == 2
+    assert all(line.startswith("spooled line ") and "rejected" in line for line in reported)
+    assert _calls(read) == ["toolu_1", "toolu_3"]
+    rejected = [json.loads(line) for line in spool.rejected.read_text().splitlines()]
+    assert [json.loads(r["line"])["event"]["data"]["call_id"] for r in rejected[:1]] == [
+        "toolu_2"]
+    assert rejected[1]["line"] == "{torn" and "not JSON" in rejected[1]["error"]
+    assert spool.batches() == []
+
+
+def test_two_drainers_at_once_write_each_event_once(hook: Run, db_url: str,
+                                                    tmp_path: Path, read: Ledger) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    spool = Spool.of(db_url, env)
+    at = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+    for index in range(30):
+        append(spool, _line(f"toolu_{index:02d}", at))
+    assert SCRIPT is not None
+    drainers = [subprocess.Popen([SCRIPT, "--db", db_url, "hook", "--drain"],
+                                 env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                for _ in range(2)]
+    outputs = [drainer.communicate(timeout=120) for drainer in drainers]
+    assert [drainer.returncode for drainer in drainers] == [0, 0]
+    assert outputs == [(b"", b"")] * 2
+    assert _calls(read) == [f"toolu_{index:02d}" for index in range(30)]
+    assert spool.batches() == [] and not spool.path.exists()
+
+
+def test_concurrent_hooks_lose_no_tool_use(hook: Run, db_url: str, tmp_path: Path,
+                                           read: Ledger) -> None:
+    assert SCRIPT is not None
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("CTXLEDGER_SCOPE", None)
+    processes = [subprocess.Popen([SCRIPT, "--db", db_url, "hook"], env=env,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+                 for _ in range(20)]
+    for index, process in enumerate(processes):
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(_tool("Read", f"toolu_{index:02d}")).encode())
+        process.stdin.close()
+    for process in processes:
+        assert process.wait(timeout=120) == 0
+        assert process.stdout is not None and process.stderr is not None
+        assert (process.stdout.read(), process.stderr.read()) == (b"", b"")
+        process.stdout.close()
+        process.stderr.close()
+    # The next event that opens the ledger drains first: its view holds all twenty.
+    _quiet(hook(_event("UserPromptSubmit", prompt="and now?")))
+    assert sorted(_calls(read)) == [f"toolu_{index:02d}" for index in range(20)]
+    assert _types(read, "cc-1")[-1] == "message.appended"
+    assert _spool_files(tmp_path) == []

@@ -29,8 +29,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxledger._ids import derived_event_id
 from ctxledger._project import project_scope, user_db_url
@@ -63,8 +62,7 @@ class HookInputError(LedgerError):
     """The hook's input is not one Claude Code event."""
 
 
-@dataclass(frozen=True, slots=True)
-class HookEvent:
+class HookEvent(NamedTuple):
     """One Claude Code hook event: its name, session, project folder and whole payload."""
 
     name: str

@@ -29,10 +29,9 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxledger._project import DB_ENV, user_data_dir
 from ctxledger.store.clock import system_clock
@@ -62,8 +61,7 @@ def absolute_url(url: str) -> str:
     return match.group(1) + os.path.abspath(match.group(2))
 
 
-@dataclass(frozen=True, slots=True)
-class Spool:
+class Spool(NamedTuple):
     """The spool files of one database."""
 
     folder: Path
@@ -228,8 +226,7 @@ def _drain_batch(spool: Spool, batch: Path, ledger: Ledger, clock: SpoolClock,
     return taken
 
 
-@dataclass(frozen=True, slots=True)
-class _Line:
+class _Line(NamedTuple):
     at: datetime
     session: str
     scope: str

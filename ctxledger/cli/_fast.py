@@ -12,16 +12,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import BinaryIO, TextIO
+from typing import BinaryIO, NamedTuple, TextIO
 
 DB_OPTION = "--db"
 AGENT_OPTION = "--agent"
 AGENT_ENV = "CTXLEDGER_AGENT"
 
 
-@dataclass(frozen=True, slots=True)
-class HookArguments:
+class HookArguments(NamedTuple):
     """A plain ``ctxledger hook`` command line."""
 
     db: str | None

@@ -159,8 +159,12 @@ def start_drainer(url: str, environ: Mapping[str, str] | None = None) -> None:
     _DRAINERS[:] = [child for child in _DRAINERS if child.poll() is None]
     folder = user_data_dir(env) / "spool"
     folder.mkdir(parents=True, exist_ok=True)
+    # At a low priority where nice(1) is at hand: the drainer's start-up then does not
+    # compete with the agent (and the hook that started it) for the CPU.
+    nice = ["/usr/bin/nice", "-n", "10"] if os.access("/usr/bin/nice", os.X_OK) else []
     _DRAINERS.append(subprocess.Popen(
-        [sys.executable, "-m", "ctxledger.cli", "hook", "--drain"], env=env, cwd=folder,
+        [*nice, sys.executable, "-m", "ctxledger.cli", "hook", "--drain"], env=env,
+        cwd=folder,
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True, close_fds=True))
 

@@ -20,6 +20,10 @@ reads the event and says what it means for the ledger; every write goes through 
 
 Event ids are derived from the session and the tool call's id (``tool_use_id``), else
 from a hash of the event, so a retried event is written once.
+
+``run`` is what the command does: a tool use is only spooled (``ctxledger._spool``; this
+module imports nothing but the standard library at the top, so that path stays fast), and
+every other event drains the spool before it acts.
 """
 
 from __future__ import annotations

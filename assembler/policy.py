@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal, Self, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxledger.assembler.chat_tokens import MessageOverhead
-from ctxledger.assembler.encodings import known_encodings
+from ctxledger.assembler.encodings import is_known_encoding, known_encodings
 from ctxledger.store.canonical import canonical_json, sha256_hex
 from ctxledger.store.errors import LedgerError
 
@@ -88,8 +88,8 @@ class Policy(BaseModel):
     @field_validator("token_encoding")
     @classmethod
     def _known_encoding(cls, name: str) -> str:
-        known = known_encodings()
-        if name not in known:
+        if not is_known_encoding(name):
+            known = known_encodings()
             raise ValueError(f"unknown token encoding {name!r} (known: {', '.join(known)})")
         return name
 

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from ctxledger import _migrate as migrate
 from ctxledger._config import DEFAULT_USAGE_DAYS, resolve_db_url
+from ctxledger._ids import derived_event_id
 from ctxledger._setting_checks import check_event
 from ctxledger.projections.base import Projection
 from ctxledger.projections.read_view import (
@@ -146,11 +147,13 @@ class Ledger:
         then an assembly never stops midway to load a vocabulary. (Defining the models
         under a frozen clock is safe: time fields use ``store.time_fields.Instant``.)
         """
-        import ctxledger.assembler.api
-        import ctxledger.assembler.profiles  # noqa: F401
+        import ctxledger.assembler.api  # noqa: F401
         from ctxledger.assembler.encodings import default_loader
+        from ctxledger.assembler.profiles import get_profile, profile_names
         from ctxledger.assembler.tokens import DEFAULT_ENCODING
 
+        for name in profile_names():  # imported on first use otherwise
+            get_profile(name)
         default_loader().get(DEFAULT_ENCODING)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -378,6 +381,69 @@ class Ledger:
 
         with self.log.connection() as conn:
             return scope_sessions(conn, scope)
+
+    # -- coding-agent sessions (``ctxledger hook``) ---------------------------------------
+
+    def record_in_session(self, session: str, scope: str,
+                          events: Sequence[EventInput] = (), *,
+                          tools: Sequence[Mapping[str, Any]] = (),
+                          agent: str | None = None) -> AppendResult | None:
+        """Append ``events`` to ``session`` in one transaction with what they need first:
+        ``session.started`` in ``scope`` (with ``agent``) when the session has not
+        started, and a ``tool.registered`` in the session's scope for each of ``tools``
+        (``tool.registered`` data) the scope has no tool of that name yet.
+
+        A session that started already keeps its scope. The ``session.started`` id is
+        derived from the session, so two processes starting it at once write it once.
+        Returns the result of appending ``events`` (None when there are none). Bad data
+        writes nothing.
+        """
+        from ctxledger.projections.session_stats import sessions
+        from ctxledger.projections.tool_registry import scope_tools
+        from ctxledger.store.streams import SCOPE_PREFIX
+
+        with self.log.transaction() as conn:
+            known = conn.execute(sa.select(sessions.c.scope).where(
+                sessions.c.stream_id == session)).scalar()
+            if known is None:
+                data: dict[str, Any] = {"scope": scope}
+                if agent is not None:
+                    data["agent"] = agent
+                self.log.append_in(conn, session, [{
+                    "type": "session.started", "data": data,
+                    "id": derived_event_id(session, "session.started")}])
+            where = scope if known is None else str(known)
+            names = [str(tool["name"]) for tool in tools]
+            registered = set(conn.execute(sa.select(scope_tools.c.name).where(
+                scope_tools.c.scope == where, scope_tools.c.name.in_(names))).scalars()
+                             ) if names else set()
+            new = [tool for tool in tools if tool["name"] not in registered]
+            if new:
+                self.log.append_in(conn, SCOPE_PREFIX + where, [
+                    {"type": "tool.registered", "data": dict(tool)} for tool in new])
+            return self.log.append_in(conn, session, events) if events else None
+
+    def end_session(self, session: str, scope: str, summary: str | None = None, *,
+                    event_id: str | None = None) -> AppendResult:
+        """Append ``session.ended`` to ``session`` (started in ``scope`` first if new).
+
+        A session may end more than once (a coding agent stops after every turn); with
+        no ``summary`` the summary it last ended with is kept, so a later end without one
+        does not erase what the next session is told."""
+        from ctxledger.projections.session_stats import sessions
+
+        with self.log.connection() as conn:
+            before = conn.execute(sa.select(sessions.c.end_summary).where(
+                sessions.c.stream_id == session)).scalar()
+        data: dict[str, Any] = {}
+        if summary is not None or before is not None:
+            data["summary"] = summary if summary is not None else before
+        event: dict[str, Any] = {"type": "session.ended", "data": data}
+        if event_id is not None:
+            event["id"] = event_id
+        done = self.record_in_session(session, scope, [event])
+        assert done is not None
+        return done
 
     # -- character cards ----------------------------------------------------------------
 

@@ -1,5 +1,34 @@
-"""The ``ctxledger`` command line (``ctxledger.cli:main``); ``app`` is its Typer app."""
+"""The ``ctxledger`` command line (``ctxledger.cli:main``); ``app`` is its Typer app.
 
-from ctxledger.cli._app import app, main
+``app`` is imported on first use (PEP 562): ``main`` runs ``ctxledger hook`` without
+importing Typer at all (``ctxledger.cli._fast``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ctxledger.cli._app import app
 
 __all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Console-script entry point (``ctxledger``): the hook through its fast route,
+    every other command through the Typer app."""
+    from ctxledger.cli._fast import fast_main
+
+    if fast_main():
+        return
+    from ctxledger.cli._app import main as typer_main
+
+    typer_main()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        from ctxledger.cli._app import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

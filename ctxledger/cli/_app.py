@@ -22,6 +22,7 @@ from ctxledger.cli import (
     _cards,
     _context,
     _erase,
+    _hook,
     _io,
     _jobs,
     _log,
@@ -34,7 +35,8 @@ from ctxledger.cli import (
 from ctxledger.cli._errors import reports_errors
 from ctxledger.cli._options import DB_OPTION, Options, hoist_db
 
-GROUPS = (_log, _context, _maintenance, _jobs, _io, _seal, _erase, _timetravel, _serve, _mcp)
+GROUPS = (_log, _context, _maintenance, _jobs, _io, _seal, _erase, _timetravel, _serve, _mcp,
+          _hook)
 """The command groups, in ``--help`` order (each lists its commands in order)."""
 
 

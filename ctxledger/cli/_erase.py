@@ -26,8 +26,9 @@ def erase(
 ) -> None:
     """Erase the content of a session or a scope (and of the sessions forked from them):
     messages, tool inputs, cards, observations, snippets, their projection rows and
-    caches, and the database's free pages, WAL or dead tuples. Hash chains, seals and anchors still verify; an
-    erasure.completed event records what, when and why. Prints the erasure as JSON.
+    caches, and the database's free pages, WAL or dead tuples. Hash chains, seals and
+    anchors still verify; an erasure.completed event records what, when and why. Prints
+    the erasure as JSON.
     """
     from ctxledger import render
 

@@ -1,0 +1,178 @@
+"""Hook leg: the wall time of a whole ``ctxledger hook`` process, as Claude Code runs it.
+
+Claude Code starts the hook command once per event and waits for it, so the figure is a
+new process each time, event on stdin, on a project database of 50,000 events (3,000
+with ``--quick``): sessions of one project scope, each a start, prompts, tool uses over
+a dozen MCP servers and builtins, and an end with a summary. ``PostToolUse`` (a new tool
+call each run: it spools the tool use and starts a drainer) and ``SessionStart`` (a new
+session each run: it drains, then prints the injection) are the median of 15 runs (5
+with ``--quick``). After each tool use the leg waits, untimed, for its drainer to finish,
+as tool calls seconds apart would, then checks that every tool use reached the log once.
+Bytecode is compiled first, as in the start-up leg. The floors are measured alongside:
+``python -c pass`` for the tool use (it imports only the standard library) and
+``import sqlalchemy, pydantic`` for the session start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from legs_startup import CLI, _environment, compile_bytecode
+from registry import AtMost, Comparison, Context, Measure, Reported, leg
+
+FULL_EVENTS = 50_000
+QUICK_EVENTS = 3_000
+FULL_RUNS = 15
+QUICK_RUNS = 5
+PROJECT = "/bench/projects/webapp"
+SCOPE = "webapp-bench"
+SESSION_EVENTS = 500
+TOOLS = (*(f"mcp__{server}__call" for server in (
+    "github", "linear", "sentry", "postgres", "playwright", "figma", "slack", "notion",
+    "stripe", "vercel", "docker", "jira")), "Read", "Edit", "Bash", "Grep")
+
+
+def project_database(directory: Path, events: int) -> str:
+    """A SQLite file holding ``events`` events of one project, written as the hook would
+    have written them (sessions of ``SESSION_EVENTS``, in batches)."""
+    from ctxledger import Ledger
+
+    url = f"sqlite:///{directory / 'project.db'}"
+    with Ledger.open(url, load_vocabulary=False) as ledger:
+        ledger.append(f"scope:{SCOPE}", [
+            {"type": "tool.registered",
+             "data": {"name": name, "tool_type": "mcp_tool" if name.startswith("mcp__")
+                      else "builtin"}} for name in TOOLS])
+        written, number = len(TOOLS), 0
+        while written < events:
+            number += 1
+            size = min(SESSION_EVENTS, events - written)
+            batch: list[dict[str, Any]] = [
+                {"type": "session.started", "data": {"scope": SCOPE}}]
+            for index in range(size - 2):
+                if index % 10 == 0:
+                    batch.append({"type": "message.appended",
+                                  "data": {"role": "user", "content": f"prompt {index}"}})
+                else:
+                    batch.append({"type": "tool.used", "data": {
+                        "tool_name": TOOLS[(index * 7 + number) % len(TOOLS)],
+                        "call_id": f"toolu_{number}_{index}"}})
+            batch.append({"type": "session.ended",
+                          "data": {"summary": f"Session {number}: shipped a fix."}})
+            ledger.append(f"bench-{number}", batch[:size])
+            written += size
+    return url
+
+
+def _hook_ms(url: str, events: list[dict[str, Any]], env: dict[str, str],
+             settle: bool = False) -> Measure:
+    """Median wall time of one ``ctxledger hook`` process per event; each must exit 0
+    and print no error. With ``settle``, wait (untimed) for the drainer it started."""
+    values: list[float] = []
+    for event in events:
+        text = json.dumps(event)
+        started = time.perf_counter()
+        done = subprocess.run([str(CLI), "--db", url, "hook"], input=text.encode(),
+                              capture_output=True, env=env, check=False, timeout=120)
+        values.append((time.perf_counter() - started) * 1000)
+        if done.returncode != 0 or done.stderr:
+            raise RuntimeError(f"hook failed: {done.stderr[-1000:]!r}")
+        if settle:
+            _settle(url, env)
+    return Measure.median_of(values, "ms")
+
+
+def _settle(url: str, env: dict[str, str]) -> None:
+    """Wait until the spool is drained and every drainer of this run has exited (tool
+    calls come seconds apart: a drainer still exiting would time the CPU, not the hook)."""
+    from ctxledger._spool import Spool
+
+    spool = Spool.of(url, env)
+    marker = f"XDG_DATA_HOME={env['XDG_DATA_HOME']}\0".encode()
+    deadline = time.monotonic() + 120
+    while spool.path.exists() or spool.batches() or _drainers(marker):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the hook's drainer did not drain the spool")
+        time.sleep(0.005)
+
+
+def _drainers(marker: bytes) -> int:
+    """How many ``ctxledger hook --drain`` processes with ``marker`` in their environment
+    are alive (Linux: read from /proc)."""
+    alive = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as file:
+                if b"--drain" not in file.read():
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as file:
+                alive += marker in file.read()
+        except OSError:
+            continue  # gone already, or not ours
+    return alive
+
+
+def _event(name: str, session: str, **fields: Any) -> dict[str, Any]:
+    return {"session_id": session, "transcript_path": f"/nonexistent/{session}.jsonl",
+            "cwd": PROJECT, "hook_event_name": name, **fields}
+
+
+@leg("hook", "ctxledger hook: process wall time per Claude Code event on 50k events")
+def hook(ctx: Context) -> list[Comparison]:
+    """Median process wall time of PostToolUse and SessionStart."""
+    quick = ctx.settings.quick
+    runs = QUICK_RUNS if quick else FULL_RUNS
+    events = QUICK_EVENTS if quick else FULL_EVENTS
+    with ctx.fresh_dir("hook") as directory:
+        url = project_database(directory, events)
+        env = {**_environment(), "CTXLEDGER_SCOPE": SCOPE,
+               "XDG_DATA_HOME": str(directory / "data")}
+        compile_bytecode()
+        _hook_ms(url, [_event("SessionStart", "warm")], env)  # the OS file cache, untimed
+        tool_uses = [_event("PostToolUse", "live", tool_name=TOOLS[run % len(TOOLS)],
+                            tool_use_id=f"toolu_live_{run}", tool_input={},
+                            tool_response={}) for run in range(runs)]
+        starts = [_event("SessionStart", f"new-{run}", source="startup")
+                  for run in range(runs)]
+        note = f"process wall time, median of {runs}; {events:,} events"
+        tool_ms = _hook_ms(url, tool_uses, env, settle=True)
+        _check_drained(url, runs)
+        found = [
+            Comparison("hook", "PostToolUse (spools; a detached drainer appends)", tool_ms,
+                       None, None, AtMost(150.0, "ms"), note),
+            Comparison("hook", "SessionStart (drains, prints the injection)",
+                       _hook_ms(url, starts, env), None, None, AtMost(300.0, "ms"), note),
+        ]
+        for label, code in (("floor: python -c pass", "pass"),
+                            ("floor: python -c 'import sqlalchemy, pydantic'",
+                             "import sqlalchemy, pydantic"),
+                            ("floor: python -c 'import ctxledger._ledger' (the store,"
+                             " the projections, their pydantic models)",
+                             "import ctxledger._ledger")):
+            floor = Measure.median_of([_floor_ms(code) for _ in range(runs)], "ms")
+            found.append(Comparison("hook", label, floor, None, None, Reported(),
+                                    "the same Python, median of the same number of runs"))
+        return found
+
+
+def _check_drained(url: str, runs: int) -> None:
+    """Every timed tool use is in the log, once."""
+    from ctxledger import Ledger
+
+    with Ledger.open(url, load_vocabulary=False) as ledger:
+        calls = [event.data.get("call_id") for event in ledger.events("live")
+                 if event.type == "tool.used"]
+    if sorted(calls) != sorted(f"toolu_live_{run}" for run in range(runs)):
+        raise RuntimeError(f"the spooled tool uses did not reach the log once each: {calls}")
+
+
+def _floor_ms(code: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, env=_environment(), timeout=120)
+    return (time.perf_counter() - started) * 1000

@@ -1,0 +1,60 @@
+"""``ctxledger hook``: one Claude Code hook event from stdin (``ctxledger._hook``).
+
+It runs on every tool call and must never block the agent: whatever goes wrong, it
+prints one line on stderr and exits 0, having written nothing half-done. The console
+script runs it without importing Typer (``ctxledger.cli._fast``); this command is the same
+hook for ``--help`` and for callers of the Typer app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+
+from ctxledger.cli._options import db_of
+
+AGENT_HELP = ("Scope the SessionStart injection to agent type A's manifest too (the state"
+              " as 'ctxledger state --agent' gives it, with _agent and _savings).")
+
+
+DRAIN_HELP = ("Append the spooled tool uses to the log and exit (a tool use only spools;"
+              " the hook starts this in the background). Reads no event.")
+
+
+def hook(
+    ctx: typer.Context,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", metavar="A", envvar="CTXLEDGER_AGENT", show_envvar=True,
+        help=AGENT_HELP)] = None,
+    drain: Annotated[bool, typer.Option("--drain", help=DRAIN_HELP)] = False,
+) -> None:
+    """Handle one Claude Code hook event (JSON on stdin); for a Claude Code plugin.
+
+    SessionStart prints the session profile's injection for the project as
+    hookSpecificOutput.additionalContext; SubagentStart the state scoped by the spawned
+    agent's manifest; PostToolUse and PostToolUseFailure spool tool.used (a background
+    drainer, or the next other event, appends it); UserPromptSubmit records the prompt;
+    Stop and SessionEnd end the session. The scope is the project
+    ($CTXLEDGER_SCOPE, else a hash of cwd); the database --db, else $CTXLEDGER_DB, else
+    $XDG_DATA_HOME/ctxledger/ledger.db. Always exits 0: an error is one line on stderr."""
+    from ctxledger._hook import drain_spool, fail_open_message, run
+
+    def report(line: str) -> None:
+        typer.echo(f"ctxledger hook: {line}", err=True)
+    try:
+        if drain:
+            drain_spool(db_of(ctx), report=report)
+            return
+        output = run(typer.get_binary_stream("stdin").read(), db_of(ctx),
+                     agent.strip() or None if agent is not None else None, report=report)
+    except Exception as exc:  # fail open: the agent must go on
+        typer.echo(fail_open_message(exc), err=True)
+        return
+    if output is not None:
+        typer.echo(output)
+
+
+COMMANDS: dict[str, Callable[..., None]] = {"hook": hook}
+"""This group's commands by name, in ``--help`` order."""

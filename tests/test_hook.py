@@ -1,0 +1,487 @@
+"""``ctxledger hook``: Claude Code hook events on stdin, as Claude Code runs them (a new
+process per event), on SQLite and PostgreSQL; and a transcript of two sessions over nine
+days, in process under a frozen clock."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from freezegun import freeze_time
+from typer.testing import CliRunner
+
+from ctxledger import Ledger
+from ctxledger._hook import HookEvent, drain_spool, mcp_server, tool_registration, tool_use
+from ctxledger._project import project_scope
+from ctxledger._spool import Spool, append, claim, tool_use_line
+from ctxledger.assembler.profiles.base import report_of
+from ctxledger.assembler.profiles.session.report import SessionReport
+from ctxledger.cli import app
+
+SCRIPT = shutil.which("ctxledger", path=str(Path(sys.executable).parent))
+PROJECT = "/work/projects/webapp"
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _event(name: str, session: str = "cc-1", **fields: Any) -> dict[str, Any]:
+    return {"session_id": session, "transcript_path": f"/nonexistent/{session}.jsonl",
+            "cwd": PROJECT, "hook_event_name": name, **fields}
+
+
+def _tool(name: str, call: str, session: str = "cc-1", **fields: Any) -> dict[str, Any]:
+    return _event("PostToolUse", session, tool_name=name, tool_use_id=call,
+                  tool_input={"path": "x"}, tool_response={"ok": True}, **fields)
+
+
+@pytest.fixture
+def hook(db_url: str, tmp_path: Path) -> Iterator[Run]:
+    """Run ``ctxledger hook`` as Claude Code does: a new process, the event on stdin."""
+    assert SCRIPT is not None, "the ctxledger console script is not installed"
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("CTXLEDGER_DB", "CTXLEDGER_SCOPE", "CTXLEDGER_AGENT",
+                          "CTXLEDGER_DEBUG")}
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+
+    def run(event: dict[str, Any] | str, *args: str, db: str | None = db_url,
+            extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        text = event if isinstance(event, str) else json.dumps(event)
+        command = [SCRIPT, *(("--db", db) if db else ()), "hook", *args]
+        return subprocess.run(command, input=text, capture_output=True, text=True,
+                              env={**env, **(extra_env or {})}, timeout=120, check=False)
+    yield run
+    # The background drainers queue behind this one and then find nothing to do: none
+    # touches the database after the test.
+    run("", "--drain")
+
+
+def _spool_files(tmp_path: Path) -> list[str]:
+    folder = tmp_path / "data" / "ctxledger" / "spool"
+    return sorted(path.name for path in folder.glob("*")
+                  if path.suffix in (".jsonl", ".batch")) if folder.is_dir() else []
+
+
+@pytest.fixture
+def read(db_url: str) -> Iterator[Ledger]:
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        yield ledger
+
+
+def _quiet(result: subprocess.CompletedProcess[str]) -> None:
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", ""), result
+
+
+def _types(ledger: Ledger, stream: str) -> list[str]:
+    return [event.type for event in ledger.events(stream)]
+
+
+def test_each_event_kind(hook: Run, read: Ledger) -> None:
+    scope = project_scope(PROJECT, environ={})
+    start = hook(_event("SessionStart", source="startup"))
+    assert (start.returncode, start.stderr) == (0, "")
+    output = json.loads(start.stdout)
+    assert list(output) == ["hookSpecificOutput"]
+    assert output["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    assert "First session detected" in output["hookSpecificOutput"]["additionalContext"]
+    [started] = read.events("cc-1")
+    assert (started.type, started.data) == ("session.started", {"scope": scope})
+
+    _quiet(hook(_tool("mcp__github__create_issue", "toolu_01")))
+    _quiet(hook(_tool("Read", "toolu_02")))
+    _quiet(hook(_event("PostToolUseFailure", tool_name="Bash", tool_use_id="toolu_03",
+                       tool_input={"command": "false"}, error="exit 1")))
+    _quiet(hook(_event("UserPromptSubmit", prompt="Fix the login bug, please.")))
+    _quiet(hook(_event("Stop", stop_hook_active=False, summary="Fixed the login bug.")))
+    _quiet(hook(_event("SessionEnd", reason="prompt_input_exit")))
+
+    events = read.events("cc-1")
+    assert [e.type for e in events] == ["session.started", "tool.used", "tool.used",
+                                        "tool.used", "message.appended", "session.ended",
+                                        "session.ended"]
+    assert [e.data for e in events[1:4]] == [
+        {"tool_name": "mcp__github__create_issue", "server_name": "github", "ok": True,
+         "call_id": "toolu_01"},
+        {"tool_name": "Read", "ok": True, "call_id": "toolu_02"},
+        {"tool_name": "Bash", "ok": False, "call_id": "toolu_03"}]
+    assert events[4].data["role"] == "user"
+    assert events[4].data["content"] == "Fix the login bug, please."
+    # The end without a summary keeps the one the session ended with.
+    assert [e.data for e in events[5:]] == [{"summary": "Fixed the login bug."}] * 2
+    registered = {e.data["name"]: e.data for e in read.events(f"scope:{scope}")}
+    assert registered == {
+        "mcp__github__create_issue": {"name": "mcp__github__create_issue",
+                                      "tool_type": "mcp_tool", "server_name": "github"},
+        "Read": {"name": "Read", "tool_type": "builtin"},
+        "Bash": {"name": "Bash", "tool_type": "builtin"}}
+
+    second = json.loads(hook(_event("SessionStart", "cc-2", source="startup")).stdout)
+    context = second["hookSpecificOutput"]["additionalContext"]
+    assert "## Previous Session\nFixed the login bug." in context
+    assert "## Available Tools\n- MCP: github (1x)" in context
+    assert "Read" not in context  # builtins are not ranked
+    assert read.view("cc-2").scope == scope
+
+
+def test_retried_events_are_written_once(hook: Run, read: Ledger) -> None:
+    events = [_event("SessionStart", source="startup"), _tool("mcp__srv__tool", "toolu_9"),
+              _event("UserPromptSubmit", prompt="again"), _event("Stop", summary="done")]
+    for event in events:
+        assert hook(event).returncode == 0
+    before = [(e.event_id, e.type) for e in read.events()]
+    for event in events:
+        assert hook(event).returncode == 0
+    assert [(e.event_id, e.type) for e in read.events()] == before
+    assert _types(read, "cc-1") == ["session.started", "tool.used", "message.appended",
+                                    "session.ended"]
+    # The same call reported again by another event (no retry of this one) counts once.
+    _quiet(hook(_tool("mcp__srv__tool", "toolu_9", duration_ms=5)))
+    _quiet(hook("", "--drain"))
+    assert read.state("cc-1")["top_tools"][0]["lifetime_uses"] == 1
+
+
+def test_fail_open(hook: Run, read: Ledger, tmp_path: Path) -> None:
+    assert hook(_event("SessionStart")).returncode == 0
+    head = read.head()
+    for bad, needle in [
+            ("{not json", "not JSON"),
+            ("[1, 2]", "not a JSON object"),
+            (json.dumps({"hook_event_name": "Stop", "cwd": PROJECT}), "no session_id"),
+            (_event("Notification", message="hi"), "unhandled hook event 'Notification'"),
+            (_event("PostToolUse"), "PostToolUse has no tool_name"),
+            (_event("UserPromptSubmit", prompt="x" * (1 << 20)), "")]:
+        result = hook(bad)
+        assert result.returncode == 0 and result.stdout == ""
+        assert len(result.stderr.splitlines()) == 1, result.stderr
+        assert result.stderr.startswith("ctxledger hook: ") and needle in result.stderr
+        assert "Traceback" not in result.stderr
+    assert read.head() == head
+    assert _spool_files(tmp_path) == []  # nothing spooled either
+    # A tool use only spools: an unreachable database shows at the next event that opens
+    # it, and the tool use waits in the spool (claimed as a batch), never lost.
+    nowhere = "postgresql+psycopg://nobody@127.0.0.1:1/none"
+    _quiet(hook(_tool("Read", "toolu_x"), db=nowhere))
+    unreachable = hook(_event("UserPromptSubmit", prompt="hi"), db=nowhere)
+    assert (unreachable.returncode, unreachable.stdout) == (0, "")
+    assert len(unreachable.stderr.splitlines()) == 1
+    assert "127.0.0.1" in unreachable.stderr and "Traceback" not in unreachable.stderr
+    assert read.head() == head
+    folder = tmp_path / "data" / "ctxledger" / "spool"
+    assert [b"toolu_x" in (folder / name).read_bytes()
+            for name in _spool_files(tmp_path)] == [True]
+
+
+def test_agent_scopes_the_injection(hook: Run, read: Ledger) -> None:
+    _quiet(hook(_tool("mcp__github__list_prs", "toolu_1")))
+    result = hook(_event("SessionStart", source="resume"), "--agent", "executor")
+    context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+    text, _, block = context.partition("\n\n[ctxledger - Agent state: executor]\n")
+    assert text == read.assemble("cc-1", "session").text
+    state = json.loads(block)
+    assert state == read.state("cc-1", agent="executor")
+    assert state["_agent"] == "executor" and state["_savings"]["scoped_keys"] == 6
+    by_env = hook(_event("SessionStart", source="resume"),
+                  extra_env={"CTXLEDGER_AGENT": "executor"})
+    assert json.loads(by_env.stdout) == json.loads(result.stdout)
+    spawned = hook(_event("SubagentStart", agent_id="a-1", agent_type="planner"))
+    output = json.loads(spawned.stdout)["hookSpecificOutput"]
+    assert output["hookEventName"] == "SubagentStart"
+    header, _, body = output["additionalContext"].partition("\n")
+    assert header == "[ctxledger - Agent state: planner]"
+    assert json.loads(body) == read.state("cc-1", agent="planner")
+    nameless = hook(_event("SubagentStart", agent_id="a-2"))
+    assert (nameless.returncode, nameless.stdout) == (0, "")
+    assert nameless.stderr.strip().endswith("SubagentStart has no agent_type"
+                                            " (and no --agent was given)")
+
+
+def test_scope_and_database_defaults(hook: Run, tmp_path: Path) -> None:
+    result = hook(_event("SessionStart"), db=None, extra_env={"CTXLEDGER_SCOPE": "mine"})
+    assert result.returncode == 0, result.stderr
+    default = tmp_path / "data" / "ctxledger" / "ledger.db"
+    with Ledger.open(f"sqlite:///{default}", load_vocabulary=False) as ledger:
+        assert ledger.view("cc-1").scope == "mine"
+
+
+def test_mcp_server_names() -> None:
+    assert mcp_server("mcp__srv__tool") == "srv"
+    assert mcp_server("mcp__my_server__do_it") == "my_server"
+    assert mcp_server("mcp__github__create_issue") == "github"
+    assert mcp_server("Read") is None and mcp_server("mcp__nope") is None
+    assert tool_registration("mcp__srv__tool") == {
+        "name": "mcp__srv__tool", "tool_type": "mcp_tool", "server_name": "srv"}
+    assert tool_registration("WebFetch")["tool_type"] == "builtin"
+    assert tool_registration("my-script")["tool_type"] == "other"
+
+
+# -- a transcript over nine days, under a frozen clock ----------------------------------------
+
+SERVERS = ("github_enterprise", "linear", "sentry_monitoring", "postgres_db", "playwright",
+           "figma_design", "slack", "notion_workspace", "stripe_billing", "vercel", "docker",
+           "jira_cloud", "google_drive", "context7", "puppeteer", "aws_docs", "filesystem",
+           "memory_bank", "brave_search", "sequential_thinking")
+
+
+def _uses() -> list[tuple[float, str]]:
+    """40 tool uses over nine days: (days after the start, tool name)."""
+    uses: list[tuple[float, str]] = []
+    for index in range(40):
+        day = index * 9 / 40
+        server = SERVERS[(index * 7) % len(SERVERS)] if index % 5 else None
+        name = (f"mcp__{server}_connector__call_{index % 3}" if server is not None
+                else ("Read", "Edit", "Bash", "custom-lint")[index % 4])
+        uses.append((day, name))
+    return uses
+
+
+def _expected_ranking(uses: list[tuple[float, str]], now: float) -> list[str]:
+    """The SPEC's 7-day formula, computed here from the uses themselves."""
+    window: dict[str, list[float]] = {}
+    lifetime: dict[str, int] = {}
+    for day, name in uses:
+        server = mcp_server(name)
+        entry = server if server is not None else name
+        if tool_registration(name)["tool_type"] == "builtin":
+            continue
+        lifetime[entry] = lifetime.get(entry, 0) + 1
+        if now - day <= 7:
+            window.setdefault(entry, []).append(day)
+    max_usage = max([1, *(len(days) for days in window.values())])
+
+    def score(entry: str) -> float:
+        days = window.get(entry)
+        if not days:
+            return 0.0
+        age = now - max(days)
+        return round(0.7 * len(days) / max_usage + 0.3 * math.exp(-0.693 * age / 7), 9)
+    return sorted(lifetime, key=lambda entry: (-score(entry), -lifetime[entry], entry))
+
+
+def test_a_transcript_over_nine_days(db_url: str, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("CTXLEDGER_DB", "CTXLEDGER_SCOPE", "CTXLEDGER_AGENT"):
+        monkeypatch.delenv(key, raising=False)
+    # Tool uses are spooled (at their frozen time) and drained by background drainers or
+    # by the next prompt, stop or session start.
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    runner = CliRunner()
+    start = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+
+    def send(event: dict[str, Any], when: datetime) -> str:
+        with freeze_time(when):
+            result = runner.invoke(app, ["--db", db_url, "hook"], input=json.dumps(event))
+        assert (result.exit_code, result.stderr) == (0, ""), result.output
+        return result.stdout
+
+    send(_event("SessionStart", source="startup"), start)
+    uses = _uses()
+    for index, (day, name) in enumerate(uses):
+        when = start + timedelta(days=day)
+        if index % 10 == 0:
+            send(_event("UserPromptSubmit", prompt=f"step {index}"), when)
+        send(_tool(name, f"toolu_{index:03d}"), when)
+    end = start + timedelta(days=9)
+    summary = "Moved the billing flow to Stripe; the Sentry alerts are quiet again."
+    send(_event("Stop", stop_hook_active=False, summary=summary), end)
+    with freeze_time(end), Ledger.open(db_url, load_vocabulary=False) as ledger:
+        scope = ledger.view("cc-1").scope
+        # Enough long observations that the 6,000-character cap must trim.
+        ledger.append("cc-1", [{"type": "observation.recorded",
+                                "data": {"kind": ("change", "decision", "finding")[i % 3],
+                                         "content": f"observation {i} " + "detail " * 40}}
+                               for i in range(60)])
+    second = end + timedelta(hours=2)
+    output = json.loads(send(_event("SessionStart", "cc-2", source="startup"), second))
+    context = output["hookSpecificOutput"]["additionalContext"]
+
+    with Ledger.open(db_url) as ledger:
+        assembly = ledger.assemble("cc-2", "session", now=second)
+        assert ledger.view("cc-2").scope == scope
+    assert assembly.text == context
+    assert len(context) <= 6000
+    assert context.startswith("[ctxledger - Session Context]\n\n## Previous Session\n"
+                              + summary + "\n\n")
+    report = report_of(assembly, SessionReport)
+    ranked = [row.name for row in report.tools]
+    now_days = (second - start) / timedelta(days=1)
+    assert ranked == _expected_ranking(uses, now_days)
+    # The tool section keeps its 500 characters; what it shows is a prefix of the ranking.
+    tools = context.partition("## Available Tools")
+    assert tools[1], "the tool section is shown"
+    if tools[1]:
+        section = tools[1] + tools[2]
+        assert len(section) <= 500
+        shown = [re.sub(r"^- (MCP: )?| \(\d+x\)$", "", line)
+                 for line in section.splitlines()[1:] if line.startswith("- ")]
+        assert shown == ranked[:len(shown)] and shown
+        more = len(ranked) - len(shown)
+        assert more > 0 and section.endswith(f"\n({more} more available)")
+    # Uses older than seven days do not count toward the window.
+    assert report.max_usage < 40
+
+
+def test_the_plugin_runs_the_hook_on_every_handled_event() -> None:
+    import tomllib
+
+    from ctxledger._hook import HANDLED
+
+    root = Path(__file__).resolve().parent.parent / "plugin"
+    manifest = json.loads((root / ".claude-plugin" / "plugin.json").read_text())
+    project = tomllib.loads((root.parent / "pyproject.toml").read_text())["project"]
+    assert (manifest["name"], manifest["version"]) == (project["name"], project["version"])
+    config = json.loads((root / "hooks" / "hooks.json").read_text())["hooks"]
+    assert sorted(config) == sorted(HANDLED)
+    for groups in config.values():
+        commands = [hook for group in groups for hook in group["hooks"]]
+        assert [(c["type"], c["command"]) for c in commands] == [("command", "ctxledger hook")]
+
+
+HEAVY = ("sqlalchemy", "pydantic", "typer", "click", "rich", "tiktoken", "numpy", "alembic",
+         "ctxledger._ledger", "ctxledger.store.log", "ctxledger.store.catalog",
+         "ctxledger.projections", "ctxledger.assembler")
+
+
+def test_a_tool_use_imports_only_the_standard_library(tmp_path: Path) -> None:
+    """Import sets, not timings: a tool use spools, in a fresh process that loads none of
+    the heavy libraries (nor Typer, nor the store), and exits."""
+    probe = """
+import io, json, sys
+sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[2].encode()))
+from ctxledger.cli import main
+heavy = json.loads(sys.argv[3])
+sys.argv = ["ctxledger", "--db", sys.argv[1], "hook"]
+main()
+print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
+"""
+    url = f"sqlite:///{tmp_path / 'imports.db'}"
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("CTXLEDGER_DB", None)
+    done = subprocess.run([sys.executable, "-c", probe, url,
+                           json.dumps(_tool("mcp__srv__tool", "toolu_1")), json.dumps(HEAVY)],
+                          capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert done.stderr == "" and json.loads(done.stdout.splitlines()[-1]) == []
+    # It did spool the tool use (the drainer it started may have claimed it already).
+    folder = tmp_path / "data" / "ctxledger" / "spool"
+    deadline = time.monotonic() + 60
+    while any(folder.glob("*.jsonl")) or any(folder.glob("*.batch")):
+        assert time.monotonic() < deadline, "the background drainer did not drain"
+        time.sleep(0.1)
+    with Ledger.open(url, load_vocabulary=False) as ledger:
+        assert _types(ledger, "cc-1") == ["session.started", "tool.used"]
+
+
+# -- the spool ---------------------------------------------------------------------------------
+
+def _line(call: str, at: datetime, session: str = "cc-1") -> dict[str, Any]:
+    event = HookEvent("PostToolUse", session, PROJECT, _tool("mcp__srv__tool", call, session))
+    use, tool = tool_use(event)
+    return tool_use_line(session, "proj", None, use, tool, at)
+
+
+def _calls(ledger: Ledger, session: str = "cc-1") -> list[str]:
+    return [str(e.data["call_id"]) for e in ledger.events(session) if e.type == "tool.used"]
+
+
+def _drain_in_process(url: str, env: dict[str, str]) -> tuple[int, list[str]]:
+    lines: list[str] = []
+    return drain_spool(url, environ=env, report=lines.append), lines
+
+
+def test_a_spooled_tool_use_reaches_the_log_once_at_its_time(
+        db_url: str, tmp_path: Path, read: Ledger) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    spool = Spool.of(db_url, env)
+    seen = datetime(2025, 3, 1, 9, 30, 0, 123456, tzinfo=UTC)
+    for call in ("toolu_1", "toolu_2"):
+        append(spool, _line(call, seen))
+    # A drainer dies after the rename: the batch is drained by the next one.
+    batch = claim(spool)
+    assert batch is not None and spool.batches() == [batch] and not spool.path.exists()
+    append(spool, _line("toolu_3", seen))
+    kept = batch.read_bytes()
+    assert _drain_in_process(db_url, env) == (3, [])
+    assert _calls(read) == ["toolu_1", "toolu_2", "toolu_3"]
+    assert {e.recorded_at for e in read.events("cc-1")} == {seen}
+    # A drainer dies after appending, before deleting its batch: drained again, written once.
+    batch.write_bytes(kept)
+    assert _drain_in_process(db_url, env) == (2, [])
+    assert _calls(read) == ["toolu_1", "toolu_2", "toolu_3"]
+    assert spool.batches() == [] and not spool.path.exists()
+    assert _drain_in_process(db_url, env) == (0, [])
+
+
+def test_a_refused_line_is_kept_aside_and_blocks_nothing(
+        db_url: str, tmp_path: Path, read: Ledger) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    spool = Spool.of(db_url, env)
+    at = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+    bad_tool = _line("toolu_2", at)
+    bad_tool["event"]["data"]["ok"] = "maybe"  # the catalog refuses it
+    append(spool, _line("toolu_1", at))
+    append(spool, bad_tool)
+    with spool.path.open("ab") as file:
+        file.write(b"{torn\n")
+    append(spool, _line("toolu_3", at))
+    taken, reported = _drain_in_process(db_url, env)
+    assert taken == 4 and len(reported) == 2
+    assert all(line.startswith("spooled line ") and "rejected" in line for line in reported)
+    assert _calls(read) == ["toolu_1", "toolu_3"]
+    rejected = [json.loads(line) for line in spool.rejected.read_text().splitlines()]
+    assert [json.loads(r["line"])["event"]["data"]["call_id"] for r in rejected[:1]] == [
+        "toolu_2"]
+    assert rejected[1]["line"] == "{torn" and "not JSON" in rejected[1]["error"]
+    assert spool.batches() == []
+
+
+def test_two_drainers_at_once_write_each_event_once(hook: Run, db_url: str,
+                                                    tmp_path: Path, read: Ledger) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    spool = Spool.of(db_url, env)
+    at = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+    for index in range(30):
+        append(spool, _line(f"toolu_{index:02d}", at))
+    assert SCRIPT is not None
+    drainers = [subprocess.Popen([SCRIPT, "--db", db_url, "hook", "--drain"],
+                                 env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                for _ in range(2)]
+    outputs = [drainer.communicate(timeout=120) for drainer in drainers]
+    assert [drainer.returncode for drainer in drainers] == [0, 0]
+    assert outputs == [(b"", b"")] * 2
+    assert _calls(read) == [f"toolu_{index:02d}" for index in range(30)]
+    assert spool.batches() == [] and not spool.path.exists()
+
+
+def test_concurrent_hooks_lose_no_tool_use(hook: Run, db_url: str, tmp_path: Path,
+                                           read: Ledger) -> None:
+    assert SCRIPT is not None
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("CTXLEDGER_SCOPE", None)
+    processes = [subprocess.Popen([SCRIPT, "--db", db_url, "hook"], env=env,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+                 for _ in range(20)]
+    for index, process in enumerate(processes):
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(_tool("Read", f"toolu_{index:02d}")).encode())
+        process.stdin.close()
+    for process in processes:
+        assert process.wait(timeout=120) == 0
+        assert process.stdout is not None and process.stderr is not None
+        assert (process.stdout.read(), process.stderr.read()) == (b"", b"")
+        process.stdout.close()
+        process.stderr.close()
+    # The next event that opens the ledger drains first: its view holds all twenty.
+    _quiet(hook(_event("UserPromptSubmit", prompt="and now?")))
+    assert sorted(_calls(read)) == [f"toolu_{index:02d}" for index in range(20)]
+    assert _types(read, "cc-1")[-1] == "message.appended"
+    assert _spool_files(tmp_path) == []

@@ -127,14 +127,20 @@ def verify_token(engine: sa.Engine, token: str) -> ApiKey | None:
     key_id, _, secret = rest.partition("_")
     if prefix != TOKEN_PREFIX or not key_id or not secret:
         return None
+    row = _live_row(engine, key_id)
+    if row is None or not hmac.compare_digest(_hash(secret), row["secret_hash"]):
+        return None
+    return _key(row)
+
+
+def _live_row(engine: sa.Engine, key_id: str) -> sa.RowMapping | None:
+    """The stored row of key ``key_id`` unless it is unknown or revoked."""
     with engine.connect() as conn:
         row = conn.execute(sa.select(api_keys).where(
             api_keys.c.key_id == key_id)).mappings().first()
     if row is None or row["revoked_at"] is not None or row["secret_hash"] is None:
         return None
-    if not hmac.compare_digest(_hash(secret), row["secret_hash"]):
-        return None
-    return _key(row)
+    return row
 
 
 # -- the browser view's login ------------------------------------------------------------
@@ -177,11 +183,8 @@ def verify_ui_login(engine: sa.Engine, value: str, now: datetime) -> ApiKey | No
     issued = int(issued_text)
     if not 0 <= now.timestamp() - issued < UI_SESSION_SECONDS:
         return None
-    with engine.connect() as conn:
-        row = conn.execute(sa.select(api_keys).where(
-            api_keys.c.key_id == key_id)).mappings().first()
-    if row is None or row["revoked_at"] is not None or row["secret_hash"] is None:
-        return None
-    if not hmac.compare_digest(_ui_mac(row["secret_hash"], key_id, issued), mac):
+    row = _live_row(engine, key_id)
+    if row is None or not hmac.compare_digest(_ui_mac(row["secret_hash"], key_id, issued),
+                                              mac):
         return None
     return _key(row)

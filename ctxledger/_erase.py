@@ -40,7 +40,9 @@ from ctxledger.store.streams import SCOPE_PREFIX, SYSTEM_STREAM, check_stream_id
 from ctxledger.store.validate import new_event_id
 
 if TYPE_CHECKING:
-    from ctxledger._ledger import Ledger
+    from ctxledger.projections.runner import ProjectionRunner
+    from ctxledger.store.clock import Clock
+    from ctxledger.store.log import EventLog
 
 MAX_REASON = 1_000
 """Characters a reason may have: it is a note for an auditor, not a document."""
@@ -132,30 +134,29 @@ def with_forks(conn: sa.Connection, streams: list[str]) -> list[str]:
     return sorted(found)
 
 
-def erase(ledger: Ledger, *, session: str | None, scope: str | None, reason: str,
-          progress: Progress | None = None) -> ErasureReport:
-    """See ``Ledger.erase``."""
+def erase(log: EventLog, runner: ProjectionRunner, clock: Clock, *, session: str | None,
+          scope: str | None, reason: str, progress: Progress | None = None) -> ErasureReport:
+    """See ``Ledger.erase`` (which also forgets its memos afterwards)."""
     reason = _check_reason(reason)
-    log = ledger.log
     position: int | None = None
     with log.transaction() as conn:
         target, name, streams = target_streams(conn, session, scope)
         rows = live_rows(conn, streams)
-        now = ledger.clock()
+        now = clock()
         if rows:
-            position = _blank(ledger, conn, now, target, name, reason, streams, rows,
+            position = _blank(log, runner, conn, now, target, name, reason, streams, rows,
                               progress)
     log.heads.forget(SYSTEM_STREAM)
-    ledger.forget_memos()
     # Erasing again writes nothing but scrubs again: the first scrub may have been
     # stopped by an old transaction (PostgreSQL) or a busy reader (SQLite).
-    backend_for(ledger.engine).scrub(
-        ledger.engine, ["events", *sorted(projection_metadata.tables)])
+    backend_for(log.engine).scrub(
+        log.engine, ["events", *sorted(projection_metadata.tables)])
     return ErasureReport(target, name, reason, streams, len(rows), position, now)
 
 
-def _blank(ledger: Ledger, conn: sa.Connection, now: datetime, target: str, name: str, reason: str,
-           streams: list[str], rows: list[ErasedRow], progress: Progress | None) -> int:
+def _blank(log: EventLog, runner: ProjectionRunner, conn: sa.Connection, now: datetime,
+           target: str, name: str, reason: str, streams: list[str], rows: list[ErasedRow],
+           progress: Progress | None) -> int:
     """Record the erasure, blank ``rows``, empty the caches, rebuild the projections;
     returns the record's position."""
     scopes = sorted({str(r.scope) for r in conn.execute(
@@ -176,15 +177,15 @@ def _blank(ledger: Ledger, conn: sa.Connection, now: datetime, target: str, name
     # any other writer, so an erasure cannot be forged through an append.
     outcome = append_in_transaction(
         conn, SYSTEM_STREAM, [PreparedEvent(record, canonical_json(data), "{}", False)],
-        None, now, key=ledger.log.chain_key)
+        None, now, key=log.chain_key)
     total = len(rows) * 2
     blank_rows(conn, rows, str(record.event_id),
                progress=None if progress is None else lambda done: progress(done, total))
     # Counts cached by content hash: a hash of a short text can be guessed.
     conn.execute(token_counts.delete())
     conn.execute(history_token_memo.delete())
-    ledger.runner.bring_up_to_date(
-        conn, force=[p.name for p in ledger.runner.projections],
+    runner.bring_up_to_date(
+        conn, force=[p.name for p in runner.projections],
         progress=None if progress is None else
         lambda done, of: progress(len(rows) + done * len(rows) // max(of, 1), total))
     return outcome.result.positions[0]

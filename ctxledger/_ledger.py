@@ -812,7 +812,11 @@ class Ledger:
         """
         from ctxledger._erase import erase
 
-        return erase(self, session=session, scope=scope, reason=reason, progress=progress)
+        try:
+            return erase(self.log, self.runner, self.clock, session=session, scope=scope,
+                         reason=reason, progress=progress)
+        finally:
+            self.forget_memos()
 
     def forget_memos(self) -> None:
         """Drop this thread's in-memory token counts and assembly memos (they hold what

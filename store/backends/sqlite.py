@@ -44,8 +44,12 @@ def is_memory(url: URL) -> bool:
 
 def sqlite_pragmas(*, memory: bool) -> tuple[str, ...]:
     """The pragmas every SQLite connection of a ledger runs when it opens (WAL on a file)."""
-    return (*(() if memory else ("PRAGMA journal_mode=WAL",)), "PRAGMA synchronous=NORMAL",
-            f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}", "PRAGMA foreign_keys=ON")
+    # The busy timeout first: switching a new file to WAL needs a lock that another
+    # process opening the same file may hold a moment, and without the timeout that wait
+    # fails at once with "database is locked".
+    return (f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+            *(() if memory else ("PRAGMA journal_mode=WAL",)), "PRAGMA synchronous=NORMAL",
+            "PRAGMA foreign_keys=ON")
 
 
 def _configure(engine: Engine, *, memory: bool) -> None:

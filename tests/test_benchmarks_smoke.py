@@ -104,7 +104,6 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "ctxledger state on a small database",
         "floor: python -c 'import sqlalchemy, pydantic'",
         *pg_rows,
-        "erase 500 events in a 3,500-event log",
         # The service legs at --quick sizes: 2 clients of 12 turns, 30 turns alone.
         "SQLite, 2 clients: p50 of a turn through the service vs in process",
         "SQLite, 2 clients: turns/s, serve vs in-process",
@@ -112,14 +111,26 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         *serve_pg_rows,
         "one client: turn 30 vs turn 15 through the service",
         "one worker's memory after 100 turns vs after 10",
+        "erase 500 events in a 3,500-event log",
         "single appends, file witness after every commit",
         "single appends, file witness every 100 events",
+        # The LangGraph checkpointer against SqliteSaver at --quick size: 30 steps.
+        "database size after 30 steps of a chat graph",
+        "put latency, mean over the 30 steps",
+        "put latency, median of the last 100 steps",
         # The browser view's leg at --quick sizes: 200 messages (2,000 in full).
         "session page, 200 messages, all in the context",
         "session page, 200 messages, context limit 8,192",
         "timeline of 202 steps: scratch folds",
         "timeline of 202 steps vs a replay per step",
         "timeline page, 202 steps (the last 20 drawn)",
+        # The hook leg: process wall times, and the import floors beside them.
+        "PostToolUse (spools; a detached drainer appends)",
+        "SessionStart (drains, prints the injection)",
+        "floor: python -c pass",
+        "floor: python -c 'import sqlalchemy, pydantic'",
+        "floor: python -c 'import ctxledger._ledger' (the store, the projections, their"
+        " pydantic models)",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -137,6 +148,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit in ("ms", "turns/s", "MB")
         elif row["leg"] == "seal":
             assert unit in ("ev/s", "s")
+        elif row["leg"] == "hook":
+            assert unit == "ms"
         elif row["leg"] == "ui":  # pages in ms, the timeline in s, its folds counted
             assert unit in ("ms", "s", "folds")
         elif row["leg"] in ("assemble", "replay", "startup", "lorebook") or (
@@ -151,7 +164,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
                 "rollup", "seal", "brief", "replay",
                 "novel", "lorebook", "startup", "pg_writers", "erase", "serve", "serve_memory",
-                "witness"):
+                "witness", "langgraph", "ui", "hook"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

@@ -135,15 +135,20 @@ def append(spool: Spool, line: Mapping[str, Any]) -> None:
     data = (json.dumps(line, separators=(",", ":"), sort_keys=True) + "\n").encode("ascii")
     spool.folder.mkdir(parents=True, exist_ok=True)
     with _locked(spool.lock, fcntl.LOCK_SH):
-        fd = os.open(spool.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            # One write() of a small line to a regular file: O_APPEND places it whole.
-            written = os.write(fd, data)
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _append_durably(spool.path, data)
+
+
+def _append_durably(path: Path, data: bytes) -> None:
+    """Append ``data`` (one line) to ``path`` and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        # One write() of a small line to a regular file: O_APPEND places it whole.
+        written = os.write(fd, data)
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 _DRAINERS: list[subprocess.Popen[bytes]] = []
@@ -263,12 +268,7 @@ def _parse_line(raw: bytes) -> _Line:
 def _reject(spool: Spool, raw: bytes, reason: str) -> None:
     text = raw.decode("utf-8", "backslashreplace")
     data = (json.dumps({"error": reason, "line": text}) + "\n").encode("ascii")
-    fd = os.open(spool.rejected, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _append_durably(spool.rejected, data)
 
 
 @contextmanager

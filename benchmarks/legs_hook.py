@@ -4,21 +4,27 @@ Claude Code starts the hook command once per event and waits for it, so the figu
 new process each time, event on stdin, on a project database of 50,000 events (3,000
 with ``--quick``): sessions of one project scope, each a start, prompts, tool uses over
 a dozen MCP servers and builtins, and an end with a summary. ``PostToolUse`` (a new tool
-call each run: it spools the tool use and starts a drainer) and ``SessionStart`` (a new
-session each run: it drains, then prints the injection) are the median of 15 runs (5
-with ``--quick``). After each tool use the leg waits, untimed, for its drainer to finish,
-as tool calls seconds apart would, then checks that every tool use reached the log once.
-Bytecode is compiled first, as in the start-up leg. The floors are measured alongside:
-``python -c pass`` for the tool use (it imports only the standard library) and
-``import sqlalchemy, pydantic`` for the session start.
+call each run: it spools the tool use) and ``SessionStart`` (a new session each run: it
+drains, then prints the injection) are the median of 15 runs (5 with ``--quick``), in
+both configurations: as installed, where the database's warm worker (started in the
+background by the first event, ``ctxledger._hook_worker``) drains and answers, and with
+workers off (``CTXLEDGER_HOOK_WORKER_IDLE=0``), where each tool use starts a drainer and
+each session start loads the database stack itself (also what the first event after the
+worker's idle exit costs). After each tool use the leg waits, untimed, until the spool is
+drained, as tool calls seconds apart would, then checks that every tool use reached the
+log once. Bytecode is compiled first, as in the start-up leg. The floors are measured
+alongside: ``python -c pass`` for the tool use (it imports only the standard library)
+and ``import sqlalchemy, pydantic`` for a session start without a worker.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -73,7 +79,7 @@ def project_database(directory: Path, events: int) -> str:
 def _hook_ms(url: str, events: list[dict[str, Any]], env: dict[str, str],
              settle: bool = False) -> Measure:
     """Median wall time of one ``ctxledger hook`` process per event; each must exit 0
-    and print no error. With ``settle``, wait (untimed) for the drainer it started."""
+    and print no error. With ``settle``, wait (untimed) until the spool is drained."""
     values: list[float] = []
     for event in events:
         text = json.dumps(event)
@@ -90,7 +96,8 @@ def _hook_ms(url: str, events: list[dict[str, Any]], env: dict[str, str],
 
 def _settle(url: str, env: dict[str, str]) -> None:
     """Wait until the spool is drained and every drainer of this run has exited (tool
-    calls come seconds apart: a drainer still exiting would time the CPU, not the hook)."""
+    calls come seconds apart: a drainer still exiting would time the CPU, not the hook).
+    The worker, which stays, is not waited for."""
     from ctxledger._spool import Spool
 
     spool = Spool.of(url, env)
@@ -103,14 +110,15 @@ def _settle(url: str, env: dict[str, str]) -> None:
 
 
 def _drainers(marker: bytes) -> int:
-    """How many ``ctxledger hook --drain`` processes with ``marker`` in their environment
-    are alive (Linux: read from /proc)."""
+    """How many ``ctxledger hook --drain`` processes (not workers) with ``marker`` in
+    their environment are alive (Linux: read from /proc)."""
     alive = 0
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as file:
-                if b"--drain" not in file.read():
-                    continue
+                command = file.read().split(b"\0")
+            if b"--drain" not in command or b"--worker" in command:
+                continue
             with open(f"/proc/{pid}/environ", "rb") as file:
                 alive += marker in file.read()
         except OSError:
@@ -125,30 +133,62 @@ def _event(name: str, session: str, **fields: Any) -> dict[str, Any]:
 
 @leg("hook", "ctxledger hook: process wall time per Claude Code event on 50k events")
 def hook(ctx: Context) -> list[Comparison]:
-    """Median process wall time of PostToolUse and SessionStart."""
+    """Median process wall time of PostToolUse and SessionStart, with the warm worker and
+    without."""
+    from ctxledger._hook_worker import IDLE_ENV, ask_drain, stop_worker, worker_alive
+
     quick = ctx.settings.quick
     runs = QUICK_RUNS if quick else FULL_RUNS
     events = QUICK_EVENTS if quick else FULL_EVENTS
+    note = f"process wall time, median of {runs}; {events:,} events"
+    found: list[Comparison] = []
     with ctx.fresh_dir("hook") as directory:
         url = project_database(directory, events)
-        env = {**_environment(), "CTXLEDGER_SCOPE": SCOPE,
-               "XDG_DATA_HOME": str(directory / "data")}
+        # A short data folder: the worker's Unix socket path must fit in about 100 bytes.
+        data = Path(tempfile.mkdtemp(prefix="ctxh-", dir="/tmp"))
+        base = {**_environment(), "CTXLEDGER_SCOPE": SCOPE, "XDG_DATA_HOME": str(data)}
         compile_bytecode()
-        _hook_ms(url, [_event("SessionStart", "warm")], env)  # the OS file cache, untimed
-        tool_uses = [_event("PostToolUse", "live", tool_name=TOOLS[run % len(TOOLS)],
-                            tool_use_id=f"toolu_live_{run}", tool_input={},
-                            tool_response={}) for run in range(runs)]
-        starts = [_event("SessionStart", f"new-{run}", source="startup")
-                  for run in range(runs)]
-        note = f"process wall time, median of {runs}; {events:,} events"
-        tool_ms = _hook_ms(url, tool_uses, env, settle=True)
-        _check_drained(url, runs)
-        found = [
-            Comparison("hook", "PostToolUse (spools; a detached drainer appends)", tool_ms,
-                       None, None, AtMost(150.0, "ms"), note),
-            Comparison("hook", "SessionStart (drains, prints the injection)",
-                       _hook_ms(url, starts, env), None, None, AtMost(300.0, "ms"), note),
-        ]
+        try:
+            for idle, target in (("600", True), ("0", False)):
+                env = {**base, IDLE_ENV: idle}
+                # Untimed: the OS file cache; with workers on, this starts the worker.
+                _hook_ms(url, [_event("SessionStart", f"warm-{idle}")], env)
+                if target:
+                    deadline = time.monotonic() + 120
+                    while not ask_drain(url, env):
+                        if time.monotonic() > deadline:
+                            raise RuntimeError("the hook's worker did not start")
+                        time.sleep(0.05)
+                tool_uses = [_event("PostToolUse", f"live-{idle}",
+                                    tool_name=TOOLS[run % len(TOOLS)],
+                                    tool_use_id=f"toolu_live_{idle}_{run}", tool_input={},
+                                    tool_response={}) for run in range(runs)]
+                starts = [_event("SessionStart", f"new-{idle}-{run}", source="startup")
+                          for run in range(runs)]
+                tool_ms = _hook_ms(url, tool_uses, env, settle=True)
+                start_ms = _hook_ms(url, starts, env)
+                _check_drained(url, f"live-{idle}", [event["tool_use_id"]
+                                                     for event in tool_uses])
+                if target:
+                    found += [
+                        Comparison("hook", "PostToolUse, worker (spools; the worker drains)",
+                                   tool_ms, None, None, AtMost(150.0, "ms"), note),
+                        Comparison("hook", "SessionStart, worker (it drains and assembles)",
+                                   start_ms, None, None, AtMost(300.0, "ms"), note)]
+                    stop_worker(url, env)
+                    while worker_alive(url, env):
+                        time.sleep(0.05)
+                else:
+                    found += [
+                        Comparison("hook", "PostToolUse, no worker (spools; a drainer"
+                                   " process appends)", tool_ms, None, None, Reported(),
+                                   note),
+                        Comparison("hook", "SessionStart, no worker (drains, loads the"
+                                   " stack, prints the injection)", start_ms, None, None,
+                                   Reported(), note)]
+        finally:
+            stop_worker(url, {**base, IDLE_ENV: "600"})
+            shutil.rmtree(data, ignore_errors=True)
         for label, code in (("floor: python -c pass", "pass"),
                             ("floor: python -c 'import sqlalchemy, pydantic'",
                              "import sqlalchemy, pydantic"),
@@ -161,15 +201,15 @@ def hook(ctx: Context) -> list[Comparison]:
         return found
 
 
-def _check_drained(url: str, runs: int) -> None:
-    """Every timed tool use is in the log, once."""
+def _check_drained(url: str, session: str, calls: list[str]) -> None:
+    """Every timed tool use of ``session`` is in the log, once."""
     from ctxledger import Ledger
 
     with Ledger.open(url, load_vocabulary=False) as ledger:
-        calls = [event.data.get("call_id") for event in ledger.events("live")
+        found = [event.data.get("call_id") for event in ledger.events(session)
                  if event.type == "tool.used"]
-    if sorted(calls) != sorted(f"toolu_live_{run}" for run in range(runs)):
-        raise RuntimeError(f"the spooled tool uses did not reach the log once each: {calls}")
+    if sorted(found) != sorted(calls):
+        raise RuntimeError(f"the spooled tool uses did not reach the log once each: {found}")
 
 
 def _floor_ms(code: str) -> float:

@@ -33,8 +33,17 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ctxledger._hook_worker import (
+    ask_drain,
+    ask_event,
+    idle_seconds,
+    serve,
+    stop_worker,
+    worker_alive,
+)
 from ctxledger._ids import derived_event_id
 from ctxledger._project import project_scope, user_db_url
 from ctxledger._spool import Spool, SpoolClock, absolute_url, append, drain, start_drainer
@@ -148,7 +157,7 @@ def tool_use(event: HookEvent) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def run(raw: bytes, db: str | None, agent: str | None, *,
         environ: Mapping[str, str] | None = None,
-        report: Callable[[str], None] = lambda line: None) -> str | None:
+        report: Callable[[str], None] = lambda line: None, worker: bool = False) -> str | None:
     """What ``ctxledger hook`` does with the event ``raw`` for the database ``db`` (None:
     ``user_db_url``); returns what it prints on stdout, or None.
 
@@ -156,6 +165,10 @@ def run(raw: bytes, db: str | None, agent: str | None, *,
     standard library is imported); any other event opens the ledger, drains the spool
     first (so an injection sees every tool use; ``report`` gets a line per refused spool
     line), then acts. A bad event raises ``HookInputError`` before anything is written.
+
+    With ``worker`` (the console script) the database's warm worker
+    (``ctxledger._hook_worker``) drains and acts instead when one is listening, and the
+    drainer started stays on as that worker when none is.
     """
     env = os.environ if environ is None else environ
     event = parse_event(raw)
@@ -165,27 +178,71 @@ def run(raw: bytes, db: str | None, agent: str | None, *,
     url = absolute_url(db or user_db_url(env))
     scope = project_scope(event.cwd, environ=env)
     spool = Spool.of(url, env)
+    at = system_clock()
     if event.name in TOOL_EVENTS:
         use, tool = tool_use(event)
-        append(spool, spool_line(event.session, scope, agent, use, tool, system_clock()))
-        start_drainer(url, env)
+        append(spool, spool_line(event.session, scope, agent, use, tool, at))
+        if not (worker and ask_drain(url, env)):
+            start_drainer(url, env, worker=worker and not worker_alive(url, env))
         return None
+    if worker:
+        answer = ask_event(url, raw, scope, agent, at, env)
+        if answer is not None:
+            for line in answer.lines:
+                report(line)
+            return answer.stdout
     from ctxledger._open import open_ledger
 
-    clock = SpoolClock()
-    # No vocabulary up front: a session start loads one only for a text whose count is
-    # not cached yet.
-    with open_ledger(url, load_vocabulary=False, clock=clock) as ledger:
-        drain(spool, lambda: ledger, clock, report)
-        found = handle(event, ledger, scope, agent)
-    return None if found is None else json.dumps(found, ensure_ascii=False)
+    with open_ledger(url, load_vocabulary=False, clock=SpoolClock()) as ledger:
+        found = LedgerRunner(ledger, spool).act(raw, scope, agent, None, report)
+    if worker and idle_seconds(env) > 0 and not worker_alive(url, env):
+        start_drainer(url, env, worker=True)
+    return found
+
+
+class LedgerRunner:
+    """Hook events against an open ledger: what ``run`` does in-process, and what the
+    worker does for each event it is sent."""
+
+    def __init__(self, ledger: Ledger, spool: Spool,
+                 report: Callable[[str], None] = lambda line: None) -> None:
+        if not isinstance(ledger.clock, SpoolClock):
+            raise TypeError("the hook's ledger runs on a SpoolClock")
+        self.ledger = ledger
+        self.clock = ledger.clock
+        self.spool = spool
+        self.report = report
+
+    def act(self, raw: bytes, scope: str, agent: str | None, at: datetime | None,
+            report: Callable[[str], None]) -> str | None:
+        """Drain the spool, then act on the event ``raw`` at ``at`` (None: the clock's
+        own time); returns what the hook prints, or None."""
+        event = parse_event(raw)
+        self.clock.base = at
+        try:
+            drain(self.spool, lambda: self.ledger, self.clock, report)
+            found = handle(event, self.ledger, scope, agent)
+        finally:
+            self.clock.base = None
+        return None if found is None else json.dumps(found, ensure_ascii=False)
+
+    def drain(self) -> None:
+        """Append the spooled tool uses (refused lines go to ``report``)."""
+        drain(self.spool, lambda: self.ledger, self.clock, self.report)
+
+    def close(self) -> None:
+        """Close the ledger."""
+        self.ledger.close()
 
 
 def drain_spool(db: str | None, *, environ: Mapping[str, str] | None = None,
-                report: Callable[[str], None] = lambda line: None) -> int:
+                report: Callable[[str], None] = lambda line: None,
+                worker: bool = False) -> int:
     """``ctxledger hook --drain``: append the spooled tool uses of ``db`` (None:
     ``user_db_url``) to its log; returns how many lines were taken. The ledger is opened
-    only when there is a line (a drainer with nothing to do imports nothing heavy)."""
+    only when there is a line (a drainer with nothing to do imports nothing heavy). With
+    ``worker`` it then stays on as the database's worker until idle
+    (``ctxledger._hook_worker.serve``; at once back when another worker runs)."""
     env = os.environ if environ is None else environ
     url = absolute_url(db or user_db_url(env))
     clock = SpoolClock()
@@ -198,10 +255,33 @@ def drain_spool(db: str | None, *, environ: Mapping[str, str] | None = None,
             opened.append(open_ledger(url, load_vocabulary=False, clock=clock))
         return opened[0]
     try:
-        return drain(Spool.of(url, env), ledger, clock, report)
+        taken = drain(Spool.of(url, env), ledger, clock, report)
     finally:
         for each in opened:
             each.close()
+    if worker:
+        serve(url, lambda: _warm_runner(url, env, report), env)
+    return taken
+
+
+def _warm_runner(url: str, environ: Mapping[str, str], report: Callable[[str], None]
+                 ) -> LedgerRunner:
+    """The worker's ledger, with the assembler loaded: its first session start must not
+    wait for imports either."""
+    from ctxledger._open import open_ledger
+
+    ledger = open_ledger(url, load_vocabulary=True, clock=SpoolClock())
+    return LedgerRunner(ledger, Spool.of(url, environ), report)
+
+
+def stop(db: str | None, *, environ: Mapping[str, str] | None = None) -> str:
+    """``ctxledger hook --stop-worker``: ask the worker of ``db`` (None: ``user_db_url``)
+    to exit; the line saying whether one was running."""
+    env = os.environ if environ is None else environ
+    url = absolute_url(db or user_db_url(env))
+    if stop_worker(url, env):
+        return "stopped the hook's worker"
+    return "no hook worker was running"
 
 
 def fail_open_message(exc: BaseException) -> str:

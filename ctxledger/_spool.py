@@ -109,14 +109,18 @@ class Spool(NamedTuple):
 
 class SpoolClock:
     """The clock a draining ledger runs on: while a spooled line is appended, the time
-    the hook saw that tool use; otherwise the system clock (read at call time, so
-    freezegun controls it)."""
+    the hook saw that tool use; otherwise ``base`` when set (the hook's time, in the
+    worker that runs its event), else the system clock (read at call time, so freezegun
+    controls it)."""
 
     def __init__(self) -> None:
         self.at: datetime | None = None
+        self.base: datetime | None = None
 
     def __call__(self) -> datetime:
-        return self.at if self.at is not None else system_clock()
+        if self.at is not None:
+            return self.at
+        return self.base if self.base is not None else system_clock()
 
 
 def tool_use_line(session: str, scope: str, agent: str | None, event: Mapping[str, Any],
@@ -154,10 +158,13 @@ def _append_durably(path: Path, data: bytes) -> None:
 _DRAINERS: list[subprocess.Popen[bytes]] = []
 
 
-def start_drainer(url: str, environ: Mapping[str, str] | None = None) -> None:
+def start_drainer(url: str, environ: Mapping[str, str] | None = None, *,
+                  worker: bool = False) -> None:
     """Start ``ctxledger hook --drain`` for ``url`` in the background, detached (its own
-    session, no standard streams), so the hook exits without waiting for it. The URL
-    goes in ``$CTXLEDGER_DB``, not on a command line others can read."""
+    session, no standard streams), so the hook exits without waiting for it; with
+    ``worker``, ``--worker`` too: it stays on as the database's worker
+    (``ctxledger._hook_worker``). The URL goes in ``$CTXLEDGER_DB``, not on a command line
+    others can read."""
     env = dict(os.environ if environ is None else environ)
     env[DB_ENV] = absolute_url(url)
     # Reap the drainers this process started before (a long-lived caller, such as tests).
@@ -168,7 +175,8 @@ def start_drainer(url: str, environ: Mapping[str, str] | None = None) -> None:
     # compete with the agent (and the hook that started it) for the CPU.
     nice = ["/usr/bin/nice", "-n", "10"] if os.access("/usr/bin/nice", os.X_OK) else []
     _DRAINERS.append(subprocess.Popen(
-        [*nice, sys.executable, "-m", "ctxledger.cli", "hook", "--drain"], env=env,
+        [*nice, sys.executable, "-m", "ctxledger.cli", "hook", "--drain",
+         *(["--worker"] if worker else [])], env=env,
         cwd=folder,
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True, close_fds=True))

@@ -103,7 +103,9 @@ def environment(folder: Path) -> dict[str, str]:
            if not key.startswith(("CTXLEDGER_", "FORCE_COLOR", "PYTEST"))}
     env.update({"COLUMNS": "120", "LINES": "50", "NO_COLOR": "1", "TERM": "dumb",
                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-                "HOME": str(folder), "PYTHONHASHSEED": "0"})
+                "HOME": str(folder), "PYTHONHASHSEED": "0",
+                # No hook's warm worker outlives the page it ran for.
+                "CTXLEDGER_HOOK_WORKER_IDLE": "0"})
     return env
 
 

@@ -125,8 +125,10 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "timeline of 202 steps vs a replay per step",
         "timeline page, 202 steps (the last 20 drawn)",
         # The hook leg: process wall times, and the import floors beside them.
-        "PostToolUse (spools; a detached drainer appends)",
-        "SessionStart (drains, prints the injection)",
+        "PostToolUse, worker (spools; the worker drains)",
+        "SessionStart, worker (it drains and assembles)",
+        "PostToolUse, no worker (spools; a drainer process appends)",
+        "SessionStart, no worker (drains, loads the stack, prints the injection)",
         "floor: python -c pass",
         "floor: python -c 'import sqlalchemy, pydantic'",
         "floor: python -c 'import ctxledger._ledger' (the store, the projections, their"

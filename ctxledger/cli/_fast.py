@@ -4,7 +4,9 @@ Claude Code starts the hook on every tool call, and a tool use must cost little 
 than starting Python (``ctxledger._spool``). Typer, click and the command modules take
 tens of milliseconds to import, so ``main`` sends a plain ``ctxledger [--db URL] hook
 [--agent A] [--drain]`` here first; anything else (``--help``, an unknown option) goes
-to the Typer app, which has the same ``hook`` command and says what is wrong.
+to the Typer app, which has the same ``hook`` command and says what is wrong. This route
+uses the database's warm worker (``ctxledger._hook_worker``) and starts one when none
+runs; the Typer command runs every event in its own process.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class HookArguments(NamedTuple):
     db: str | None
     agent: str | None
     drain: bool
+    worker: bool = False
+    stop_worker: bool = False
 
 
 def hook_arguments(argv: Sequence[str], environ: Mapping[str, str] | None = None
@@ -34,7 +38,7 @@ def hook_arguments(argv: Sequence[str], environ: Mapping[str, str] | None = None
     env = os.environ if environ is None else environ
     db: str | None = None
     agent: str | None = None
-    drain = False
+    drain = worker = stop_worker = False
     command = False
     args = list(argv)
     index = 0
@@ -56,29 +60,38 @@ def hook_arguments(argv: Sequence[str], environ: Mapping[str, str] | None = None
             command = True
         elif token == "--drain" and command:
             drain = True
+        elif token == "--worker" and command:
+            worker = True
+        elif token == "--stop-worker" and command:
+            stop_worker = True
         else:
             return None
         index += 1
-    if not command:
-        return None
+    if not command or (worker and not drain) or (stop_worker and (drain or worker)):
+        return None  # Typer says what is wrong
     if agent is None:
         agent = env.get(AGENT_ENV)
-    return HookArguments(db, (agent.strip() or None) if agent is not None else None, drain)
+    return HookArguments(db, (agent.strip() or None) if agent is not None else None, drain,
+                         worker, stop_worker)
 
 
 def run_hook(arguments: HookArguments, stdin: BinaryIO, stdout: TextIO,
              stderr: TextIO) -> None:
     """Run the hook as the Typer command would: output on ``stdout``, any failure as one
     line on ``stderr``; it never raises (the hook exits 0)."""
-    from ctxledger._hook import drain_spool, fail_open_message, run
+    from ctxledger._hook import drain_spool, fail_open_message, run, stop
 
     def report(line: str) -> None:
         print(f"ctxledger hook: {line}", file=stderr)
     try:
-        if arguments.drain:
-            drain_spool(arguments.db, report=report)
+        if arguments.stop_worker:
+            print(stop(arguments.db), file=stdout)
             return
-        output = run(stdin.read(), arguments.db, arguments.agent, report=report)
+        if arguments.drain:
+            drain_spool(arguments.db, report=report, worker=arguments.worker)
+            return
+        output = run(stdin.read(), arguments.db, arguments.agent, report=report,
+                     worker=True)
     except Exception as exc:  # fail open: the agent must go on
         print(fail_open_message(exc), file=stderr)
         return

@@ -21,6 +21,12 @@ AGENT_HELP = ("Scope the SessionStart injection to agent type A's manifest too (
 
 DRAIN_HELP = ("Append the spooled tool uses to the log and exit (a tool use only spools;"
               " the hook starts this in the background). Reads no event.")
+WORKER_HELP = ("With --drain: then stay on as the database's warm worker, which runs the"
+               " hook's events until idle for $CTXLEDGER_HOOK_WORKER_IDLE seconds"
+               " (default 1800; 0: no worker). The hook starts it in the background.")
+STOP_WORKER_HELP = ("Ask the database's worker to exit (after editing ctxledger's code in"
+                    " place: an upgrade is noticed; or to free its memory) and say whether"
+                    " one ran.")
 
 
 def hook(
@@ -29,6 +35,9 @@ def hook(
         "--agent", metavar="A", envvar="CTXLEDGER_AGENT", show_envvar=True,
         help=AGENT_HELP)] = None,
     drain: Annotated[bool, typer.Option("--drain", help=DRAIN_HELP)] = False,
+    worker: Annotated[bool, typer.Option("--worker", help=WORKER_HELP)] = False,
+    stop_worker: Annotated[bool, typer.Option("--stop-worker", help=STOP_WORKER_HELP)
+                           ] = False,
 ) -> None:
     """Handle one Claude Code hook event (JSON on stdin); for a Claude Code plugin.
 
@@ -38,14 +47,24 @@ def hook(
     drainer, or the next other event, appends it); UserPromptSubmit records the prompt;
     Stop and SessionEnd end the session. The scope is the project
     ($CTXLEDGER_SCOPE, else a hash of cwd); the database --db, else $CTXLEDGER_DB, else
-    $XDG_DATA_HOME/ctxledger/ledger.db. Always exits 0: an error is one line on stderr."""
-    from ctxledger._hook import drain_spool, fail_open_message, run
+    $XDG_DATA_HOME/ctxledger/ledger.db. The console script hands events to the
+    database's warm worker when one runs (and starts one in the background): a session
+    start then skips loading the database stack. Always exits 0: an error is one line on
+    stderr."""
+    from ctxledger._hook import drain_spool, fail_open_message, run, stop
 
     def report(line: str) -> None:
         typer.echo(f"ctxledger hook: {line}", err=True)
+    if worker and not drain:
+        raise typer.BadParameter("--worker goes with --drain", param_hint="--worker")
+    if stop_worker and (drain or worker):
+        raise typer.BadParameter("--stop-worker goes alone", param_hint="--stop-worker")
     try:
+        if stop_worker:
+            typer.echo(stop(db_of(ctx)))
+            return
         if drain:
-            drain_spool(db_of(ctx), report=report)
+            drain_spool(db_of(ctx), report=report, worker=worker)
             return
         output = run(typer.get_binary_stream("stdin").read(), db_of(ctx),
                      agent.strip() or None if agent is not None else None, report=report)

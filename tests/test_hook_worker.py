@@ -1,0 +1,301 @@
+"""The hook's warm worker (``ctxledger._hook_worker``), as the console script uses it:
+real ``ctxledger hook`` processes, a real worker process on a Unix socket, on SQLite and
+PostgreSQL. What it answers must be what the hook would have printed in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxledger import Ledger
+from ctxledger._hook_worker import (
+    IDLE_ENV,
+    PROTOCOL,
+    Place,
+    ask_event,
+    idle_seconds,
+    stop_worker,
+    worker_alive,
+)
+from ctxledger._project import project_scope
+
+SCRIPT = shutil.which("ctxledger", path=str(Path(sys.executable).parent))
+PROJECT = "/work/projects/webapp"
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _event(name: str, session: str = "cc-1", **fields: Any) -> dict[str, Any]:
+    return {"session_id": session, "transcript_path": f"/nonexistent/{session}.jsonl",
+            "cwd": PROJECT, "hook_event_name": name, **fields}
+
+
+@pytest.fixture
+def data_home() -> Iterator[Path]:
+    """A short data folder: a Unix socket's path must stay under about 100 bytes, which
+    pytest's own temporary folders can pass."""
+    folder = Path(tempfile.mkdtemp(prefix="ctxw-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def env(data_home: Path) -> dict[str, str]:
+    found = {key: value for key, value in os.environ.items()
+             if key not in ("CTXLEDGER_DB", "CTXLEDGER_SCOPE", "CTXLEDGER_AGENT",
+                            "CTXLEDGER_DEBUG")}
+    found.update({"XDG_DATA_HOME": str(data_home), IDLE_ENV: "120"})
+    return found
+
+
+@pytest.fixture
+def hook(db_url: str, env: dict[str, str]) -> Iterator[Run]:
+    """``ctxledger hook`` as Claude Code runs it, with workers on; the worker is stopped
+    (and waited for) after the test."""
+    assert SCRIPT is not None, "the ctxledger console script is not installed"
+
+    def run(event: dict[str, Any] | str, *args: str,
+            extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        text = event if isinstance(event, str) else json.dumps(event)
+        return subprocess.run([SCRIPT, "--db", db_url, "hook", *args], input=text,
+                              capture_output=True, text=True,
+                              env={**env, **(extra_env or {})}, timeout=120, check=False)
+    yield run
+    stop_worker(db_url, env)
+    _wait(lambda: not worker_alive(db_url, env), "the worker to exit")
+
+
+def _wait(condition: Callable[[], bool], what: str, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _listening(url: str, env: dict[str, str]) -> bool:
+    """The worker answers (a drain request is harmless)."""
+    from ctxledger._hook_worker import ask_drain
+
+    return ask_drain(url, env)
+
+
+def _context(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0 and result.stderr == "", result
+    output = json.loads(result.stdout)
+    assert output["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    return str(output["hookSpecificOutput"]["additionalContext"])
+
+
+def _without_sqlalchemy(folder: Path) -> Path:
+    """A folder whose ``sqlalchemy`` fails to import, to put first on ``PYTHONPATH``."""
+    poisoned = folder / "no-sqlalchemy"
+    (poisoned / "sqlalchemy").mkdir(parents=True, exist_ok=True)
+    (poisoned / "sqlalchemy" / "__init__.py").write_text(
+        "raise ImportError('this hook must not load SQLAlchemy')\n")
+    return poisoned
+
+
+def test_the_first_event_starts_a_worker_and_the_next_ones_use_it(
+        hook: Run, db_url: str, env: dict[str, str], data_home: Path) -> None:
+    assert not worker_alive(db_url, env)
+    _context(hook(_event("SessionStart", "cc-1", source="startup")))
+    _wait(lambda: _listening(db_url, env), "the worker to listen")
+    place = Place.of(db_url, env)
+    assert stat.S_IMODE(place.folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(place.socket.stat().st_mode) == 0o600
+
+    # Tool uses are spooled, then drained by the worker (no drainer process of their own).
+    for index, tool in enumerate(("mcp__github__list_prs", "mcp__linear__issue", "Read")):
+        done = hook(_event("PostToolUse", "cc-1", tool_name=tool,
+                           tool_use_id=f"toolu_{index}", tool_input={}, tool_response={}))
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    hook_done = hook(_event("Stop", "cc-1", summary="Triaged the open PRs."))
+    assert (hook_done.returncode, hook_done.stdout, hook_done.stderr) == (0, "", "")
+
+    # This hook cannot import SQLAlchemy: only the worker can have answered it.
+    started = hook(_event("SessionStart", "cc-2", source="startup"),
+                   extra_env={"PYTHONPATH": str(_without_sqlalchemy(data_home))})
+    text = _context(started)
+    assert "Triaged the open PRs." in text and "- MCP: github (1x)" in text
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        calls = [event.data["call_id"] for event in ledger.events("cc-1")
+                 if event.type == "tool.used"]
+        assert calls == ["toolu_0", "toolu_1", "toolu_2"]
+        start = [event for event in ledger.events("cc-2")]
+        assert [event.type for event in start] == ["session.started"]
+        # What the worker printed is the session profile's assembly at the hook's time,
+        # as the ledger gives it in any process.
+        assembled = ledger.assemble("cc-2", "session", now=start[0].recorded_at)
+        assert assembled.text == text
+        replayed = ledger.replay("cc-2", start[0].position, profile="session",
+                                 now=start[0].recorded_at)
+        assert replayed.text == text
+    assert worker_alive(db_url, env)
+
+
+def test_the_worker_answers_as_the_hook_would_in_process(
+        hook: Run, db_url: str, env: dict[str, str]) -> None:
+    _context(hook(_event("SessionStart", "warm")))
+    _wait(lambda: _listening(db_url, env), "the worker to listen")
+    scope = project_scope(PROJECT, environ={})
+    at = datetime(2031, 5, 4, 12, 0, tzinfo=UTC)  # the hook's time, not the worker's
+    raw = json.dumps(_event("SessionStart", "cc-at")).encode()
+    answer = ask_event(db_url, raw, scope, None, at, env)
+    assert answer is not None and answer.lines == [] and answer.stdout is not None
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        started = list(ledger.events("cc-at"))
+        assert [(event.type, event.recorded_at) for event in started] == [
+            ("session.started", at)]
+        expected = ledger.assemble("cc-at", "session", now=at).text
+    assert json.loads(answer.stdout)["hookSpecificOutput"]["additionalContext"] == expected
+    # A retried start writes nothing new and says the same.
+    again = ask_event(db_url, raw, scope, None, at, env)
+    assert again == answer
+
+
+def test_a_bad_event_gets_the_in_process_line_and_writes_nothing(
+        hook: Run, db_url: str, env: dict[str, str]) -> None:
+    _context(hook(_event("SessionStart", "warm")))
+    _wait(lambda: _listening(db_url, env), "the worker to listen")
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        before = ledger.head()
+    through_worker = hook(_event("UserPromptSubmit", "cc-1"))  # no prompt
+    in_process = hook(_event("UserPromptSubmit", "cc-1"), extra_env={IDLE_ENV: "0"})
+    assert through_worker.returncode == 0 and through_worker.stdout == ""
+    assert through_worker.stderr == in_process.stderr == (
+        "ctxledger hook: UserPromptSubmit has no prompt\n")
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        assert ledger.head() == before
+    assert worker_alive(db_url, env)
+
+
+def test_a_hook_of_another_build_runs_in_process_and_the_worker_leaves(
+        hook: Run, db_url: str, env: dict[str, str]) -> None:
+    import socket
+
+    _context(hook(_event("SessionStart", "warm")))
+    _wait(lambda: _listening(db_url, env), "the worker to listen")
+    place = Place.of(db_url, env)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(30)
+        conn.connect(str(place.socket))
+        conn.sendall(json.dumps({"v": PROTOCOL, "build": "0.0.0 elsewhere",
+                                 "op": "drain"}).encode())
+        conn.shutdown(socket.SHUT_WR)
+        answer = json.loads(conn.recv(65536))
+    assert answer == {"taken": False, "reason": "another build"}
+    _wait(lambda: not worker_alive(db_url, env), "the stale worker to exit")
+    assert not place.socket.exists()
+    # With none listening the hook runs the event itself (and starts a new worker).
+    assert "[ctxledger]" in _context(hook(_event("SessionStart", "cc-9")))
+    _wait(lambda: _listening(db_url, env), "a new worker to listen")
+
+
+def test_a_replaced_database_file_sends_the_worker_away(
+        hook: Run, db_url: str, env: dict[str, str]) -> None:
+    if not db_url.startswith("sqlite"):
+        pytest.skip("a database file is SQLite's")
+    _context(hook(_event("SessionStart", "warm")))
+    _wait(lambda: _listening(db_url, env), "the worker to listen")
+    path = Path(db_url.removeprefix("sqlite:///"))
+    copy = path.with_name("copy.db")
+    source, target = sqlite3.connect(path), sqlite3.connect(copy)
+    with source, target:
+        source.backup(target)
+    source.close()
+    target.close()
+    for suffix in ("-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+    os.replace(copy, path)
+    # The worker holds the old file: it must not answer for the new one.
+    text = _context(hook(_event("SessionStart", "cc-new")))
+    assert text
+    _wait(lambda: _listening(db_url, env), "a worker on the new file")
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        assert [event.type for event in ledger.events("cc-new")] == ["session.started"]
+
+
+def test_stop_worker_and_idle_exit(db_url: str, env: dict[str, str], hook: Run) -> None:
+    stopped = hook("", "--stop-worker")
+    assert (stopped.returncode, stopped.stdout) == (0, "no hook worker was running\n")
+    _context(hook(_event("SessionStart", "warm")))
+    _wait(lambda: _listening(db_url, env), "the worker to listen")
+    stopped = hook("", "--stop-worker")
+    assert (stopped.returncode, stopped.stdout, stopped.stderr) == (
+        0, "stopped the hook's worker\n", "")
+    _wait(lambda: not worker_alive(db_url, env), "the worker to exit")
+
+    # A worker idle for its idle time exits by itself and removes its socket.
+    short = {IDLE_ENV: "1"}
+    _context(hook(_event("SessionStart", "idle"), extra_env=short))
+    _wait(lambda: _listening(db_url, {**env, **short}), "the worker to listen")
+    _wait(lambda: not worker_alive(db_url, env), "the idle worker to exit", 30)
+    assert not Place.of(db_url, env).socket.exists()
+
+
+def test_workers_off_means_no_background_worker(
+        hook: Run, db_url: str, env: dict[str, str]) -> None:
+    off = {IDLE_ENV: "0"}
+    _context(hook(_event("SessionStart", "cc-1"), extra_env=off))
+    time.sleep(1.0)
+    assert not worker_alive(db_url, env)
+    assert not Place.of(db_url, env).socket.exists()
+
+
+def test_a_folder_others_can_enter_is_not_used(tmp_path: Path) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path / "d"), IDLE_ENV: "60"}
+    place = Place.of("sqlite:////tmp/x.db", env)
+    place.folder.mkdir(parents=True, mode=0o755)
+    os.chmod(place.folder, 0o755)
+    assert not place.usable()
+    os.chmod(place.folder, 0o700)
+    assert place.usable() == (len(os.fsencode(place.socket)) <= 100)
+    assert ask_event("sqlite:////tmp/x.db", b"{}", "s", None, datetime.now(UTC),
+                     env) is None
+
+
+@pytest.mark.parametrize(("raw", "seconds"), [
+    ("", 1800.0), ("0", 0.0), ("2.5", 2.5), ("-3", 0.0), ("soon", 1800.0), ("nan", 1800.0)])
+def test_idle_setting(raw: str, seconds: float) -> None:
+    assert idle_seconds({IDLE_ENV: raw}) == seconds
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["hook"], (None, None, False, False, False)),
+    (["--db", "sqlite:///x.db", "hook", "--drain", "--worker"],
+     ("sqlite:///x.db", None, True, True, False)),
+    (["hook", "--stop-worker"], (None, None, False, False, True)),
+    (["hook", "--worker"], None),  # only with --drain: Typer says so
+    (["hook", "--stop-worker", "--drain"], None),
+])
+def test_the_fast_route_reads_the_worker_options(argv: list[str],
+                                                 expected: tuple[Any, ...] | None) -> None:
+    from ctxledger.cli._fast import hook_arguments
+
+    found = hook_arguments(argv, environ={})
+    if expected is None:
+        assert found is None
+        return
+    assert found is not None and tuple(found) == expected
+
+
+def test_the_typer_command_refuses_worker_without_drain(db_url: str) -> None:
+    from typer.testing import CliRunner
+
+    from ctxledger.cli import app
+
+    result = CliRunner().invoke(app, ["--db", db_url, "hook", "--worker"])
+    assert result.exit_code == 2 and "--worker goes with --drain" in result.output

@@ -64,6 +64,8 @@ AGENT_ENV = "CTXLEDGER_AGENT"
 CONTEXT_CAP = 10_000
 """Claude Code's cap on injected context, in characters."""
 SESSION_PROFILE = "session"
+FAIL_PREFIX = "ctxledger hook: "
+"""What every line the hook prints on stderr starts with."""
 
 # The SPEC's server pattern (the session profile's ``MCP_SERVER_PATTERN``), kept here too:
 # a tool use must not import the assembler to read one regular expression.
@@ -226,6 +228,10 @@ class LedgerRunner:
             self.clock.base = None
         return None if found is None else json.dumps(found, ensure_ascii=False)
 
+    def failure(self, exc: Exception) -> str:
+        """The hook's fail-open line for ``exc``, without its ``ctxledger hook:``."""
+        return fail_open_message(exc).removeprefix(FAIL_PREFIX)
+
     def drain(self) -> None:
         """Append the spooled tool uses (refused lines go to ``report``)."""
         drain(self.spool, lambda: self.ledger, self.clock, self.report)
@@ -289,7 +295,7 @@ def fail_open_message(exc: BaseException) -> str:
     from ctxledger._open import explain, one_line
 
     message = explain(exc) or f"internal error: {type(exc).__name__}: {one_line(str(exc))}"
-    return f"ctxledger hook: {message}"
+    return f"{FAIL_PREFIX}{message}"
 
 
 def handle(event: HookEvent, ledger: Ledger, scope: str, agent: str | None = None

@@ -244,6 +244,9 @@ class Runner(Protocol):
             report: Callable[[str], None]) -> str | None:
         """Run the hook event ``raw`` as the hook would in-process, at ``at``."""
 
+    def failure(self, exc: Exception) -> str:
+        """The one line a hook prints for ``exc``."""
+
     def drain(self) -> None:
         """Append the spooled tool uses."""
 
@@ -357,10 +360,7 @@ def _answer(conn: socket.socket, runner: Runner, own_build: str) -> bool:
                             str(request["scope"]), agent if isinstance(agent, str) else None,
                             at, lines.append)
     except Exception as exc:  # the hook's own fail-open line, sent back to it
-        from ctxledger._hook import fail_open_message
-
-        _send(conn, {"taken": True, "lines": lines,
-                     "error": fail_open_message(exc).removeprefix("ctxledger hook: ")})
+        _send(conn, {"taken": True, "lines": lines, "error": runner.failure(exc)})
         return True
     _send(conn, {"taken": True, "stdout": stdout, "lines": lines})
     return True

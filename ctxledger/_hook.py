@@ -37,6 +37,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxledger._hook_worker import (
+    WorkerError,
     ask_drain,
     ask_event,
     idle_seconds,
@@ -192,9 +193,13 @@ def run(raw: bytes, db: str | None, agent: str | None, *,
         if answer is not None:
             for line in answer.lines:
                 report(line)
+            if answer.error is not None:
+                raise WorkerError(answer.error)
             return answer.stdout
     from ctxledger._open import open_ledger
 
+    # No vocabulary up front: a session start loads one only for a text whose count is
+    # not cached yet.
     with open_ledger(url, load_vocabulary=False, clock=SpoolClock()) as ledger:
         found = LedgerRunner(ledger, spool).act(raw, scope, agent, None, report)
     if worker and idle_seconds(env) > 0 and not worker_alive(url, env):

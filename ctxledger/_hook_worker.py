@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from ctxledger._project import user_data_dir
-from ctxledger._spool import Spool
+from ctxledger._spool import Spool, absolute_url
 from ctxledger.store.errors import LedgerError
 
 IDLE_ENV = "CTXLEDGER_HOOK_WORKER_IDLE"
@@ -62,10 +62,12 @@ class WorkerError(LedgerError):
 
 
 class Answer(NamedTuple):
-    """A worker's answer to an event: what the hook prints, and the lines for stderr."""
+    """A worker's answer to an event: what the hook prints, the lines for stderr, and
+    the failure's line when the event failed."""
 
     stdout: str | None
     lines: list[str]
+    error: str | None = None
 
 
 def idle_seconds(environ: Mapping[str, str] | None = None) -> float:
@@ -132,8 +134,7 @@ class Place(NamedTuple):
 def ask_event(url: str, raw: bytes, scope: str, agent: str | None, at: datetime,
               environ: Mapping[str, str] | None = None) -> Answer | None:
     """Have the worker of ``url`` run the hook event ``raw`` (project ``scope``, ``agent``)
-    as seen at ``at``; None when no worker took it (the hook then runs it itself). A
-    failure the worker reports raises ``WorkerError`` with its line."""
+    as seen at ``at``; None when no worker took it (the hook then runs it itself)."""
     found = _exchange(Place.of(url, environ), {
         "op": "event", "event": raw.decode("utf-8", "surrogateescape"), "scope": scope,
         "agent": agent, "at": at.astimezone(UTC).strftime(_TIME)},
@@ -141,10 +142,9 @@ def ask_event(url: str, raw: bytes, scope: str, agent: str | None, at: datetime,
     if found is None:
         return None
     lines = [str(line) for line in found.get("lines", [])]
-    if found.get("error") is not None:
-        raise WorkerError(str(found["error"]))
-    stdout = found.get("stdout")
-    return Answer(stdout if isinstance(stdout, str) else None, lines)
+    stdout, error = found.get("stdout"), found.get("error")
+    return Answer(stdout if isinstance(stdout, str) else None, lines,
+                  None if error is None else str(error))
 
 
 def ask_drain(url: str, environ: Mapping[str, str] | None = None) -> bool:
@@ -158,14 +158,16 @@ def stop_worker(url: str, environ: Mapping[str, str] | None = None) -> bool:
     """Ask the worker of ``url`` to exit (``ctxledger hook --stop-worker``); False when
     none was listening."""
     return _exchange(Place.of(url, environ), {"op": "stop"}, ANSWER_TIMEOUT,
-                     environ) is not None
+                     environ, even_off=True) is not None
 
 
 def _exchange(place: Place, request: dict[str, Any], timeout: float,
-              environ: Mapping[str, str] | None) -> dict[str, Any] | None:
+              environ: Mapping[str, str] | None, *,
+              even_off: bool = False) -> dict[str, Any] | None:
     """Send ``request`` and read the answer; None when there is no worker, it is of
-    another build, or it does not answer within ``timeout`` seconds."""
-    if idle_seconds(environ) <= 0 or not place.usable():
+    another build, or it does not answer within ``timeout`` seconds. With workers off
+    nothing is sent, unless ``even_off`` (a stop reaches a worker started before)."""
+    if (idle_seconds(environ) <= 0 and not even_off) or not place.usable():
         return None
     request = {"v": PROTOCOL, "build": build(), **request}
     data = json.dumps(request, ensure_ascii=True, separators=(",", ":")).encode("ascii")
@@ -219,8 +221,6 @@ def _only_worker(place: Place) -> Iterator[bool]:
 
 def _database_file(url: str) -> Path | None:
     """The file of a SQLite ``url`` (None for a server database)."""
-    from ctxledger._spool import absolute_url
-
     prefix, _, rest = absolute_url(url).partition(":///")
     if not prefix.startswith("sqlite") or not rest or rest.startswith(":memory:"):
         return None

@@ -154,7 +154,8 @@ def test_the_worker_answers_as_the_hook_would_in_process(
     at = datetime(2031, 5, 4, 12, 0, tzinfo=UTC)  # the hook's time, not the worker's
     raw = json.dumps(_event("SessionStart", "cc-at")).encode()
     answer = ask_event(db_url, raw, scope, None, at, env)
-    assert answer is not None and answer.lines == [] and answer.stdout is not None
+    assert answer is not None and answer.lines == [] and answer.error is None
+    assert answer.stdout is not None
     with Ledger.open(db_url, load_vocabulary=False) as ledger:
         started = list(ledger.events("cc-at"))
         assert [(event.type, event.recorded_at) for event in started] == [

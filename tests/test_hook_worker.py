@@ -117,17 +117,18 @@ def test_the_first_event_starts_a_worker_and_the_next_ones_use_it(
     assert stat.S_IMODE(place.folder.stat().st_mode) == 0o700
     assert stat.S_IMODE(place.socket.stat().st_mode) == 0o600
 
-    # Tool uses are spooled, then drained by the worker (no drainer process of their own).
+    # These hooks (and any drainer they would start) cannot import SQLAlchemy: only the
+    # worker can have drained the tool uses, ended the session and answered the start.
+    poisoned = {"PYTHONPATH": str(_without_sqlalchemy(data_home))}
     for index, tool in enumerate(("mcp__github__list_prs", "mcp__linear__issue", "Read")):
         done = hook(_event("PostToolUse", "cc-1", tool_name=tool,
-                           tool_use_id=f"toolu_{index}", tool_input={}, tool_response={}))
+                           tool_use_id=f"toolu_{index}", tool_input={}, tool_response={}),
+                    extra_env=poisoned)
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    hook_done = hook(_event("Stop", "cc-1", summary="Triaged the open PRs."))
+    hook_done = hook(_event("Stop", "cc-1", summary="Triaged the open PRs."),
+                     extra_env=poisoned)
     assert (hook_done.returncode, hook_done.stdout, hook_done.stderr) == (0, "", "")
-
-    # This hook cannot import SQLAlchemy: only the worker can have answered it.
-    started = hook(_event("SessionStart", "cc-2", source="startup"),
-                   extra_env={"PYTHONPATH": str(_without_sqlalchemy(data_home))})
+    started = hook(_event("SessionStart", "cc-2", source="startup"), extra_env=poisoned)
     text = _context(started)
     assert "Triaged the open PRs." in text and "- MCP: github (1x)" in text
     with Ledger.open(db_url, load_vocabulary=False) as ledger:
@@ -300,3 +301,39 @@ def test_the_typer_command_refuses_worker_without_drain(db_url: str) -> None:
 
     result = CliRunner().invoke(app, ["--db", db_url, "hook", "--worker"])
     assert result.exit_code == 2 and "--worker goes with --drain" in result.output
+
+
+def test_concurrent_hooks_share_one_worker(hook: Run, db_url: str,
+                                           env: dict[str, str]) -> None:
+    assert SCRIPT is not None
+    _context(hook(_event("SessionStart", "warm")))
+    _wait(lambda: _listening(db_url, env), "the worker to listen")
+    events = [_event("SessionStart", f"cc-{index}") for index in range(4)] + [
+        _event("UserPromptSubmit", f"cc-{index}", prompt=f"prompt {index}")
+        for index in range(4)] + [
+        _event("PostToolUse", "cc-0", tool_name="mcp__github__list_prs",
+               tool_use_id=f"toolu_{index}", tool_input={}, tool_response={})
+        for index in range(4)]
+    processes = [subprocess.Popen([SCRIPT, "--db", db_url, "hook"], env=env,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE) for _ in events]
+    outputs = [process.communicate(json.dumps(event).encode(), timeout=120)
+               for process, event in zip(processes, events, strict=True)]
+    assert [process.returncode for process in processes] == [0] * len(events)
+    assert all(err == b"" for _, err in outputs), outputs
+    for (out, _), event in zip(outputs, events, strict=True):
+        if event["hook_event_name"] == "SessionStart":
+            assert json.loads(out)["hookSpecificOutput"]["additionalContext"]
+        else:
+            assert out == b""
+    # The next event drains first: every tool use and prompt is in the log, once.
+    _context(hook(_event("SessionStart", "cc-last")))
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        for index in range(4):
+            kinds = [event.type for event in ledger.events(f"cc-{index}")]
+            assert kinds.count("session.started") == 1
+            assert kinds.count("message.appended") == 1
+        calls = sorted(event.data["call_id"] for event in ledger.events("cc-0")
+                       if event.type == "tool.used")
+        assert calls == [f"toolu_{index}" for index in range(4)]
+    assert worker_alive(db_url, env)

@@ -8,17 +8,18 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from freezegun import freeze_time
+from helpers.hook_events import PROJECT, SCRIPT, Run
+from helpers.hook_events import hook_event as _event
 from typer.testing import CliRunner
 
 from ctxledger import Ledger
@@ -28,15 +29,6 @@ from ctxledger._spool import Spool, append, claim, tool_use_line
 from ctxledger.assembler.profiles.base import report_of
 from ctxledger.assembler.profiles.session.report import SessionReport
 from ctxledger.cli import app
-
-SCRIPT = shutil.which("ctxledger", path=str(Path(sys.executable).parent))
-PROJECT = "/work/projects/webapp"
-Run = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def _event(name: str, session: str = "cc-1", **fields: Any) -> dict[str, Any]:
-    return {"session_id": session, "transcript_path": f"/nonexistent/{session}.jsonl",
-            "cwd": PROJECT, "hook_event_name": name, **fields}
 
 
 def _tool(name: str, call: str, session: str = "cc-1", **fields: Any) -> dict[str, Any]:

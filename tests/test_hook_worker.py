@@ -10,7 +10,6 @@ import shutil
 import sqlite3
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.hook_events import PROJECT, SCRIPT, Run
+from helpers.hook_events import hook_event as _event
 
 from ctxledger import Ledger
 from ctxledger._hook_worker import (
@@ -31,15 +32,6 @@ from ctxledger._hook_worker import (
     worker_alive,
 )
 from ctxledger._project import project_scope
-
-SCRIPT = shutil.which("ctxledger", path=str(Path(sys.executable).parent))
-PROJECT = "/work/projects/webapp"
-Run = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def _event(name: str, session: str = "cc-1", **fields: Any) -> dict[str, Any]:
-    return {"session_id": session, "transcript_path": f"/nonexistent/{session}.jsonl",
-            "cwd": PROJECT, "hook_event_name": name, **fields}
 
 
 @pytest.fixture

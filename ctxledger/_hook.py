@@ -34,6 +34,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxledger._hook_worker import (
@@ -240,6 +241,12 @@ class LedgerRunner:
     def drain(self) -> None:
         """Append the spooled tool uses (refused lines go to ``report``)."""
         drain(self.spool, lambda: self.ledger, self.clock, self.report)
+
+    def database_file(self) -> Path | None:
+        """The ledger's database file (None for a server's database)."""
+        from ctxledger.store.backends import backend_for
+
+        return backend_for(self.ledger.engine).database_file(self.ledger.engine)
 
     def close(self) -> None:
         """Close the ledger."""

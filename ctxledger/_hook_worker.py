@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from ctxledger._project import user_data_dir
-from ctxledger._spool import Spool, absolute_url
+from ctxledger._spool import Spool
 from ctxledger.store.errors import LedgerError
 
 IDLE_ENV = "CTXLEDGER_HOOK_WORKER_IDLE"
@@ -219,14 +219,6 @@ def _only_worker(place: Place) -> Iterator[bool]:
         os.close(fd)
 
 
-def _database_file(url: str) -> Path | None:
-    """The file of a SQLite ``url`` (None for a server database)."""
-    prefix, _, rest = absolute_url(url).partition(":///")
-    if not prefix.startswith("sqlite") or not rest or rest.startswith(":memory:"):
-        return None
-    return Path(rest.split("?", 1)[0])
-
-
 def _file_identity(path: Path | None) -> tuple[int, int] | None:
     if path is None:
         return None
@@ -249,6 +241,9 @@ class Runner(Protocol):
 
     def drain(self) -> None:
         """Append the spooled tool uses."""
+
+    def database_file(self) -> Path | None:
+        """The ledger's database file (None for a server's database)."""
 
     def close(self) -> None:
         """Release the ledger."""
@@ -285,9 +280,9 @@ def serve(url: str, start: Callable[[], Runner],
     with _only_worker(place) as mine:
         if not mine:
             return
-        database = _database_file(url)
-        identity = _file_identity(database)
         runner = start()
+        database = runner.database_file()
+        identity = _file_identity(database)
         place.socket.unlink(missing_ok=True)  # a dead worker's; the lock says none lives
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

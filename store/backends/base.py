@@ -104,10 +104,16 @@ class Backend(ABC):
         """True when ``engine``'s database holds a ctxledger log (its ``events`` table),
         without creating anything."""
 
+    def database_file(self, engine: Engine) -> Path | None:
+        """The file holding the database, where this process can know it (None for a
+        server's database or one in memory): a hook's worker leaves when it is replaced."""
+        return None
+
     def database_dir(self, engine: Engine) -> Path | None:
         """The folder holding the database's files, where this process can know it (None
         for a server's database or one in memory): a witness must live outside it."""
-        return None
+        found = self.database_file(engine)
+        return None if found is None else found.parent
 
     @abstractmethod
     def check_schema(self, engine: Engine) -> None:

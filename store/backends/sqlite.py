@@ -307,10 +307,10 @@ class SQLiteBackend(Backend):
         with engine.connect() as conn:
             return sa.inspect(conn).has_table("events")
 
-    def database_dir(self, engine: Engine) -> Path | None:
+    def database_file(self, engine: Engine) -> Path | None:
         if is_memory(engine.url):
             return None
-        return Path(engine.url.database or "").absolute().parent
+        return Path(engine.url.database or "").absolute()
 
     def check_schema(self, engine: Engine) -> None:
         return None  # a SQLite database is its own schema

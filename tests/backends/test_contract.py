@@ -219,6 +219,20 @@ def test_check_schema_passes_where_tables_can_be_made(engine: sa.Engine,
     backend.check_schema(engine)  # raises on failure
 
 
+def test_database_file_names_the_file_that_holds_the_database(
+        engine: sa.Engine, backend: Backend, fresh_url: str) -> None:
+    found = backend.database_file(engine)
+    if fresh_url.startswith("sqlite"):
+        assert found is not None and found.is_absolute() and found.is_file()
+        assert found == Path(fresh_url.removeprefix("sqlite:///")).absolute()
+        assert backend.database_dir(engine) == found.parent
+        memory = create_engine("sqlite://")
+        assert backend_for(memory).database_file(memory) is None
+        memory.dispose()
+    else:  # a server's database has no file this process can name
+        assert found is None and backend.database_dir(engine) is None
+
+
 @pytest.mark.postgres
 def test_check_schema_names_a_missing_schema(pg_url: str) -> None:
     url = sa.make_url(pg_url).update_query_dict({"options": "-csearch_path=no_such_schema"})

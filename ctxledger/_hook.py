@@ -23,7 +23,9 @@ from a hash of the event, so a retried event is written once.
 
 ``run`` is what the command does: a tool use is only spooled (``ctxledger._spool``; this
 module imports nothing but the standard library at the top, so that path stays fast), and
-every other event drains the spool before it acts.
+every other event drains the spool before it acts, in the database's warm worker
+(``ctxledger._hook_worker``) when one answers, else in this process (``LedgerRunner``
+is that code, for both).
 """
 
 from __future__ import annotations

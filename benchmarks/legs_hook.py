@@ -176,7 +176,10 @@ def hook(ctx: Context) -> list[Comparison]:
                         Comparison("hook", "SessionStart, worker (it drains and assembles)",
                                    start_ms, None, None, AtMost(300.0, "ms"), note)]
                     stop_worker(url, env)
+                    deadline = time.monotonic() + 120
                     while worker_alive(url, env):
+                        if time.monotonic() > deadline:
+                            raise RuntimeError("the hook's worker did not stop")
                         time.sleep(0.05)
                 else:
                     found += [

@@ -43,10 +43,9 @@ from ctxledger._hook_worker import (
     WorkerError,
     ask_drain,
     ask_event,
-    idle_seconds,
     serve,
     stop_worker,
-    worker_alive,
+    worker_wanted,
 )
 from ctxledger._ids import derived_event_id
 from ctxledger._project import project_scope, user_db_url
@@ -189,7 +188,7 @@ def run(raw: bytes, db: str | None, agent: str | None, *,
         use, tool = tool_use(event)
         append(spool, spool_line(event.session, scope, agent, use, tool, at))
         if not (worker and ask_drain(url, env)):
-            start_drainer(url, env, worker=worker and not worker_alive(url, env))
+            start_drainer(url, env, worker=worker and worker_wanted(url, env))
         return None
     if worker:
         answer = ask_event(url, raw, scope, agent, at, env)
@@ -205,7 +204,7 @@ def run(raw: bytes, db: str | None, agent: str | None, *,
     # not cached yet.
     with open_ledger(url, load_vocabulary=False, clock=SpoolClock()) as ledger:
         found = LedgerRunner(ledger, spool).act(raw, scope, agent, None, report)
-    if worker and idle_seconds(env) > 0 and not worker_alive(url, env):
+    if worker and worker_wanted(url, env):
         start_drainer(url, env, worker=True)
     return found
 

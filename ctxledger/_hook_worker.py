@@ -267,6 +267,11 @@ def worker_alive(url: str, environ: Mapping[str, str] | None = None) -> bool:
     return False
 
 
+def worker_wanted(url: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Workers are on and none of ``url`` runs or is starting: a hook should start one."""
+    return idle_seconds(environ) > 0 and not worker_alive(url, environ)
+
+
 def serve(url: str, start: Callable[[], Runner],
           environ: Mapping[str, str] | None = None) -> None:
     """Be the worker of ``url`` until idle (``idle_seconds``), stopped, or stale; return

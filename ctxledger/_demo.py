@@ -35,7 +35,7 @@ from ctxledger.render._assembly import assembly_view
 from ctxledger.render._usage import rollup_summary, usage_view
 from ctxledger.store.clock import format_utc
 from ctxledger.store.records import RecordedEvent
-from ctxledger.store.streams import stream_kind
+from ctxledger.store.streams import DEFAULT_SCOPE, stream_kind
 
 
 def run_demo(console: Console, *, db_url: str | None = None,
@@ -231,7 +231,7 @@ def _print_usage(console: Console, ledger: Ledger, clock: ScriptedClock,
     scope's daily usage over the example's days (rolled-up days plus the last day's raw
     rows). A second demo run on the same database rolls up nothing more."""
     mine = [e for e in examples if e.file == USAGE_EXAMPLE]
-    scopes = [e.event["data"].get("scope", "default") for e in mine
+    scopes = [e.event["data"].get("scope", DEFAULT_SCOPE) for e in mine
               if e.event["type"] == "session.started"]
     if not scopes:
         return

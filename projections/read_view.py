@@ -30,7 +30,6 @@ from ctxledger.projections.lorebooks import scope_lorebooks
 from ctxledger.projections.observations import observations
 from ctxledger.projections.read_history import load_history
 from ctxledger.projections.registry import builtin_names
-from ctxledger.projections.session_scopes import DEFAULT_SCOPE
 from ctxledger.projections.session_stats import ROLES, sessions
 from ctxledger.projections.settings import scope_settings, session_settings
 from ctxledger.projections.tool_registry import scope_tools
@@ -61,7 +60,7 @@ from ctxledger.store.backends import backend_for
 from ctxledger.store.character_card import REPLACE, lorebook_data
 from ctxledger.store.read import head_position
 from ctxledger.store.schema import events
-from ctxledger.store.streams import SCOPE_PREFIX
+from ctxledger.store.streams import DEFAULT_SCOPE, SCOPE_PREFIX
 
 Row = sa.RowMapping
 

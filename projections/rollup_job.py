@@ -24,7 +24,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ctxledger.projections.session_scopes import DEFAULT_SCOPE
 from ctxledger.projections.session_stats import counted_in_scope, sessions
 from ctxledger.projections.tool_usage import USE_TABLES, known_uses
 from ctxledger.projections.usage_rollups import (
@@ -39,6 +38,7 @@ from ctxledger.store.backends import backend_for, locks
 from ctxledger.store.canonical import canonical_json, sha256_hex
 from ctxledger.store.clock import format_utc
 from ctxledger.store.schema import events
+from ctxledger.store.streams import DEFAULT_SCOPE
 
 DAY = timedelta(days=1)
 ServerOf = Callable[[str], str | None]

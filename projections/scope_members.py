@@ -14,10 +14,9 @@ import sqlalchemy as sa
 
 from ctxledger.projections.base import Projection, metadata
 from ctxledger.projections.rowstore import RowStore
-from ctxledger.projections.session_scopes import DEFAULT_SCOPE
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType
-from ctxledger.store.streams import stream_kind
+from ctxledger.store.streams import DEFAULT_SCOPE, stream_kind
 
 scope_members = sa.Table(
     "scope_members",

@@ -14,9 +14,7 @@ import sqlalchemy as sa
 from ctxledger.projections.base import metadata
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.records import RecordedEvent
-
-DEFAULT_SCOPE = "default"
-"""The scope of a session whose ``session.started`` names none (or has not been seen)."""
+from ctxledger.store.streams import DEFAULT_SCOPE
 
 
 def session_scope_table(name: str) -> sa.Table:

@@ -20,7 +20,7 @@ from ctxledger.projections.rowstore import Row, RowStore
 from ctxledger.store.chat import CHAT_ROLES
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType, UTCDateTime
-from ctxledger.store.streams import stream_kind
+from ctxledger.store.streams import DEFAULT_SCOPE, stream_kind
 
 ROLES = CHAT_ROLES
 """Every message role: each has its ``messages_<role>`` count."""
@@ -102,7 +102,7 @@ def find_message(rows: RowStore, stream_id: str, message_id: str) -> Row | None:
     return row if row is not None and row["message_id"] == message_id else None
 
 
-_SESSION_DEFAULTS = {"scope": "default", "copied_versions": 0}
+_SESSION_DEFAULTS = {"scope": DEFAULT_SCOPE, "copied_versions": 0}
 
 _SESSION_TYPES = frozenset({
     "session.started", "session.ended", "message.appended", "message.retracted",
@@ -293,7 +293,7 @@ class SessionStatsProjection(Projection):
                           summary_through_seq=None if through is None else through["seq"],
                           summary_position=event.position)
         elif kind == "session.started":
-            assign.update(scope=data.get("scope", "default"), title=data.get("title"),
+            assign.update(scope=data.get("scope", DEFAULT_SCOPE), title=data.get("title"),
                           agent=data.get("agent"), started_at=event.recorded_at)
             if is_copy(event.metadata):
                 assign["forked_from"] = event.metadata[FORKED_FROM]

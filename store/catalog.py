@@ -30,7 +30,7 @@ from ctxledger.store.character_card import (
 )
 from ctxledger.store.chat import ChatRole, ContentPart, ToolCall, check_message
 from ctxledger.store.chat_shapes import ChatShapeError, canonical_message
-from ctxledger.store.streams import SCOPE_PREFIX, StreamKind
+from ctxledger.store.streams import DEFAULT_SCOPE, SCOPE_PREFIX, StreamKind
 from ctxledger.store.strict import INT32_MAX
 
 
@@ -55,7 +55,7 @@ class SessionStarted(EventData):
 
     type: ClassVar[str] = "session.started"
     # "scope:" + name must fit a 200-character stream id.
-    scope: str = Field(default="default", min_length=1, max_length=ID_MAX - len(SCOPE_PREFIX))
+    scope: str = Field(default=DEFAULT_SCOPE, min_length=1, max_length=ID_MAX - len(SCOPE_PREFIX))
     title: str | None = None
     agent: str | None = Field(default=None, max_length=ID_MAX)
 

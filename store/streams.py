@@ -15,6 +15,9 @@ from ctxledger.store.strict import check_text
 StreamKind = Literal["session", "scope", "system", "any"]
 
 SCOPE_PREFIX = "scope:"
+DEFAULT_SCOPE = "default"
+"""The scope of a session whose ``session.started`` names none, and of a session's events
+before its first ``session.started``."""
 SYSTEM_STREAM = "system"
 MAX_STREAM_ID = 200
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ctxledger.store.character_card import book_entries
 from ctxledger.store.clock import format_utc
 from ctxledger.store.printable import escape_unprintable
+from ctxledger.store.streams import DEFAULT_SCOPE
 
 if TYPE_CHECKING:
     # rich and the database stack load only when a table is drawn: a JSON answer (the
@@ -174,7 +175,7 @@ def _card_set(data: Mapping[str, Any]) -> str:
 
 
 _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
-    "session.started": lambda d: f"scope {d.get('scope', 'default')}"
+    "session.started": lambda d: f"scope {d.get('scope', DEFAULT_SCOPE)}"
                                  + (f", agent {d['agent']}" if d.get("agent") else "")
                                  + (f": {d['title']}" if d.get("title") else ""),
     "session.ended": lambda d: f"summary: {d['summary']}" if d.get("summary") else "",

@@ -44,7 +44,6 @@ from ctxledger.projections.registry import builtin_projections
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.projections.runner import Progress, ProjectionRunner
 from ctxledger.projections.scope_members import members_until
-from ctxledger.projections.session_scopes import DEFAULT_SCOPE
 from ctxledger.projections.view import SessionView, ViewRequest
 from ctxledger.store.canonical import canonical_json
 from ctxledger.store.clock import ensure_utc
@@ -53,7 +52,7 @@ from ctxledger.store.hash_chain import ERASED_TYPE
 from ctxledger.store.read import head_position, position_at, read_stream_until, recorded_at_until
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import events as log_events
-from ctxledger.store.streams import SCOPE_PREFIX
+from ctxledger.store.streams import DEFAULT_SCOPE, SCOPE_PREFIX
 
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 

@@ -1,6 +1,8 @@
 """Rules an event must keep with its own stream's history, checked under the write lock.
 
-- a stream has at most one ``session.started``;
+- a stream has at most one ``session.started``, and a session's scope is fixed by it:
+  events before it belong to scope ``default``, so a stream that has any names no
+  other scope (a ``default`` writer cannot hand a stream to another scope);
 - ``message.retracted`` names a message of the stream that is not retracted already;
 - ``history.summarized`` summarizes through a message of the stream.
 
@@ -19,13 +21,15 @@ still cannot both pass: they insert the same ``stream_version`` and one of them 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
 from ctxledger.store.backends import backend_for
 from ctxledger.store.errors import StreamRuleError
 from ctxledger.store.records import NewEvent
+from ctxledger.store.streams import DEFAULT_SCOPE
 
 STARTED = "session.started"
 APPENDED = "message.appended"
@@ -56,10 +60,35 @@ def _message_states(conn: sa.Connection, stream_id: str, ids: set[str]) -> dict[
     return states
 
 
-def _started(conn: sa.Connection, stream_id: str) -> bool:
-    return conn.execute(sa.text(
-        f"SELECT 1 FROM events WHERE stream_id = :stream AND type = '{STARTED}' LIMIT 1"),
-        {"stream": stream_id}).first() is not None
+def started_scope(data: Mapping[str, Any] | None) -> str:
+    """The scope a ``session.started`` with ``data`` names (``default`` when none)."""
+    scope = data.get("scope") if isinstance(data, Mapping) else None
+    return scope if isinstance(scope, str) and scope else DEFAULT_SCOPE
+
+
+def opening_scope(batch: Sequence[Any]) -> str:
+    """The scope ``batch`` (event inputs, ``{"type", "data", ...}`` mappings) puts a stream
+    with no events in: the scope of its ``session.started`` when that is its first event,
+    else ``default`` (any other first event is in ``default``, and then a ``session.started``
+    naming another scope is refused). What the service authorizes a new stream's append by."""
+    first = batch[0] if batch else None
+    if isinstance(first, Mapping) and first.get("type") == STARTED:
+        return started_scope(first.get("data"))
+    return DEFAULT_SCOPE
+
+
+def _stream_scope(conn: sa.Connection, stream_id: str) -> tuple[str | None, bool]:
+    """The stream's scope so far (None: no events yet) and whether it has started."""
+    scope_sql = backend_for(conn).json_text_sql("data", "scope")
+    # The first event and the first session.started: one indexed read of two rows.
+    rows = conn.execute(sa.text(
+        f"SELECT type, {scope_sql} FROM events WHERE stream_id = :stream"
+        f" AND (stream_version = 1 OR type = '{STARTED}') ORDER BY stream_version LIMIT 2"),
+        {"stream": stream_id}).all()
+    for kind, scope in rows:
+        if kind == STARTED:
+            return scope or DEFAULT_SCOPE, True
+    return (DEFAULT_SCOPE if rows else None), False
 
 
 def check_stream_rules(conn: sa.Connection, stream_id: str, batch: Sequence[NewEvent]) -> None:
@@ -70,7 +99,10 @@ def check_stream_rules(conn: sa.Connection, stream_id: str, batch: Sequence[NewE
     wanted = {str(e.data["message_id"]) for e in batch if e.type == RETRACTED}
     wanted |= {str(e.data["through_message_id"]) for e in batch if e.type == SUMMARIZED}
     states = _message_states(conn, stream_id, wanted)
-    started = any(e.type == STARTED for e in batch) and _started(conn, stream_id)
+    scope: str | None = None
+    started = False
+    if any(e.type == STARTED for e in batch):
+        scope, started = _stream_scope(conn, stream_id)
 
     def fail(index: int, reason: str) -> StreamRuleError:
         where = f"event {index + 1}: " if len(batch) > 1 else ""
@@ -78,10 +110,16 @@ def check_stream_rules(conn: sa.Connection, stream_id: str, batch: Sequence[NewE
 
     for index, event in enumerate(batch):
         kind = event.type
+        if scope is None and kind != STARTED:
+            scope = DEFAULT_SCOPE  # an event before the session starts is in default
         if kind == STARTED:
+            named = started_scope(event.data)
+            if scope is not None and named != scope:
+                raise fail(index, f"{STARTED}: stream {stream_id!r} is in scope {scope!r};"
+                                  f" it cannot move to scope {named!r}")
             if started:
                 raise fail(index, f"{STARTED}: stream {stream_id!r} has already started")
-            started = True
+            scope, started = named, True
         elif kind == APPENDED:
             states[str(event.data.get("message_id") or event.event_id)] = _LIVE
         elif kind == RETRACTED:

@@ -776,12 +776,15 @@ class Ledger:
         The copies count toward the scope's usage (tool usage, observations, ended
         sessions, rollups) only with ``count=True``; events appended to the fork later
         always do (``ctxledger.timetravel._fork``)."""
-        from ctxledger.timetravel._fork import ForkError, fork_events
+        from ctxledger.timetravel._fork import ForkError, check_fork_streams, fork_events
 
-        if self.log.stream_version(new_session) > 0:
-            raise ForkError(f"stream {new_session!r} already exists: fork onto a new one")
+        check_fork_streams(session, new_session)
+        # Everything about the source and the point first: only a fork that would be made
+        # learns whether the new id is taken.
         copies = fork_events(self.events(session), session, new_session, at,
                              head=self.head(), fork_time=self.clock(), count=count)
+        if self.log.stream_version(new_session) > 0:
+            raise ForkError(f"stream {new_session!r} already exists: fork onto a new one")
         positions: list[int] = []
         version = 0
         with self.log.transaction() as conn:

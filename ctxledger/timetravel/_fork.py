@@ -40,14 +40,20 @@ class Copy:
     recorded_at: datetime
 
 
-def fork_events(events: Sequence[RecordedEvent], session: str, new_session: str, at: int,
-                *, head: int, fork_time: datetime, count: bool = False) -> list[Copy]:
-    """The events to append to ``new_session``: ``session``'s events up to position ``at``,
-    each with its original ``recorded_at``; ``count`` makes them count toward the scope."""
+def check_fork_streams(session: str, new_session: str) -> None:
+    """Raise ``ForkError`` unless both are session streams and differ: decided by the ids
+    alone, before anything is read, so the answer never says whether a stream exists."""
     if stream_kind(session) != "session" or stream_kind(new_session) != "session":
         raise ForkError("only session streams can be forked (not scope: or system streams)")
     if session == new_session:
         raise ForkError("the new session must differ from the one forked")
+
+
+def fork_events(events: Sequence[RecordedEvent], session: str, new_session: str, at: int,
+                *, head: int, fork_time: datetime, count: bool = False) -> list[Copy]:
+    """The events to append to ``new_session``: ``session``'s events up to position ``at``,
+    each with its original ``recorded_at``; ``count`` makes them count toward the scope."""
+    check_fork_streams(session, new_session)
     if not events:
         raise ForkError(f"unknown session {session!r}")
     if isinstance(at, bool) or not isinstance(at, int) or at < events[0].position:

@@ -7,25 +7,27 @@
 - The ``system`` stream and the whole log need an admin key.
 
 Keys are read from the database on every request, not cached, so a revocation takes
-effect at once in every worker (``keys.verify_token``).
+effect at once in every worker (``keys.verify_token``); an open change feed asks again
+while it runs and ends when its key is revoked (``feed_alive``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ctxledger._ledger import Ledger
-from ctxledger._service.keys import ApiKey, verify_token
+from ctxledger._service.keys import ApiKey, key_is_live, verify_token
 from ctxledger._service.problems import Problem
+from ctxledger.store.errors import ConcurrencyError
+from ctxledger.store.stream_rules import opening_scope
 from ctxledger.store.streams import SCOPE_PREFIX, stream_kind
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: ctxl_<key_id>_<secret>")
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
-DEFAULT_SCOPE = "default"
 
 
 def ledger_of(request: Request) -> Ledger:
@@ -82,23 +84,15 @@ def require_scope(key: ApiKey, scope: str) -> None:
         raise Problem(404, f"unknown scope {scope!r}")
 
 
-def _started_scope(events: Sequence[Any]) -> str:
-    """The scope a batch's ``session.started`` names (``default`` if none does)."""
-    for event in events:
-        if isinstance(event, Mapping) and event.get("type") == "session.started":
-            data = event.get("data")
-            scope = data.get("scope") if isinstance(data, Mapping) else None
-            return scope if isinstance(scope, str) and scope else DEFAULT_SCOPE
-    return DEFAULT_SCOPE
-
-
 def check_stream(ledger: Ledger, key: ApiKey, stream_id: str, *,
-                 batch: Sequence[Any] | None = None) -> None:
-    """May ``key`` read (``batch`` None) or append ``batch`` to ``stream_id``?
+                 batch: Sequence[Any] | None = None) -> bool:
+    """May ``key`` read (``batch`` None) or append ``batch`` to ``stream_id``? True when
+    the stream is a session that does not exist yet (so the append would create it).
 
     ``scope:<S>`` needs S; ``system`` an admin key; a session stream its scope, which for
-    a session that does not exist yet is the one the batch's ``session.started`` names
-    (so a write may create it, a read finds nothing: 404)."""
+    a session that does not exist yet is the one the store's stream rules say the batch
+    would put it in (``stream_rules.opening_scope``), so a write may create it and a read
+    finds nothing (404). The store refuses any later move of a session's scope."""
     kind = stream_kind(stream_id)
     if kind == "system":
         require_admin(key)
@@ -111,9 +105,32 @@ def check_stream(ledger: Ledger, key: ApiKey, stream_id: str, *,
         elif batch is None:
             raise unknown_session(stream_id)
         else:
-            scope = _started_scope(batch)
+            scope = opening_scope(batch)
         if not key.allows(scope):
             raise unknown_session(stream_id)
+        return found is None
+    return False
+
+
+Written = TypeVar("Written")
+
+
+def checked_write(ledger: Ledger, key: ApiKey, stream_id: str, batch: Sequence[Any],
+                  expected_version: int | None,
+                  write: Callable[[int | None], Written]) -> Written:
+    """``write(expected_version)`` once ``key`` may append ``batch`` to ``stream_id``.
+
+    A stream that did not exist at the check is written as a new one (expected version
+    0), so a stream created meanwhile, perhaps in another scope, is checked again rather
+    than written into; once it exists, its scope can no longer change."""
+    new = check_stream(ledger, key, stream_id, batch=batch)
+    if not new or expected_version is not None:
+        return write(expected_version)
+    try:
+        return write(0)
+    except ConcurrencyError:
+        check_stream(ledger, key, stream_id, batch=batch)
+        return write(None)
 
 
 def feed_access(request: Request, key: KeyDep) -> None:
@@ -145,3 +162,11 @@ def feed_filter(request: Request) -> Callable[[str], bool] | None:
         return known[stream_id]
 
     return allowed
+
+
+def feed_alive(request: Request) -> Callable[[], bool]:
+    """Whether the key that opened the request's feed is still live (asked by the feed
+    while it runs: a revoked or deleted key ends it)."""
+    key: ApiKey = request.state.api_key
+    engine = ledger_of(request).engine
+    return lambda: key_is_live(engine, key.key_id)

@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from ctxledger._service.auth import (
     KeyDep,
     LedgerDep,
-    check_stream,
+    checked_write,
     require_writer,
     session_scope,
 )
@@ -96,9 +96,11 @@ def assemble_with_policy(session: str, ledger: LedgerDep, key: KeyDep,
 def turn(session: str, body: TurnBody, ledger: LedgerDep, key: KeyDep) -> TurnOut:
     """Append chat messages, then assemble the context after them (one round trip)."""
     require_writer(key)
-    check_stream(ledger, key, session, batch=[])  # a new session is in scope default
-    result = ledger.append_messages(session, body.messages, system=body.system,
-                                    expected_version=body.expected_version)
+    # Messages open no scope: a new session is in scope default.
+    result = checked_write(
+        ledger, key, session, [], body.expected_version,
+        lambda expected: ledger.append_messages(session, body.messages, system=body.system,
+                                                expected_version=expected))
     assembly = ledger.assemble(session, profile_of(ledger, session, body.profile))
     return TurnOut(append=AppendOut.of(result), format=body.format,
                    context=context_data(assembly, body.format))

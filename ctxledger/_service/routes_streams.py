@@ -10,6 +10,7 @@ from ctxledger._service.auth import (
     KeyDep,
     LedgerDep,
     check_stream,
+    checked_write,
     require_admin,
     require_writer,
 )
@@ -63,9 +64,10 @@ def append_events(stream_id: str, body: AppendBody, ledger: LedgerDep, key: KeyD
     """Append events atomically. An identical retry (same event ids and content) returns
     the original positions with ``duplicate``; a version conflict is a 409."""
     require_writer(key)
-    check_stream(ledger, key, stream_id, batch=body.events)
     version = expected_version(body.expected_version, if_match, expected_version_header)
-    return AppendOut.of(ledger.append(stream_id, body.events, expected_version=version))
+    return AppendOut.of(checked_write(
+        ledger, key, stream_id, body.events, version,
+        lambda expected: ledger.append(stream_id, body.events, expected_version=expected)))
 
 
 @router.get("/streams/{stream_id}/events", response_model=EventPage)

@@ -31,7 +31,7 @@ from ctxledger._service import (
     routes_sessions,
     routes_streams,
 )
-from ctxledger._service.auth import feed_access, feed_filter, ledger_of
+from ctxledger._service.auth import feed_access, feed_alive, feed_filter, ledger_of
 from ctxledger._service.feed import feed_router
 from ctxledger._service.limits import BodyLimit, TimeLimit
 from ctxledger._service.models import ProblemOut
@@ -45,6 +45,8 @@ DEFAULT_MAX_BODY_BYTES = DEFAULT_MAX_EVENT_BYTES
 """A request body may be as large as one event may be (1 MiB)."""
 DEFAULT_REQUEST_TIMEOUT = 30.0
 """Seconds a request may take before it is answered with a 503."""
+DEFAULT_FEED_RECHECK = 1.0
+"""Seconds an idle change feed waits at most before asking again whether its key is live."""
 
 URL_ENV = "CTXLEDGER_DB"
 MAX_BODY_ENV = "CTXLEDGER_SERVE_MAX_BODY_BYTES"
@@ -53,10 +55,12 @@ TIMEOUT_ENV = "CTXLEDGER_SERVE_REQUEST_TIMEOUT"
 
 def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+               feed_recheck: float = DEFAULT_FEED_RECHECK,
                clock: Clock = system_clock) -> FastAPI:
     """The application serving the ledger at ``url`` (None: ``$CTXLEDGER_DB`` or the
     default SQLite file). Bodies over ``max_body_bytes`` get a 413, requests slower than
-    ``request_timeout`` seconds a 503, both as problem+json."""
+    ``request_timeout`` seconds a 503, both as problem+json. An open change feed ends
+    at most ``feed_recheck`` seconds (plus one poll) after its key is revoked."""
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be at least 1")
     if request_timeout <= 0:
@@ -80,7 +84,8 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     problems.install(app)
     for module in (routes_admin, routes_streams, routes_sessions, routes_scopes):
         app.include_router(module.router)
-    app.include_router(feed_router(ledger_of, feed_filter),
+    app.include_router(feed_router(ledger_of, feed_filter, alive_of=feed_alive,
+                                   recheck=feed_recheck),
                        dependencies=[Depends(feed_access)])
     install_ui(app)  # the browser view, /ui (left out of the OpenAPI document)
     # The last added runs first: the time limit covers reading the body too.

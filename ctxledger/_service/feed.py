@@ -10,7 +10,9 @@ follower never steps past an event that commits late.
 What it costs: each idle follower runs one short read every ``poll`` seconds (on
 PostgreSQL plus the settled-position query over ``pg_locks``), in a worker thread, on a
 pooled connection it returns at once; an event reaches a follower at most ``poll`` seconds
-(plus the slowest append in progress) after it commits.
+(plus the slowest append in progress) after it commits. A feed the service opens also
+reads its key's row (one primary-key read) before sending what it read, and at most once a
+second while idle, so a revoked key's feed ends instead of following on.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ LastEventId = Annotated[str | None, Header(
     description="The last id a reconnecting client received; wins over ``after``.")]
 _PROBLEM: dict[str, object] = {"content": {PROBLEM_JSON: {}}}
 _RESPONSES: dict[int | str, dict[str, object]] = {
-    200: {"content": {"text/event-stream": {}}, "description": "The feed, never ending."},
+    200: {"content": {"text/event-stream": {}},
+          "description": "The feed; it ends only when the caller's key is revoked."},
     400: {**_PROBLEM, "description": "``after`` or ``Last-Event-ID`` is no position."},
     404: {**_PROBLEM, "description": "The caller may not see the stream."},
 }
@@ -122,9 +125,17 @@ def _stream_page(ledger: Ledger, stream: str, after: int, version: int, page: in
 
 async def follow(ledger: Ledger, *, after: int, stream: str | None = None,
                  streams: StreamFilter | None = None, poll: float = 0.25,
-                 heartbeat: float = 15.0, page: int = 500) -> AsyncIterator[FeedItem]:
+                 heartbeat: float = 15.0, page: int = 500,
+                 alive: Callable[[], bool] | None = None,
+                 recheck: float = 1.0) -> AsyncIterator[FeedItem]:
     """The events after position ``after`` (of the whole log, or of ``stream``), in
-    position order, then every event committed later, as it settles; never ends.
+    position order, then every event committed later, as it settles; ends only when
+    ``alive`` says no.
+
+    ``alive`` (the caller's key still holds) is asked before any read events are sent and,
+    while nothing comes, at most every ``recheck`` seconds: an event committed after the
+    key was revoked is never sent, and an idle feed ends within ``recheck`` seconds (plus
+    one ``poll``).
 
     ``streams`` rejects the streams a caller may not see: their events are skipped, the
     cursor still moves past them. The log is read ``page`` events at a time in a worker
@@ -138,7 +149,7 @@ async def follow(ledger: Ledger, *, after: int, stream: str | None = None,
         raise ValueError(f"page must be >= 1, got {page}")
     cursor = after
     version = 0  # of ``stream``: the last one read at or below the settled position
-    quiet_since = time.monotonic()
+    quiet_since = checked_at = time.monotonic()
     while True:
         if stream is None:
             events, cursor = await anyio.to_thread.run_sync(
@@ -149,6 +160,10 @@ async def follow(ledger: Ledger, *, after: int, stream: str | None = None,
             events, cursor, version = await anyio.to_thread.run_sync(
                 _stream_page, ledger, stream, cursor, version, page)
             full = version - before == page
+        if alive is not None and (events or time.monotonic() - checked_at >= recheck):
+            if not await anyio.to_thread.run_sync(alive):
+                return
+            checked_at = time.monotonic()
         for event in events:
             if streams is None or streams(event.stream_id):
                 yield FeedItem.of(event)
@@ -188,16 +203,20 @@ def _start(after: str | None, last_event_id: str | None) -> int:
 
 def feed_router(ledger_of: Callable[[Request], Ledger],
                 filter_of: Callable[[Request], StreamFilter | None] | None = None, *,
-                poll: float = 0.25, heartbeat: float = 15.0) -> APIRouter:
+                poll: float = 0.25, heartbeat: float = 15.0,
+                alive_of: Callable[[Request], Callable[[], bool]] | None = None,
+                recheck: float = 1.0) -> APIRouter:
     """The feed's routes: ``GET /events/stream`` (the whole log) and
     ``GET /streams/{stream_id}/events/stream`` (one stream), both ``text/event-stream``.
 
     ``ledger_of`` gives the ledger a request reads; ``filter_of`` the streams its caller may
     see (other streams' events are skipped; following a stream it rejects is a 404, as if
-    it did not exist). Authentication is the mounting app's (router dependencies).
+    it did not exist); ``alive_of`` whether its caller may still follow (asked as
+    ``follow`` says, every ``recheck`` seconds at most while idle; a no ends the stream).
+    Authentication is the mounting app's (router dependencies).
     """
-    if not (math.isfinite(poll) and poll > 0 and math.isfinite(heartbeat) and heartbeat > 0):
-        raise ValueError("poll and heartbeat must be positive numbers of seconds")
+    if not all(math.isfinite(s) and s > 0 for s in (poll, heartbeat, recheck)):
+        raise ValueError("poll, heartbeat and recheck must be positive numbers of seconds")
     router = APIRouter(tags=["feed"])
 
     def respond(request: Request, after: str | None, last_event_id: str | None,
@@ -210,7 +229,8 @@ def feed_router(ledger_of: Callable[[Request], Ledger],
         if stream is not None and allowed is not None and not allowed(stream):
             return problem_response(404, f"no stream {stream!r}")
         items = follow(ledger_of(request), after=start, stream=stream, streams=allowed,
-                       poll=poll, heartbeat=heartbeat)
+                       poll=poll, heartbeat=heartbeat, recheck=recheck,
+                       alive=alive_of(request) if alive_of is not None else None)
         return EventSourceResponse(
             _encoded(items), ping=0,  # the feed sends its own heartbeats
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

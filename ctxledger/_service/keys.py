@@ -133,6 +133,11 @@ def verify_token(engine: sa.Engine, token: str) -> ApiKey | None:
     return _key(row)
 
 
+def key_is_live(engine: sa.Engine, key_id: str) -> bool:
+    """True while key ``key_id`` exists and is not revoked (one primary-key read)."""
+    return _live_row(engine, key_id) is not None
+
+
 def _live_row(engine: sa.Engine, key_id: str) -> sa.RowMapping | None:
     """The stored row of key ``key_id`` unless it is unknown or revoked."""
     with engine.connect() as conn:

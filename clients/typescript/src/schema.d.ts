@@ -1761,7 +1761,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The feed, never ending. */
+            /** @description The feed; it ends only when the caller's key is revoked. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1825,7 +1825,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The feed, never ending. */
+            /** @description The feed; it ends only when the caller's key is revoked. */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -254,3 +254,33 @@ def test_the_comparison_sees_a_difference(world: World) -> None:
     own = _answer(world, "GET", "/sessions/{s}/state", None, world.mine, world.nope)
     missing = _answer(world, "GET", "/sessions/{s}/state", None, world.missing, world.nope)
     assert own[0] == 200 and own != missing
+
+
+def test_a_session_created_in_another_scope_meanwhile_is_not_written_into(
+        ledger: Ledger) -> None:
+    """The window between the check and the write: another key creates the session in
+    its scope right after this key's check said it was new."""
+    from ctxledger._service.auth import checked_write
+    from ctxledger._service.keys import create_key, verify_token
+    from ctxledger._service.problems import Problem
+
+    key = verify_token(ledger.engine, create_key(ledger.engine, ["default"])[1])
+    assert key is not None
+    calls: list[int | None] = []
+
+    def write(expected: int | None) -> Any:
+        calls.append(expected)
+        if len(calls) == 1:  # the other scope's writer gets there first
+            ledger.append("raced", [_started("b"), _message("theirs")])
+        return ledger.append("raced", _message(PLANTED), expected_version=expected)
+
+    with pytest.raises(Problem) as refused:
+        checked_write(ledger, key, "raced", [_message(PLANTED)], None, write)
+    assert (refused.value.status, calls) == (404, [0])
+    assert [e.data.get("content") for e in ledger.events("raced")] == [None, "theirs"]
+    # With nothing in the way the same call writes at once, as a new stream.
+    seen: list[int | None] = []
+    checked_write(ledger, key, "fresh", [_message("mine")], None, lambda expected: (
+        seen.append(expected), ledger.append("fresh", _message("mine"),
+                                             expected_version=expected)))
+    assert seen == [0] and ledger.scope_of("fresh") == "default"

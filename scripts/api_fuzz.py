@@ -7,9 +7,12 @@ SQLite file, or a throwaway schema of ``$CTXLEDGER_TEST_PG_URL``), creates an ad
 and a session with messages (so routes with a session reach their logic instead of a
 404), then runs ``schemathesis run`` against ``/openapi.json`` with the checks that the
 service answers user input without a server error and as its schema says (status code,
-content type, body). Exit status: schemathesis's (0 when every case passed). The live
-change feed's routes never end a response, so they are left out here; their own tests
-cover them.
+content type, body). It runs twice: with the admin key on the seeded session, then with
+a scoped key (the seeded scope only, not admin) on the ids schemathesis makes up, so the
+scope checks (404 for what the key may not see, 403 for admin routes) are fuzzed too.
+Exit status: 0 when every case of both runs passed, else the first failing run's. The
+live change feed's routes do not end a response by themselves, so they are left out
+here; their own tests cover them.
 """
 
 from __future__ import annotations
@@ -77,16 +80,30 @@ def ctxledger(url: str, *args: str) -> str:
                           capture_output=True, text=True).stdout
 
 
-def seed(url: str) -> str:
-    """An admin key's token; the session the fuzzing names, with a few messages."""
+def seed(url: str) -> tuple[str, str]:
+    """An admin key's token and a scoped key's (``SCOPE`` only); the session the fuzzing
+    names, with a few messages."""
     token = str(json.loads(ctxledger(url, "keys", "create", "--admin"))["token"])
+    scoped = str(json.loads(ctxledger(url, "keys", "create", "--scope", SCOPE))["token"])
     events = [{"type": "session.started", "data": {"scope": SCOPE}},
               {"type": "message.appended", "data": {"role": "user", "content": "hello"}},
               {"type": "message.appended", "data": {"role": "assistant", "content": "hi"}}]
     lines = "\n".join(json.dumps(event) for event in events)
     subprocess.run([str(BIN / "ctxledger"), "--db", url, "append", SESSION], input=lines,
                    check=True, capture_output=True, text=True)
-    return token
+    return token, scoped
+
+
+def fuzz(base: str, token: str, examples: int, config: Path | None) -> int:
+    """One ``schemathesis run`` with ``token`` (``config``: its path parameters pinned,
+    else the ids it generates); its exit status."""
+    pinned = ["--config-file", str(config)] if config is not None else []
+    return subprocess.run(
+        [str(BIN / "schemathesis"), *pinned, "run", f"{base}/openapi.json",
+         "--header", f"Authorization: Bearer {token}", "--checks", CHECKS,
+         "--max-examples", str(examples), "--phases", "examples,fuzzing",
+         "--exclude-path-regex", "/stream$", "--generation-deterministic",
+         "--request-timeout", "60", "--no-color"], check=False).returncode
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="ctxledger-fuzz-"))
     try:
         with database(args.backend, folder) as url:
-            token = seed(url)
+            token, scoped = seed(url)
             port = free_port()
             base = f"http://127.0.0.1:{port}"
             log = (folder / "serve.log").open("w")
@@ -113,20 +130,18 @@ def main(argv: list[str] | None = None) -> int:
                     except OSError:
                         time.sleep(0.1)
                 (folder / "schemathesis.toml").write_text(CONFIG)
-                done = subprocess.run(
-                    [str(BIN / "schemathesis"), "--config-file",
-                     str(folder / "schemathesis.toml"), "run", f"{base}/openapi.json",
-                     "--header", f"Authorization: Bearer {token}", "--checks", CHECKS,
-                     "--max-examples", str(args.examples), "--phases", "examples,fuzzing",
-                     "--exclude-path-regex", "/stream$", "--generation-deterministic",
-                     "--request-timeout", "60", "--no-color"], check=False)
+                status = fuzz(base, token, args.examples, folder / "schemathesis.toml")
+                # The empty config file: nothing pinned, so the ids are schemathesis's own.
+                (folder / "random.toml").write_text("")
+                scoped_status = fuzz(base, scoped, args.examples, folder / "random.toml")
+                status = status or scoped_status
             finally:
                 server.terminate()
                 server.wait(30)
                 log.close()
-            if done.returncode != 0:
+            if status != 0:
                 print((folder / "serve.log").read_text()[-4000:], file=sys.stderr)
-            return done.returncode
+            return status
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -11,11 +11,10 @@ from ctxledger.assembler.lorebook.activation import (
     fit_budget,
 )
 from ctxledger.assembler.lorebook.book import Book, Entry, Interner, Position, Role, parse_book
-from ctxledger.assembler.lorebook.matching import REGEX_TIMEOUT, Matcher, compile_key
+from ctxledger.assembler.lorebook.matching import Matcher, compile_key, encode_text
 
 __all__ = [
     "ACTIVE",
-    "REGEX_TIMEOUT",
     "Activation",
     "Book",
     "Entry",
@@ -27,6 +26,7 @@ __all__ = [
     "Status",
     "activate",
     "compile_key",
+    "encode_text",
     "fit_budget",
     "parse_book",
 ]

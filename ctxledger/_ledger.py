@@ -458,7 +458,9 @@ class Ledger:
         card (``ctxledger.io._card_files.card_set_data``), so ``export_card`` gives it
         back. A file that is no card raises ``CardFileError``
         and a card the event model refuses raises ``EventValidationError``, writing
-        nothing."""
+        nothing. Each lorebook entry that cannot work as written (a regex key RE2
+        refuses...) is named in a ``LorebookWarning`` once the card is stored."""
+        from ctxledger.assembler.profiles.card.lore import CARD_BOOK
         from ctxledger.io._card_files import card_set_data, read_card
 
         stream = _card_stream(session, scope)
@@ -466,7 +468,11 @@ class Ledger:
         event: dict[str, Any] = {"type": "card.set", "data": card_set_data(card)}
         if event_id is not None:
             event["id"] = event_id
-        return self.append(stream, event)
+        result = self.append(stream, event)
+        inner = card.get("data")  # V2/V3 files hold the fields under "data"
+        fields = inner if "spec" in card and isinstance(inner, Mapping) else card
+        _warn_lorebook(CARD_BOOK, fields.get("character_book"))
+        return result
 
     def export_card(self, *, session: str | None = None,
                     scope: str | None = None) -> dict[str, Any]:
@@ -500,11 +506,17 @@ class Ledger:
 
         ``book`` is a lorebook file (path or bytes) or its parsed JSON: a V2
         ``character_book``, a ``lorebook_v3`` file, or a SillyTavern world-info export
-        (converted: ``ctxledger.io._card_files.world_info_book``)."""
+        (converted: ``ctxledger.io._card_files.world_info_book``). Each entry that
+        cannot work as written (a regex key RE2 refuses...) is named in a
+        ``LorebookWarning`` once the book is stored."""
+        from ctxledger.assembler.profiles.card.lore import SCOPE_BOOK_PREFIX
         from ctxledger.io._card_files import read_lorebook
 
         data = {"book_id": book_id, "book": read_lorebook(book)}
-        return self.append(_card_stream(None, scope), {"type": "lorebook.set", "data": data})
+        result = self.append(_card_stream(None, scope),
+                             {"type": "lorebook.set", "data": data})
+        _warn_lorebook(SCOPE_BOOK_PREFIX + book_id, data["book"])
+        return result
 
     def remove_lorebook(self, scope: str, book_id: str) -> AppendResult:
         """Remove the lorebook ``book_id`` of ``scope`` (one ``lorebook.removed``); a book
@@ -922,3 +934,14 @@ def _card_stream(session: str | None, scope: str | None) -> str:
     if (session is None) == (scope is None):
         raise InvalidArgument("give exactly one of session and scope")
     return session if session is not None else SCOPE_PREFIX + str(scope)
+
+
+def _warn_lorebook(source: str, book: object) -> None:
+    """A ``LorebookWarning`` per line of ``book_warnings`` (the caller's caller is the
+    one who imported the book)."""
+    import warnings
+
+    from ctxledger.assembler.lorebook import LorebookWarning, book_warnings
+
+    for line in book_warnings(source, book):
+        warnings.warn(line, LorebookWarning, stacklevel=3)

@@ -115,6 +115,19 @@ class Book:
                 for entry in self.entries for problem in entry.problems]
 
 
+class LorebookWarning(UserWarning):
+    """An imported lorebook entry that cannot work as written (a regex key RE2 refuses,
+    an invalid one, a bad decorator): the import goes ahead, the line names it."""
+
+
+def book_warnings(source: str, raw: Any) -> list[str]:
+    """``Book.warnings`` of the book ``raw`` as written (none when it is no object):
+    what importing it reports, before any assembly."""
+    if not isinstance(raw, Mapping):
+        return []
+    return parse_book(source, raw).warnings()
+
+
 def parse_book(source: str, raw: Mapping[str, Any], *,
                intern: Interner | None = None) -> Book:
     """Read the book ``raw`` (as written: a ``character_book``, or a ``lorebook_v3``

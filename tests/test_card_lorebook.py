@@ -266,8 +266,8 @@ def test_catastrophic_regex_keys_assemble_fast_and_the_same_every_run(
     # 60 keys that take a backtracking engine exponential time over "aaa...b": RE2 scans
     # each text once per key, in linear time, and never depends on the machine.
     book = {"scan_depth": 2, "entries": [
-        entry(f"Echo {i}.", "/(a|aa)+$/", id=i, use_regex=True) for i in range(59)] + [
-        entry("Bee.", "/(a|aa)+b$/", id=59, use_regex=True)]}
+        entry(f"Echo {i}.", "/(a|aa)+$/", id=i, use_regex=True) for i in range(60)] + [
+        entry("Bee.", "/(a|aa)+b$/", id=60, use_regex=True)]}
     long = "a" * 20_000 + "b"
     name = session(ledger, [long, long], card={"name": "Wren", "character_book": book})
     runs = []
@@ -277,10 +277,10 @@ def test_catastrophic_regex_keys_assemble_fast_and_the_same_every_run(
         assert time.perf_counter() - started < 2.0  # a generous bound: a regression
     assert len({assembly.digest for assembly in runs}) == 1
     found = decisions(runs[0])
-    assert [found[f"lore:card:{i}"][:2] for i in range(59)] == [
-        ("dropped", "not_matched")] * 59
-    assert found["lore:card:59"][:2] == ("included", "activated")
-    assert found["lore:card:59"][2]["message_id"] == "m1"
+    assert [found[f"lore:card:{i}"][:2] for i in range(60)] == [
+        ("dropped", "not_matched")] * 60
+    assert found["lore:card:60"][:2] == ("included", "activated")
+    assert found["lore:card:60"][2]["message_id"] == "m1"
     assert runs[0].format_version == 6 and not runs[0].warnings
     assert ledger.replay(name, profile="card", now=NOW).digest == runs[0].digest
 

@@ -184,13 +184,12 @@ def test_invalid_regex_is_a_problem_and_a_reason() -> None:
 def test_a_catastrophic_regex_is_searched_in_linear_time() -> None:
     # Exponential for a backtracking engine; RE2 decides it outright, the same every run.
     b = book({"keys": ["(.*a){30}x"], "use_regex": True},
-             {"keys": ["/(a|aa)+$/"], "use_regex": True},
+             *({"keys": ["/(a|aa)+$/"], "use_regex": True} for _ in range(60)),
              {"keys": ["/(a|aa)+b$/"], "use_regex": True})
     for _ in range(3):
-        out = run(b, "a" * 5000 + "b")
-        assert statuses(out) == [("not_matched", "no_key_matched"),
-                                 ("not_matched", "no_key_matched"),
-                                 ("activated", "key_matched")]
+        out = run(b, "a" * 5000 + "b", "a" * 5000 + "b")
+        assert statuses(out) == [("not_matched", "no_key_matched")] * 61 + [
+            ("activated", "key_matched")]
     assert b.entries[0].problems == ()
 
 
@@ -215,6 +214,9 @@ def test_js_flags_map_to_re2() -> None:
     # JavaScript's \u escapes are RE2's \x{...}; an escaped backslash stays one.
     assert hit(r"/\u00e9clair/", "un éclair") and hit(r"/\u{1F600}/u", "x😀")
     assert hit(r"/a\\u0041/", "a\\u0041") and not hit(r"/a\\u0041/", "aA")
+    # [^] is any character and [] none; a "[" inside a class is a literal.
+    assert hit("/a[^]b/", "a\nb") and not hit("/a[]b/", "ab") and not hit("/[]a]/", "a]")
+    assert hit("/x[a[^]/", "x[") and hit("/[[:alpha:]]/", "[]") and not hit("/[[:alpha:]]/", "a")
     # \d, \w and \b are ASCII, as in JavaScript.
     assert not hit(r"/\d/", "٣") and hit(r"/\bcafé/", "un café")
 

@@ -30,9 +30,10 @@ import re2
 
 # JavaScript's flag letters only: "/usr/bin" is a bare pattern, not /usr/ with flags.
 _LITERAL = re.compile(r"/(.+)/([dgimsuvy]*)", re.DOTALL)
-# A backslash pair, or JavaScript's \uXXXX / \u{X} (the pair first: "\\u0041" is a
-# backslash and "u0041").
-_UNICODE_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\u\{([0-9A-Fa-f]{1,6})\}|\\.", re.DOTALL)
+# A pattern's tokens as _re2_source reads them: JavaScript's \uXXXX / \u{X}, any other
+# backslash pair ("\\u0041" is a backslash and "u0041"), [^] and [], one character.
+_TOKEN = re.compile(r"\\u[0-9A-Fa-f]{4}|\\u\{[0-9A-Fa-f]{1,6}\}|\\.|\[\^?\]|.", re.DOTALL)
+_ANY = "\\x{0}-\\x{10FFFF}"
 # RE2's messages for what JavaScript reads but RE2 does not, and what to call it.
 _UNSUPPORTED: Final = (
     ("invalid perl operator: (?=", "lookahead"),
@@ -102,12 +103,27 @@ def _options(case_sensitive: bool, dot_nl: bool) -> Any:
 
 
 def _re2_source(source: str) -> str:
-    """``source`` with JavaScript's Unicode escapes written as RE2's ``\\x{...}``."""
-    def replace(match: re.Match[str]) -> str:
-        code = match.group(1) or match.group(2)
-        return match.group(0) if code is None else f"\\x{{{code}}}"
-
-    return _UNICODE_ESCAPE.sub(replace, source)
+    """``source`` written for RE2 where JavaScript's syntax has another spelling there:
+    ``\\uXXXX`` and ``\\u{X}`` as ``\\x{X}``, ``[^]`` (any character) and ``[]`` (none)
+    as classes RE2 reads, and a ``[`` inside a class as the literal it is."""
+    out: list[str] = []
+    in_class = False
+    for token in _TOKEN.findall(source):
+        if token.startswith("\\u") and len(token) > 2:
+            out.append(f"\\x{{{token[2:].strip('{}')}}}")
+        elif token in ("[^]", "[]") and not in_class:
+            out.append(f"[{_ANY}]" if token == "[^]" else f"[^{_ANY}]")
+        elif token in ("[^]", "[]"):  # in a class: a literal "[" (and "^"), then its end
+            out.append("\\[" + token[1:])
+            in_class = False
+        elif token == "[":
+            out.append("\\[" if in_class else token)
+            in_class = True
+        else:
+            if token == "]":
+                in_class = False
+            out.append(token)
+    return "".join(out)
 
 
 def _why_unsupported(message: str) -> str | None:

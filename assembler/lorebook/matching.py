@@ -7,7 +7,8 @@ an assembly slow, and whether a key matches never depends on the machine. The fl
 ``i`` case-insensitive (Unicode simple folding), ``m`` ``^``/``$`` at line ends, ``s``
 ``.`` matches a line feed; ``u`` is how RE2 reads every pattern (by code point); ``g``,
 ``y`` and ``d`` mean nothing to a yes/no search; ``v`` is refused (its class syntax is
-not RE2's). JavaScript's ``\\uXXXX`` and ``\\u{X}`` escapes are read as RE2's ``\\x{X}``.
+not RE2's). JavaScript's spellings RE2 lacks (``\\uXXXX``, ``\\u{X}``, ``[^]``, ``[]``, a
+``[`` inside a class) are rewritten first (``_re2_source``).
 
 A pattern RE2 refuses although JavaScript reads it (lookaround, backreferences, a
 repetition over 1000, a pattern too large for RE2's memory, an escape RE2 lacks) is

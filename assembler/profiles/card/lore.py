@@ -32,6 +32,7 @@ from ctxledger.assembler.lorebook import (
     Role,
     ScanMessage,
     activate,
+    compile_key,
     fit_budget,
     parse_book,
 )
@@ -189,9 +190,13 @@ def decide_lore(engine: Engine, policy: CardPolicy, macros: Macros, view: Sessio
     return lore
 
 
-def _unsupported(entry: Entry) -> str:
-    """The entry's first problem about a key RE2 refuses."""
-    return next(problem for problem in entry.problems if "not supported by RE2" in problem)
+def _unsupported(entry: Entry) -> str | None:
+    """Why RE2 refuses the entry's first key it refuses (primary keys first)."""
+    for key in (*entry.keys, *entry.secondary_keys):
+        matcher = compile_key(key, case_sensitive=entry.case_sensitive, use_regex=True)
+        if matcher.unsupported is not None:
+            return matcher.problem
+    return None
 
 
 def _detail(book: Book, activation: Activation) -> dict[str, str | int | float | None]:

@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from itertools import groupby
 from types import TracebackType
@@ -179,10 +180,19 @@ class Ledger:
         """Append events atomically to one stream; projections update in the same transaction.
 
         ``events`` is a list of ``{"type", "data"[, "id", "metadata"]}`` mappings (or one).
+        The result's ``warnings`` name each lorebook entry a ``card.set`` or
+        ``lorebook.set`` sets that cannot work as written (a regex key RE2 refuses...).
         """
         batch: Sequence[EventInput] = (
             [events] if type(events) is dict or isinstance(events, _ONE_EVENT) else events)
-        return self.log.append(stream_id, batch, expected_version=expected_version)
+        result = self.log.append(stream_id, batch, expected_version=expected_version)
+        if any(_event_type(event) in _BOOK_EVENTS for event in batch):
+            from ctxledger._lorebook_import import lorebook_warnings
+
+            found = lorebook_warnings(batch)
+            if found:
+                return replace(result, warnings=found)
+        return result
 
     def append_messages(self, session: str, messages: Sequence[Mapping[str, Any]], *,
                         system: Any = None, expected_version: int | None = None,
@@ -460,7 +470,6 @@ class Ledger:
         and a card the event model refuses raises ``EventValidationError``, writing
         nothing. Each lorebook entry that cannot work as written (a regex key RE2
         refuses...) is named in a ``LorebookWarning`` once the card is stored."""
-        from ctxledger.assembler.profiles.card.lore import CARD_BOOK
         from ctxledger.io._card_files import card_set_data, read_card
 
         stream = _card_stream(session, scope)
@@ -469,9 +478,7 @@ class Ledger:
         if event_id is not None:
             event["id"] = event_id
         result = self.append(stream, event)
-        inner = card.get("data")  # V2/V3 files hold the fields under "data"
-        fields = inner if "spec" in card and isinstance(inner, Mapping) else card
-        _warn_lorebook(CARD_BOOK, fields.get("character_book"))
+        _warn_lorebook(result)
         return result
 
     def export_card(self, *, session: str | None = None,
@@ -509,13 +516,12 @@ class Ledger:
         (converted: ``ctxledger.io._card_files.world_info_book``). Each entry that
         cannot work as written (a regex key RE2 refuses...) is named in a
         ``LorebookWarning`` once the book is stored."""
-        from ctxledger.assembler.profiles.card.lore import SCOPE_BOOK_PREFIX
         from ctxledger.io._card_files import read_lorebook
 
         data = {"book_id": book_id, "book": read_lorebook(book)}
         result = self.append(_card_stream(None, scope),
                              {"type": "lorebook.set", "data": data})
-        _warn_lorebook(SCOPE_BOOK_PREFIX + book_id, data["book"])
+        _warn_lorebook(result)
         return result
 
     def remove_lorebook(self, scope: str, book_id: str) -> AppendResult:
@@ -936,12 +942,20 @@ def _card_stream(session: str | None, scope: str | None) -> str:
     return session if session is not None else SCOPE_PREFIX + str(scope)
 
 
-def _warn_lorebook(source: str, book: object) -> None:
-    """A ``LorebookWarning`` per line of ``book_warnings`` (the caller's caller is the
+def _warn_lorebook(result: AppendResult) -> None:
+    """A ``LorebookWarning`` per line of ``result.warnings`` (the caller's caller is the
     one who imported the book)."""
     import warnings
 
-    from ctxledger.assembler.lorebook import LorebookWarning, book_warnings
+    from ctxledger.assembler.lorebook import LorebookWarning
 
-    for line in book_warnings(source, book):
+    for line in result.warnings:
         warnings.warn(line, LorebookWarning, stacklevel=3)
+
+
+_BOOK_EVENTS = frozenset({"card.set", "lorebook.set"})
+"""``_lorebook_import.BOOK_EVENTS``, here so an append of other events imports nothing."""
+
+
+def _event_type(event: EventInput) -> object:
+    return event.type if isinstance(event, NewEvent) else event.get("type")

@@ -77,6 +77,12 @@ def test_cli_imports_print_a_warning_line_per_entry(db_url: str, tmp_path: Path)
                                         f"warning: lorebook 'world:atlas' {BROKEN}"]
     with Ledger.open(db_url, load_vocabulary=False) as ledger:
         assert ledger.export_card(session="s1")["data"]["character_book"] == BOOK
+    # The plain append of a card.set says the same in its record.
+    line = json.dumps({"type": "card.set", "data": CARD})
+    done = runner.invoke(app, ["--db", db_url, "append", "s2"], input=line + "\n")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["warnings"] == [f"lorebook 'card' {KNIGHTS}",
+                                                   f"lorebook 'card' {BROKEN}"]
 
 
 def test_any_append_that_sets_a_book_says_what_it_noticed(ledger: Ledger) -> None:

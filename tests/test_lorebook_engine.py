@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
@@ -219,6 +220,37 @@ def test_js_flags_map_to_re2() -> None:
     assert hit("/x[a[^]/", "x[") and hit("/[[:alpha:]]/", "[]") and not hit("/[[:alpha:]]/", "a")
     # \d, \w and \b are ASCII, as in JavaScript.
     assert not hit(r"/\d/", "٣") and hit(r"/\bcafé/", "un café")
+
+
+_ATOMS = st.sampled_from(["a", "b", "A", "x", ".", "[ab]", "[^a]", r"\d", r"\w", r"\s",
+                          r"\u0061", "[^]"])
+
+
+def _patterns() -> st.SearchStrategy[str]:
+    def grow(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        return st.one_of(
+            st.tuples(inner, inner).map("".join),
+            st.tuples(inner, inner).map(lambda p: f"(?:{p[0]}|{p[1]})"),
+            st.tuples(inner, st.sampled_from(["*", "+", "?", "{1,2}", "*?"])).map(
+                lambda p: f"(?:{p[0]}){p[1]}"))
+
+    return st.tuples(st.sampled_from(["", "^"]), st.recursive(_ATOMS, grow, max_leaves=6),
+                     st.sampled_from(["", "$"])).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pattern=_patterns(), text=st.text(alphabet="abAx1 _\t", max_size=12),
+       insensitive=st.booleans())
+def test_re2_reads_a_common_pattern_as_a_backtracking_engine_does(
+        pattern: str, text: str, insensitive: bool) -> None:
+    # On ASCII text without line breaks JavaScript, Python and RE2 agree on these: the
+    # reference is Python's engine, with JavaScript's spellings written its way.
+    reference = pattern.replace(r"\u0061", "a").replace("[^]", r"[\s\S]")
+    expected = re.search(reference, text, re.IGNORECASE if insensitive else 0) is not None
+    key = f"/{pattern}/{'i' if insensitive else ''}"
+    matcher = compile_key(key, case_sensitive=True, use_regex=True)
+    assert matcher.problem is None
+    assert matcher.search(text, text.casefold()) is expected
 
 
 def test_a_pattern_re2_refuses_is_unsupported_and_says_why() -> None:

@@ -48,6 +48,7 @@ from ctxledger.assembler.errors import EngineError
 from ctxledger.assembler.memo import CanonicalMemo, SessionMemos
 from ctxledger.assembler.model import (
     KEPT_ACTIONS,
+    WITHOUT_REGEX_KEYS,
     Action,
     Assembly,
     ContextMessage,
@@ -395,7 +396,8 @@ class Engine:
                now: datetime, pieces: Sequence[Piece], sections: Sequence[SectionLayout],
                report: ProfileReport, warnings: Sequence[str] = (),
                messages: Sequence[Outgoing] | None = None,
-               overhead: MessageOverhead = DEFAULT_OVERHEAD) -> Assembly:
+               overhead: MessageOverhead = DEFAULT_OVERHEAD,
+               format_version: int = WITHOUT_REGEX_KEYS) -> Assembly:
         """Render ``pieces`` into the text and ``messages`` into the messages form, check
         the decisions, build the sealed result.
 
@@ -406,7 +408,7 @@ class Engine:
         theirs, and the messages' wrappers and the reply priming as the context's own.
         ``sections`` names every section in prompt order (with its tier); each kept
         candidate must belong to one of them, and a section with nothing in it is left
-        out.
+        out. ``format_version``: ``model.format_for``'s.
         """
         undecided = [item for item in self._order if self._slots[item].action is None]
         if undecided:
@@ -432,9 +434,9 @@ class Engine:
                                                                 self._order)
                      if not slot.covered]
         sealed = seal(Assembly(
-            profile=profile, policy_version=policy_version, session=session,
-            position=position, now=now, text="".join([piece.text for piece in pieces]),
-            messages=built_messages,
+            format_version=format_version, profile=profile, policy_version=policy_version,
+            session=session, position=position, now=now,
+            text="".join([piece.text for piece in pieces]), messages=built_messages,
             sections=built, tokens=tokens, decisions=decisions, warnings=list(warnings),
             report=report, digest=""), self._memo)
         if memo is not None:

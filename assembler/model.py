@@ -26,7 +26,7 @@ from ctxledger.store.chat import ChatRole, ContentPart, ToolCall
 from ctxledger.store.clock import format_utc
 from ctxledger.store.time_fields import Instant
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 """Version of what an ``Assembly`` holds and hashes. Any change to the hashed output (a new
 field, another number format) is a deliberate bump, so old digests stay explainable:
 1 = the first release; 2 = ``format_version`` itself, one datetime form, no cache state
@@ -35,7 +35,21 @@ dropped tail is one range decision (``<tier>:dropped``) and per-item novel detai
 only the item's own values (the current chapter and window are on the report); 4 = the
 context as role-tagged ``messages``, token totals counted as chat APIs count messages,
 and the history window keeping a tool call with its answers; 5 = the card report's
-lorebook rows, ``lorebook_tokens``, ``greeting`` and the ``in_history`` field status."""
+lorebook rows, ``lorebook_tokens``, ``greeting`` and the ``in_history`` field status;
+6 = lorebook regex keys searched with RE2 (no timeout; a pattern RE2 refuses is decided
+``regex_unsupported``). Only an assembly whose lorebooks have a regex key is format 6:
+any other hashes exactly what format 5 hashed, so it still says 5 (``format_for``) and
+its digest, and an audit of its older records, are unchanged."""
+WITHOUT_REGEX_KEYS = 5
+"""The format of an assembly that reads no lorebook regex key (what it hashes did not
+change in format 6)."""
+
+
+def format_for(*, regex_keys: bool) -> int:
+    """The format of an assembly: ``FORMAT_VERSION`` when its lorebooks have a regex key
+    (the engine reading them changed in 6), else ``WITHOUT_REGEX_KEYS``."""
+    return FORMAT_VERSION if regex_keys else WITHOUT_REGEX_KEYS
+
 
 UtcTime = Annotated[Instant, PlainSerializer(format_utc, return_type=str, when_used="json")]
 """A datetime that serializes in the one fixed form (``store.clock.format_utc``) used
@@ -152,7 +166,7 @@ class ContextMessage(_Frozen):
 class Assembly(_Frozen):
     """One assembled context, with every decision that shaped it."""
 
-    format_version: int = FORMAT_VERSION
+    format_version: int = WITHOUT_REGEX_KEYS
     profile: str
     policy_version: str
     session: str

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ctxledger._observations import ObservationHit
     from ctxledger.assembler.chat_tokens import MessageOverhead
     from ctxledger.assembler.errors import ChatFormatError
+    from ctxledger.assembler.lorebook import LorebookWarning
     from ctxledger.assembler.model import Assembly, ContextMessage, Decision, Section
     from ctxledger.assembler.policy import Policy, PolicyError
     from ctxledger.jobs._rollup import RolledDay, RollupPolicy, RollupReport
@@ -78,6 +79,7 @@ _SOURCES = {
                     "ctxledger.assembler.model"),
     **dict.fromkeys(["MessageOverhead"], "ctxledger.assembler.chat_tokens"),
     **dict.fromkeys(["ChatFormatError"], "ctxledger.assembler.errors"),
+    **dict.fromkeys(["LorebookWarning"], "ctxledger.assembler.lorebook"),
     **dict.fromkeys(["Policy", "PolicyError"], "ctxledger.assembler.policy"),
     **dict.fromkeys(["RollupPolicy", "RollupReport", "RolledDay"], "ctxledger.jobs._rollup"),
     **dict.fromkeys(["UsageReport", "DayUsage", "Series"], "ctxledger.jobs._usage"),
@@ -133,6 +135,7 @@ __all__ = [
     "InvalidArgument",
     "Ledger",
     "LedgerError",
+    "LorebookWarning",
     "Marker",
     "MessageOverhead",
     "ObservationHit",

@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from itertools import groupby
 from types import TracebackType
@@ -179,10 +180,19 @@ class Ledger:
         """Append events atomically to one stream; projections update in the same transaction.
 
         ``events`` is a list of ``{"type", "data"[, "id", "metadata"]}`` mappings (or one).
+        The result's ``warnings`` name each lorebook entry a ``card.set`` or
+        ``lorebook.set`` sets that cannot work as written (a regex key RE2 refuses...).
         """
         batch: Sequence[EventInput] = (
             [events] if type(events) is dict or isinstance(events, _ONE_EVENT) else events)
-        return self.log.append(stream_id, batch, expected_version=expected_version)
+        result = self.log.append(stream_id, batch, expected_version=expected_version)
+        if any(_event_type(event) in _BOOK_EVENTS for event in batch):
+            from ctxledger._lorebook_import import lorebook_warnings
+
+            found = lorebook_warnings(batch)
+            if found:
+                return replace(result, warnings=found)
+        return result
 
     def append_messages(self, session: str, messages: Sequence[Mapping[str, Any]], *,
                         system: Any = None, expected_version: int | None = None,
@@ -458,7 +468,8 @@ class Ledger:
         card (``ctxledger.io._card_files.card_set_data``), so ``export_card`` gives it
         back. A file that is no card raises ``CardFileError``
         and a card the event model refuses raises ``EventValidationError``, writing
-        nothing."""
+        nothing. Each lorebook entry that cannot work as written (a regex key RE2
+        refuses...) is named in a ``LorebookWarning`` once the card is stored."""
         from ctxledger.io._card_files import card_set_data, read_card
 
         stream = _card_stream(session, scope)
@@ -466,7 +477,9 @@ class Ledger:
         event: dict[str, Any] = {"type": "card.set", "data": card_set_data(card)}
         if event_id is not None:
             event["id"] = event_id
-        return self.append(stream, event)
+        result = self.append(stream, event)
+        _warn_lorebook(result)
+        return result
 
     def export_card(self, *, session: str | None = None,
                     scope: str | None = None) -> dict[str, Any]:
@@ -500,11 +513,16 @@ class Ledger:
 
         ``book`` is a lorebook file (path or bytes) or its parsed JSON: a V2
         ``character_book``, a ``lorebook_v3`` file, or a SillyTavern world-info export
-        (converted: ``ctxledger.io._card_files.world_info_book``)."""
+        (converted: ``ctxledger.io._card_files.world_info_book``). Each entry that
+        cannot work as written (a regex key RE2 refuses...) is named in a
+        ``LorebookWarning`` once the book is stored."""
         from ctxledger.io._card_files import read_lorebook
 
         data = {"book_id": book_id, "book": read_lorebook(book)}
-        return self.append(_card_stream(None, scope), {"type": "lorebook.set", "data": data})
+        result = self.append(_card_stream(None, scope),
+                             {"type": "lorebook.set", "data": data})
+        _warn_lorebook(result)
+        return result
 
     def remove_lorebook(self, scope: str, book_id: str) -> AppendResult:
         """Remove the lorebook ``book_id`` of ``scope`` (one ``lorebook.removed``); a book
@@ -925,3 +943,22 @@ def _card_stream(session: str | None, scope: str | None) -> str:
     if (session is None) == (scope is None):
         raise InvalidArgument("give exactly one of session and scope")
     return session if session is not None else SCOPE_PREFIX + str(scope)
+
+
+def _warn_lorebook(result: AppendResult) -> None:
+    """A ``LorebookWarning`` per line of ``result.warnings`` (the caller's caller is the
+    one who imported the book)."""
+    import warnings
+
+    from ctxledger.assembler.lorebook import LorebookWarning
+
+    for line in result.warnings:
+        warnings.warn(line, LorebookWarning, stacklevel=3)
+
+
+_BOOK_EVENTS = frozenset({"card.set", "lorebook.set"})
+"""``_lorebook_import.BOOK_EVENTS``, here so an append of other events imports nothing."""
+
+
+def _event_type(event: EventInput) -> object:
+    return event.type if isinstance(event, NewEvent) else event.get("type")

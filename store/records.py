@@ -62,6 +62,9 @@ class AppendResult:
     stream_version: int
     duplicate: bool = False
     """True when every event was already stored with the same content (an idempotent retry)."""
+    warnings: tuple[str, ...] = ()
+    """What the append noticed and wrote anyway: each lorebook entry a ``card.set`` or
+    ``lorebook.set`` imports that cannot work as written (``ctxledger.Ledger.append``)."""
 
 
 class PreparedEvent(NamedTuple):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxledger import Assembly, Ledger
-from ctxledger.assembler.model import FORMAT_VERSION
+from ctxledger.assembler.model import FORMAT_VERSION, WITHOUT_REGEX_KEYS
 
 
 def start(ledger: Ledger) -> Assembly:
@@ -37,11 +37,11 @@ def record(ledger: Ledger, assembly: Assembly, schema_version: int | None = None
 
 def test_older_formats_get_their_own_verdict(ledger: Ledger) -> None:
     assembly = start(ledger)
-    assert assembly.format_version == FORMAT_VERSION
+    assert assembly.format_version == WITHOUT_REGEX_KEYS  # no regex key: format 5's form
     ledger.record_assembly("chat", assembly)                       # current: a match
     record(ledger, assembly, digest="0" * 64, format_version=3)     # says format 3
     record(ledger, assembly, schema_version=1, digest="1" * 64)    # an earlier release's
-    record(ledger, assembly, digest="2" * 64, format_version=FORMAT_VERSION)  # altered
+    record(ledger, assembly, digest="2" * 64, format_version=WITHOUT_REGEX_KEYS)  # altered
     record(ledger, assembly, digest="3" * 64)                      # current by default
     record(ledger, assembly, schema_version=1, policy_version="card@2")
     entries = ledger.audit("chat").entries
@@ -50,7 +50,7 @@ def test_older_formats_get_their_own_verdict(ledger: Ledger) -> None:
                                            "older_format"]
     for entry in (entries[1], entries[2], entries[5]):
         assert entry.detail.startswith(
-            f"recorded under format 3; current is {FORMAT_VERSION}: ")
+            f"recorded under format 3; current is {WITHOUT_REGEX_KEYS}: ")
         assert "not a sign of tampering" in entry.detail
     assert not ledger.audit("chat").ok
     assert ledger.audit("chat").counts()["older_format"] == 3
@@ -67,4 +67,24 @@ def test_record_assembly_stores_the_format(ledger: Ledger) -> None:
     assembly = start(ledger)
     ledger.record_assembly("chat", assembly)
     (event,) = [e for e in ledger.events("chat") if e.type == "context.assembled"]
-    assert event.data["format_version"] == FORMAT_VERSION
+    assert event.data["format_version"] == WITHOUT_REGEX_KEYS
+
+
+def test_records_of_regex_keys_before_re2_are_an_older_format(ledger: Ledger) -> None:
+    # Format 6 reads regex keys with RE2: a format-5 record of a card with one hashed
+    # what the earlier engine decided, so it cannot be compared; a card without one
+    # still matches its format-5 record.
+    plain = start(ledger)
+    ledger.record_assembly("chat", plain)
+    book = {"entries": [{"keys": ["/(?<=sir )knight/"], "use_regex": True,
+                         "content": "Knights."}]}
+    ledger.append("chat", {"type": "card.set", "data": {"character_book": book}})
+    current = ledger.assemble("chat", "card")
+    assert current.format_version == FORMAT_VERSION == 6
+    ledger.record_assembly("chat", current)
+    record(ledger, current, digest="4" * 64, format_version=WITHOUT_REGEX_KEYS)
+    record(ledger, current, digest="5" * 64, format_version=FORMAT_VERSION)  # altered
+    entries = ledger.audit("chat").entries
+    assert [e.status for e in entries] == ["match", "match", "older_format",
+                                           "digest_mismatch"]
+    assert entries[2].detail.startswith("recorded under format 5; current is 6: ")

@@ -8,6 +8,7 @@ The activation rules themselves are tested in ``test_lorebook_engine.py``.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -258,3 +259,61 @@ def test_a_template_without_the_lore_variables_leaves_entries_out(ledger: Ledger
     assert {row.entry_id: row.status for row in report.lorebook}["lore:card:2"] \
         == "not_in_template"
     assert report.lorebook_tokens == 0
+
+
+def test_catastrophic_regex_keys_assemble_fast_and_the_same_every_run(
+        ledger: Ledger) -> None:
+    # 60 keys that take a backtracking engine exponential time over "aaa...b": RE2 scans
+    # each text once per key, in linear time, and never depends on the machine.
+    book = {"scan_depth": 2, "entries": [
+        entry(f"Echo {i}.", "/(a|aa)+$/", id=i, use_regex=True) for i in range(60)] + [
+        entry("Bee.", "/(a|aa)+b$/", id=60, use_regex=True)]}
+    long = "a" * 20_000 + "b"
+    name = session(ledger, [long, long], card={"name": "Wren", "character_book": book})
+    runs = []
+    for _ in range(3):
+        started = time.perf_counter()
+        runs.append(ledger.assemble(name, "card", now=NOW))
+        assert time.perf_counter() - started < 2.0  # a generous bound: a regression
+    assert len({assembly.digest for assembly in runs}) == 1
+    found = decisions(runs[0])
+    assert [found[f"lore:card:{i}"][:2] for i in range(60)] == [
+        ("dropped", "not_matched")] * 60
+    assert found["lore:card:60"][:2] == ("included", "activated")
+    assert found["lore:card:60"][2]["message_id"] == "m1"
+    assert runs[0].format_version == 6 and not runs[0].warnings
+    assert ledger.replay(name, profile="card", now=NOW).digest == runs[0].digest
+
+
+ECHO = "/(\\w+) \\1/"
+
+
+def test_a_key_re2_refuses_is_its_own_decision_and_a_warning(ledger: Ledger) -> None:
+    book = {"entries": [
+        entry("Knights.", "/(?<=sir )knight/i", id="look", name="knights", use_regex=True),
+        entry("Echoes.", ECHO, "echo", id="both", name="echoes", use_regex=True),
+        entry("Plain.", "knight", id="plain", name="plain")]}
+    name = session(ledger, ["Sir Knight, echo echo."],
+                   card={"name": "Wren", "character_book": book})
+    assembly, report = assemble(ledger, name)
+    found = decisions(assembly)
+    action, reason, detail = found["lore:card:look"]
+    assert (action, reason, detail["match"]) == ("dropped", "regex_unsupported",
+                                                 "regex_unsupported")
+    assert detail["problem"] == ("regex key '/(?<=sir )knight/i' is not supported by RE2: "
+                                 "lookbehind (invalid perl operator: (?<=)")
+    # Another key of the entry still matches: the entry is decided by it.
+    assert found["lore:card:both"][:2] == ("included", "activated")
+    assert found["lore:card:both"][2]["key"] == "echo"
+    assert found["lore:card:plain"][:2] == ("included", "activated")
+    assert assembly.warnings[:2] == [
+        "lorebook 'card' entry 'knights': regex key '/(?<=sir )knight/i' is not supported"
+        " by RE2: lookbehind (invalid perl operator: (?<=)",
+        f"lorebook 'card' entry 'echoes': regex key {ECHO!r} is not supported by"
+        " RE2: a backreference (invalid escape sequence: \\1)"]
+    assert {row.entry_id: row.status for row in report.lorebook}["lore:card:look"] \
+        == "not_matched"
+    why = ledger.why(name, "lore:card:look")
+    assert [(run.action, run.reason) for run in why.runs] == [("dropped",
+                                                                "regex_unsupported")]
+    assert "match regex_unsupported" in why.line() and "lookbehind" in why.line()

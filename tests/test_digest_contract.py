@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from ctxledger import Ledger
 from ctxledger._demo import load_and_assemble_examples
 from ctxledger.assembler.digest import canonical_payload, compute_digest, messages_json
-from ctxledger.assembler.model import FORMAT_VERSION, ContextMessage
+from ctxledger.assembler.model import FORMAT_VERSION, WITHOUT_REGEX_KEYS, ContextMessage
 from ctxledger.projections.view import ViewRequest
 from ctxledger.store.canonical import canonical_json
 
@@ -72,10 +72,26 @@ def test_every_datetime_has_one_form(ledger: Ledger) -> None:
 def test_format_version_is_hashed(ledger: Ledger) -> None:
     ledger.append("s1", {"type": "session.started", "data": {}})
     assembly = ledger.assemble("s1", "card", now=NOW)
-    assert assembly.format_version == FORMAT_VERSION
-    assert f'"format_version":{FORMAT_VERSION}' in canonical_payload(assembly)
-    bumped = assembly.model_copy(update={"format_version": FORMAT_VERSION + 1})
+    assert assembly.format_version == WITHOUT_REGEX_KEYS
+    assert f'"format_version":{WITHOUT_REGEX_KEYS}' in canonical_payload(assembly)
+    bumped = assembly.model_copy(update={"format_version": FORMAT_VERSION})
     assert compute_digest(bumped) != assembly.digest
+
+
+def test_only_an_assembly_with_regex_keys_is_the_newest_format(ledger: Ledger) -> None:
+    # RE2 reads regex keys since format 6; any other assembly hashes what 5 did.
+    book = {"entries": [{"keys": ["dragon"], "content": "Dragons."}]}
+    ledger.append("s1", [{"type": "session.started", "data": {}},
+                         {"type": "card.set", "data": {"name": "Q", "character_book": book}},
+                         {"type": "message.appended", "data": {"role": "user",
+                                                               "content": "a dragon"}}])
+    assert ledger.assemble("s1", "card", now=NOW).format_version == WITHOUT_REGEX_KEYS
+    regex_book = {"entries": [{"keys": ["/drag(on)?/i"], "use_regex": True,
+                               "content": "Dragons."}]}
+    ledger.append("s1", {"type": "card.set", "data": {"character_book": regex_book}})
+    assembly = ledger.assemble("s1", "card", now=NOW)
+    assert assembly.format_version == FORMAT_VERSION == 6
+    assert f'"format_version":{FORMAT_VERSION}' in canonical_payload(assembly)
 
 
 def test_caches_never_change_the_digest(db_url: str) -> None:
@@ -137,7 +153,7 @@ def test_the_examples_give_the_pinned_digests_on_both_backends(sqlite_url: str,
 def test_the_digest_covers_the_messages(sqlite_url: str) -> None:
     _, assembly = load_and_assemble_examples(sqlite_url)["tools.jsonl"]
     payload = json.loads(canonical_payload(assembly))
-    assert payload["format_version"] == FORMAT_VERSION == 5
+    assert payload["format_version"] == WITHOUT_REGEX_KEYS == 5
     assert payload["messages"] == [m.model_dump(mode="json") for m in assembly.messages]
     calls = next(i for i, m in enumerate(assembly.messages) if m.tool_calls)
     # A message that would be sent otherwise, with the text unchanged, is another digest.

@@ -3,7 +3,8 @@
 - Parsing: uids unique even with duplicate ids, labels, priority defaults, V3 decorators
   (read and stripped), SillyTavern's at-depth extensions.
 - Matching: case-insensitive and case-sensitive substrings, regex keys (JS literals with
-  flags, bare patterns, invalid ones, a catastrophic one under the timeout).
+  flags, bare patterns, invalid ones, ones RE2 refuses, catastrophic ones in linear
+  time).
 - Activation: constant, disabled (beats constant), dont_activate, selective, the scan
   window, the newest matching message, recursion with exclude/prevent.
 - The budget: prompt order, priority order with its ties, an oversize entry.
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
@@ -180,11 +182,109 @@ def test_invalid_regex_is_a_problem_and_a_reason() -> None:
     assert out[1].key == "good"
 
 
-def test_a_catastrophic_regex_times_out_and_does_not_match() -> None:
-    b = book({"keys": ["(.*a){30}x"], "use_regex": True})
-    out = run(b, "a" * 200)
-    assert statuses(out) == [("not_matched", "invalid_regex")]
-    assert "timed out" in out[0].problems[0]
+def test_a_catastrophic_regex_is_searched_in_linear_time() -> None:
+    # Exponential for a backtracking engine; RE2 decides it outright, the same every run.
+    b = book({"keys": ["(.*a){30}x"], "use_regex": True},
+             *({"keys": ["/(a|aa)+$/"], "use_regex": True} for _ in range(60)),
+             {"keys": ["/(a|aa)+b$/"], "use_regex": True})
+    for _ in range(3):
+        out = run(b, "a" * 5000 + "b", "a" * 5000 + "b")
+        assert statuses(out) == [("not_matched", "no_key_matched")] * 61 + [
+            ("activated", "key_matched")]
+    assert b.entries[0].problems == ()
+
+
+def test_js_flags_map_to_re2() -> None:
+    def hit(key: str, text: str, **entry: Any) -> bool:
+        return run(book({"keys": [key], "use_regex": True, **entry}), text)[0].status == (
+            "activated")
+
+    # i (and an entry that is not case-sensitive) folds case, Unicode included.
+    assert hit("/ÉCLAIR/i", "un éclair", case_sensitive=True)
+    assert not hit("/ÉCLAIR/", "un éclair", case_sensitive=True)
+    assert hit("/ÉCLAIR/", "un éclair")
+    # m: ^ and $ at line ends; without it, at the text's ends only ($ not before a
+    # trailing line feed, as in JavaScript).
+    assert hit("/^two$/m", "one\ntwo\nthree") and not hit("/^two$/", "one\ntwo\nthree")
+    assert not hit("/end$/", "the end\n") and hit("/end$/m", "the end\n")
+    # s: . matches a line feed.
+    assert hit("/one.two/s", "one\ntwo") and not hit("/one.two/", "one\ntwo")
+    # u, g, y, d change nothing for a yes/no search; u reads by code point always.
+    for flags in ("u", "g", "y", "d", "gimsuy"):
+        assert hit(f"/dr.gon/{flags}", "a DR😀GON" if "i" in flags else "a dr😀gon")
+    # JavaScript's \u escapes are RE2's \x{...}; an escaped backslash stays one.
+    assert hit(r"/\u00e9clair/", "un éclair") and hit(r"/\u{1F600}/u", "x😀")
+    assert hit(r"/a\\u0041/", "a\\u0041") and not hit(r"/a\\u0041/", "aA")
+    # [^] is any character and [] none; a "[" inside a class is a literal.
+    assert hit("/a[^]b/", "a\nb") and not hit("/a[]b/", "ab") and not hit("/[]a]/", "a]")
+    assert hit("/x[a[^]/", "x[") and hit("/[[:alpha:]]/", "[]") and not hit("/[[:alpha:]]/", "a")
+    # \d, \w and \b are ASCII, as in JavaScript.
+    assert not hit(r"/\d/", "٣") and hit(r"/\bcafé/", "un café")
+
+
+_ATOMS = st.sampled_from(["a", "b", "A", "x", ".", "[ab]", "[^a]", r"\d", r"\w", r"\s",
+                          r"\u0061", "[^]"])
+
+
+def _patterns() -> st.SearchStrategy[str]:
+    def grow(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        return st.one_of(
+            st.tuples(inner, inner).map("".join),
+            st.tuples(inner, inner).map(lambda p: f"(?:{p[0]}|{p[1]})"),
+            st.tuples(inner, st.sampled_from(["*", "+", "?", "{1,2}", "*?"])).map(
+                lambda p: f"(?:{p[0]}){p[1]}"))
+
+    return st.tuples(st.sampled_from(["", "^"]), st.recursive(_ATOMS, grow, max_leaves=6),
+                     st.sampled_from(["", "$"])).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pattern=_patterns(), text=st.text(alphabet="abAx1 _\t", max_size=12),
+       insensitive=st.booleans())
+def test_re2_reads_a_common_pattern_as_a_backtracking_engine_does(
+        pattern: str, text: str, insensitive: bool) -> None:
+    # On ASCII text without line breaks JavaScript, Python and RE2 agree on these: the
+    # reference is Python's engine, with JavaScript's spellings written its way.
+    reference = pattern.replace(r"\u0061", "a").replace("[^]", r"[\s\S]")
+    expected = re.search(reference, text, re.IGNORECASE if insensitive else 0) is not None
+    key = f"/{pattern}/{'i' if insensitive else ''}"
+    matcher = compile_key(key, case_sensitive=True, use_regex=True)
+    assert matcher.problem is None
+    assert matcher.search(text, text.casefold()) is expected
+
+
+def test_a_pattern_re2_refuses_is_unsupported_and_says_why() -> None:
+    cases = {r"/(?<=sir )knight/": "lookbehind", r"/knight(?!ess)/": "negative lookahead",
+             r"/(\w)\1/": "a backreference", r"/(?<n>a)\k<n>/": "a named backreference",
+             "/a{1001}/": "a repetition over 1000", r"/\cA/": "an escape RE2 does not have",
+             "/[a--b]/v": "the v flag"}
+    b = book(*({"keys": [key, "plain"], "use_regex": True} for key in cases),
+             {"keys": ["/(unclosed/"], "use_regex": True},
+             {"keys": ["(?=knight)", "knight"], "use_regex": True})
+    for entry, (key, why) in zip(b.entries, cases.items(), strict=False):
+        (problem,) = entry.problems
+        assert problem.startswith(f"regex key {key!r} is not supported by RE2: {why}")
+    out = run(b, "a knight, sir knight, aa")
+    assert statuses(out) == [("not_matched", "regex_unsupported")] * len(cases) + [
+        ("not_matched", "invalid_regex"), ("activated", "key_matched")]
+    assert "invalid regex key '/(unclosed/': missing ):" in b.entries[-2].problems[0]
+    assert b.warnings()[0] == ("lorebook 'card' entry '/(?<=sir )knight/': regex key "
+                               "'/(?<=sir )knight/' is not supported by RE2: lookbehind "
+                               "(invalid perl operator: (?<=)")
+
+
+def test_a_lone_surrogate_is_searched_without_error() -> None:
+    # One character, as a JavaScript string holds it.
+    b = book({"keys": ["/dragon/"], "use_regex": True}, {"keys": ["/^.$/s"], "use_regex": True},
+             {"keys": ["/^..$/s"], "use_regex": True})
+    assert statuses(run(b, "a \ud800 dragon", "\udfff")) == [
+        ("activated", "key_matched"), ("activated", "key_matched"),
+        ("not_matched", "no_key_matched")]
+
+
+def test_regex_keys_marks_a_book_whose_reading_changed() -> None:
+    assert book({"keys": ["/x/"], "use_regex": True}).regex_keys
+    assert not book({"keys": ["/x/"]}, {"keys": [" "], "use_regex": True}).regex_keys
 
 
 def test_compile_key_is_cached() -> None:

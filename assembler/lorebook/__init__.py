@@ -10,23 +10,34 @@ from ctxledger.assembler.lorebook.activation import (
     activate,
     fit_budget,
 )
-from ctxledger.assembler.lorebook.book import Book, Entry, Interner, Position, Role, parse_book
-from ctxledger.assembler.lorebook.matching import REGEX_TIMEOUT, Matcher, compile_key
+from ctxledger.assembler.lorebook.book import (
+    Book,
+    Entry,
+    Interner,
+    LorebookWarning,
+    Position,
+    Role,
+    book_warnings,
+    parse_book,
+)
+from ctxledger.assembler.lorebook.matching import Matcher, compile_key, encode_text
 
 __all__ = [
     "ACTIVE",
-    "REGEX_TIMEOUT",
     "Activation",
     "Book",
     "Entry",
     "Interner",
+    "LorebookWarning",
     "Matcher",
     "Position",
     "Role",
     "ScanMessage",
     "Status",
     "activate",
+    "book_warnings",
     "compile_key",
+    "encode_text",
     "fit_budget",
     "parse_book",
 ]

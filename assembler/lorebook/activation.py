@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ctxledger.assembler.lorebook.book import Book, Entry, Interner
-from ctxledger.assembler.lorebook.matching import REGEX_TIMEOUT, KeyTimeout, Matcher, compile_key
+from ctxledger.assembler.lorebook.matching import Matcher, compile_key, encode_text
 
 Status = Literal["activated", "constant", "not_matched", "disabled"]
 ACTIVE: tuple[Status, ...] = ("activated", "constant")
@@ -43,7 +43,8 @@ class Activation:
     status: Status
     reason: str
     """constant | key_matched | recursion | no_key_matched | secondary_key_missing |
-    disabled | dont_activate | invalid_regex"""
+    disabled | dont_activate | invalid_regex | regex_unsupported (no key matched and
+    one of them is a pattern RE2 refuses)"""
     key: str | None = None
     """The primary key that matched (as written)."""
     secondary_key: str | None = None
@@ -51,8 +52,6 @@ class Activation:
     """The newest message in the window where the key matched."""
     via: str | None = None
     """Recursion: the uid of the entry whose content matched."""
-    problems: tuple[str, ...] = ()
-    """What went wrong while scanning (a regex key that timed out)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +75,9 @@ class _Plan:
 
 @dataclass(frozen=True, slots=True)
 class _Hits:
-    """The keys (matcher ids) found in one text, and the regex keys that timed out."""
+    """The keys (matcher ids) found in one text."""
 
     matched: frozenset[int]
-    timed_out: frozenset[int]
 
 
 def _plan(book: Book) -> _Plan:
@@ -127,14 +125,10 @@ def _scan(plan: _Plan, text: str) -> _Hits:
     folded = text.casefold() if plan.folded else text
     matched = [i for i, needle in plan.folded if needle in folded]
     matched += [i for i, needle in plan.exact if needle in text]
-    timed_out = []
-    for i, matcher in plan.regexes:
-        try:
-            if matcher.search(text, folded):
-                matched.append(i)
-        except KeyTimeout:
-            timed_out.append(i)
-    return _Hits(frozenset(matched), frozenset(timed_out))
+    if plan.regexes:
+        encoded = encode_text(text)
+        matched += [i for i, matcher in plan.regexes if matcher.search(text, folded, encoded)]
+    return _Hits(frozenset(matched))
 
 
 class _Scanner:
@@ -149,7 +143,7 @@ class _Scanner:
     def baseline(self, book: Book) -> tuple[Activation, ...]:
         """Each entry's activation when no key of the book occurs anywhere."""
         def build() -> tuple[Activation, ...]:
-            return tuple(_window_activation(entry, self.plan, None, None, (), set())
+            return tuple(_window_activation(entry, self.plan, None, None, ())
                          for entry in book.entries)
 
         if self.intern is None:
@@ -187,20 +181,13 @@ def activate(book: Book, messages: Sequence[ScanMessage], *, scan_depth: int,
     newest_first = [scanner.hits(message.text) for message in reversed(window)]
     primary = _first_matches(newest_first, plan.primary_users)
     secondary = _first_matches(newest_first, plan.secondary_users)
-    timed_out: set[int] = set()
-    for hits in newest_first:
-        timed_out |= hits.timed_out
     # Most entries match nothing: their activation is the book's baseline, built once.
     out = list(scanner.baseline(book))
-    touched = set(primary)
-    for matcher in timed_out:
-        touched.update(index for index, _ in plan.primary_users.get(matcher, ()))
-        touched.update(index for index, _ in plan.secondary_users.get(matcher, ()))
-    for index in sorted(touched):
+    for index in sorted(primary):
         out[index] = _window_activation(book.entries[index], plan, primary.get(index),
-                                        secondary.get(index), window, timed_out)
+                                        secondary.get(index), window)
     if recursive if recursive is not None else book.recursive_scanning:
-        _recurse(book, scanner, out, secondary, timed_out)
+        _recurse(book, scanner, out, secondary)
     return tuple(out)
 
 
@@ -221,48 +208,40 @@ def _first_matches(texts: Sequence[_Hits], users: Mapping[int, tuple[tuple[int, 
 
 
 def _window_activation(entry: Entry, plan: _Plan, primary: _Found | None,
-                       secondary: _Found | None, window: Sequence[ScanMessage],
-                       timed_out: set[int]) -> Activation:
+                       secondary: _Found | None, window: Sequence[ScanMessage]
+                       ) -> Activation:
     if not entry.enabled:
         return Activation(entry, "disabled", "disabled")
     if entry.never:
         return Activation(entry, "disabled", "dont_activate")
     if entry.constant:
         return Activation(entry, "constant", "constant")
-    problems = _timeouts(plan, entry, timed_out)
     if primary is None:
         return Activation(entry, "not_matched", _missing(plan, plan.primary[entry.index],
-                                                         timed_out, "no_key_matched"),
-                          problems=problems)
+                                                         "no_key_matched"))
     key = entry.keys[primary.position]
     message_id = window[len(window) - 1 - primary.where].message_id
     if plan.secondary[entry.index] and secondary is None:
         return Activation(entry, "not_matched",
-                          _missing(plan, plan.secondary[entry.index], timed_out,
+                          _missing(plan, plan.secondary[entry.index],
                                    "secondary_key_missing"),
-                          key=key, message_id=message_id, problems=problems)
+                          key=key, message_id=message_id)
     second = None if secondary is None else entry.secondary_keys[secondary.position]
     return Activation(entry, "activated", "key_matched", key=key, secondary_key=second,
-                      message_id=message_id, problems=problems)
+                      message_id=message_id)
 
 
-def _missing(plan: _Plan, matcher_ids: tuple[int, ...], timed_out: set[int],
-             reason: str) -> str:
-    """``reason``, or invalid_regex when one of the keys could not be searched."""
-    broken = any(plan.matchers[i].error is not None or i in timed_out for i in matcher_ids)
-    return "invalid_regex" if broken else reason
-
-
-def _timeouts(plan: _Plan, entry: Entry, timed_out: set[int]) -> tuple[str, ...]:
-    if not timed_out:
-        return ()
-    ids = (*plan.primary[entry.index], *plan.secondary[entry.index])
-    return tuple(f"regex key {plan.matchers[i].key!r} timed out ({REGEX_TIMEOUT:g} s)"
-                 for i in dict.fromkeys(ids) if i in timed_out)
+def _missing(plan: _Plan, matcher_ids: tuple[int, ...], reason: str) -> str:
+    """``reason``, or why one of the keys could not be searched: regex_unsupported (RE2
+    refuses a pattern JavaScript reads) before invalid_regex."""
+    keys = [plan.matchers[i] for i in matcher_ids]
+    if any(matcher.unsupported is not None for matcher in keys):
+        return "regex_unsupported"
+    return "invalid_regex" if any(matcher.error is not None for matcher in keys) else reason
 
 
 def _recurse(book: Book, scanner: _Scanner, out: list[Activation],
-             window_secondary: Mapping[int, _Found], timed_out: set[int]) -> None:
+             window_secondary: Mapping[int, _Found]) -> None:
     """Activate, in rounds, the entries whose keys occur in active entries' content."""
     plan, entries = scanner.plan, book.entries
     candidates = [entry.index for entry in entries
@@ -276,7 +255,6 @@ def _recurse(book: Book, scanner: _Scanner, out: list[Activation],
         sources = [index for index in fresh if not entries[index].prevent_recursion]
         for source in sources:
             hits = scanner.hits(entries[source].content)
-            timed_out |= hits.timed_out
             _merge(via, hits, plan.primary_users, source)
             _merge(secondary_in_content, hits, plan.secondary_users, source)
         fresh = []
@@ -292,7 +270,7 @@ def _recurse(book: Book, scanner: _Scanner, out: list[Activation],
                 entry, "activated", "recursion", key=entry.keys[found.position],
                 secondary_key=None if second is None else entry.secondary_keys[
                     second.position],
-                via=entries[found.where].uid, problems=_timeouts(plan, entry, timed_out))
+                via=entries[found.where].uid)
             fresh.append(index)
         if not fresh:
             break

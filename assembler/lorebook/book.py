@@ -80,7 +80,8 @@ class Entry:
     """The role of an entry at a depth (``@@role``, else SillyTavern's ``role``, else
     system); None when ``depth`` is None."""
     problems: tuple[str, ...]
-    """What could not be read: an invalid regex key, a bad decorator value."""
+    """What could not be read: an invalid regex key or one RE2 refuses, a bad decorator
+    value."""
     exclude_recursion: bool = False
     """SillyTavern: another entry's content cannot activate this one."""
     prevent_recursion: bool = False
@@ -99,6 +100,32 @@ class Book:
     entries: tuple[Entry, ...]
     digest: str
     """SHA-256 (hex) of the book's canonical JSON: names it in memo keys."""
+
+    @property
+    def regex_keys(self) -> bool:
+        """Whether an entry has a regex key that is not blank (whose reading changed
+        with the regex engine: ``assembler.model.FORMAT_VERSION`` 6)."""
+        return any(entry.use_regex and any(key.strip() for key in (
+            *entry.keys, *entry.secondary_keys)) for entry in self.entries)
+
+    def warnings(self) -> list[str]:
+        """One line per problem of an entry, naming the book and the entry: what an
+        import reports (a regex key RE2 refuses, an invalid one, a bad decorator)."""
+        return [f"lorebook {self.source!r} entry {entry.label!r}: {problem}"
+                for entry in self.entries for problem in entry.problems]
+
+
+class LorebookWarning(UserWarning):
+    """An imported lorebook entry that cannot work as written (a regex key RE2 refuses,
+    an invalid one, a bad decorator): the import goes ahead, the line names it."""
+
+
+def book_warnings(source: str, raw: Any) -> list[str]:
+    """``Book.warnings`` of the book ``raw`` as written (none when it is no object):
+    what importing it reports, before any assembly."""
+    if not isinstance(raw, Mapping):
+        return []
+    return parse_book(source, raw).warnings()
 
 
 def parse_book(source: str, raw: Mapping[str, Any], *,
@@ -170,11 +197,11 @@ def _entry(source: str, index: int, item: Mapping[str, Any], key: str) -> Entry:
     case_sensitive = item.get("case_sensitive") is True
     use_regex = item.get("use_regex") is True
     if use_regex:
-        for written in (*keys, *secondary):
-            error = compile_key(written, case_sensitive=case_sensitive,
-                                use_regex=True).error
-            if error is not None:
-                problems.append(f"invalid regex key {written!r}: {error}")
+        for written in dict.fromkeys((*keys, *secondary)):
+            problem = compile_key(written, case_sensitive=case_sensitive,
+                                  use_regex=True).problem
+            if problem is not None:
+                problems.append(problem)
     insertion_order = _number(item.get("insertion_order"), DEFAULT_INSERTION_ORDER)
     depth, role = _placement(decorators, ext, problems)
     return Entry(

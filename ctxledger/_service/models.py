@@ -23,12 +23,15 @@ class AppendOut(BaseModel):
     positions: list[int]
     stream_version: int
     duplicate: bool = False
+    warnings: list[str] = Field(default_factory=list)
+    """Each lorebook entry a card.set or lorebook.set imported that cannot work as
+    written (a regex key RE2 refuses, an invalid one): written anyway, named here."""
 
     @classmethod
     def of(cls, result: AppendResult) -> AppendOut:
         """The model of a ``Ledger`` append result."""
         return cls(positions=list(result.positions), stream_version=result.stream_version,
-                   duplicate=result.duplicate)
+                   duplicate=result.duplicate, warnings=list(result.warnings))
 
 
 class EventRecord(BaseModel):

@@ -7,7 +7,9 @@ writes nothing (and creates no database); its error names the file.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,6 +43,20 @@ def _stream(session: str | None, scope: str | None) -> str:
     return session if session is not None else SCOPE_PREFIX + str(scope)
 
 
+@contextmanager
+def _lorebook_warnings() -> Iterator[None]:
+    """Print each ``LorebookWarning`` the import raises as a ``warning:`` line on stderr
+    (the entry and why), after the import."""
+    from ctxledger.assembler.lorebook import LorebookWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LorebookWarning)
+        yield
+    for found in caught:
+        if issubclass(found.category, LorebookWarning):
+            typer.echo(f"warning: {found.message}", err=True)
+
+
 def _checked(stream: str, event: dict[str, Any], label: str) -> None:
     """Validate ``event`` as the store will, before any database is opened."""
     from ctxledger._setting_checks import check_event
@@ -67,7 +83,8 @@ def card_import(
 
     The card is stored as the file holds it ('card export' gives it back) and replaces
     the whole current card. Prints the card's name, spec, lorebook entries, the stream
-    and the position written."""
+    and the position written; each lorebook entry that cannot work as written (a regex
+    key RE2 refuses, an invalid one) gets a 'warning:' line on stderr."""
     from ctxledger import render
     from ctxledger.io._card_files import card_set_data, read_card
     from ctxledger.store.character_card import CardFileError, book_entries
@@ -78,7 +95,7 @@ def card_import(
     except CardFileError as exc:
         raise fail(str(exc)) from None
     _checked(stream, {"type": "card.set", "data": card_set_data(card)}, Path(file).name)
-    with open_ledger(db_of(ctx)) as ledger:
+    with open_ledger(db_of(ctx)) as ledger, _lorebook_warnings():
         result = ledger.import_card(card, session=session, scope=scope)
     data = card.get("data") if "spec" in card else card
     fields = data if isinstance(data, Mapping) else {}
@@ -135,7 +152,9 @@ def lorebook_import(
     """Set a lorebook (world info) of a scope from a file (one lorebook.set event).
 
     A SillyTavern world-info export is converted to a V2 book; other books are stored
-    as written. Prints the book id, its entries, the stream and the position written."""
+    as written. Prints the book id, its entries, the stream and the position written;
+    each entry that cannot work as written (a regex key RE2 refuses, an invalid one)
+    gets a 'warning:' line on stderr."""
     from ctxledger import render
     from ctxledger.io._card_files import read_lorebook
     from ctxledger.store.character_card import CardFileError, book_entries
@@ -148,7 +167,7 @@ def lorebook_import(
         raise fail(str(exc)) from None
     data = {"book_id": name, "book": book}
     _checked(stream, {"type": "lorebook.set", "data": data}, Path(file).name)
-    with open_ledger(db_of(ctx)) as ledger:
+    with open_ledger(db_of(ctx)) as ledger, _lorebook_warnings():
         result = ledger.set_lorebook(scope, name, book)
     record = {"book_id": name, "entries": len(book_entries(book)), "stream": stream,
               "position": result.positions[-1]}

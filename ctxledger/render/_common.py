@@ -61,11 +61,15 @@ def event_record(event: RecordedEvent) -> dict[str, Any]:
 
 
 def append_record(result: AppendResult) -> dict[str, Any]:
-    """What ``append`` prints: the positions written (or found again) and the version."""
+    """What ``append`` prints: the positions written (or found again) and the version;
+    ``duplicate`` and ``warnings`` (lorebook entries that cannot work as written) when
+    there are any."""
     record: dict[str, Any] = {"positions": list(result.positions),
                               "stream_version": result.stream_version}
     if result.duplicate:
         record["duplicate"] = True
+    if result.warnings:
+        record["warnings"] = list(result.warnings)
     return record
 
 

@@ -32,6 +32,7 @@ from ctxledger.assembler.lorebook import (
     Role,
     ScanMessage,
     activate,
+    compile_key,
     fit_budget,
     parse_book,
 )
@@ -81,6 +82,8 @@ class Lore:
     """The raw contents sent (before macros), for the unknown-macro warning."""
     note: AtDepth | None = None
     """The card's character note (SillyTavern's ``extensions.depth_prompt``)."""
+    regex_keys: bool = False
+    """Whether a book read has a regex key (the assembly's ``model.format_for``)."""
 
     def at_depth(self, shed: frozenset[str] = frozenset()) -> list[AtDepth]:
         """What goes inside the history, but ``shed``: the entries with a depth, then
@@ -129,14 +132,14 @@ def decide_lore(engine: Engine, policy: CardPolicy, macros: Macros, view: Sessio
     memo = engine.memo_for(view.stream_id) if engine.memos is not None else None
     intern = memo.intern if memo is not None else None
     for book in books(view, policy, intern):
+        lore.regex_keys = lore.regex_keys or book.regex_keys
         depth = book.scan_depth if book.scan_depth is not None else policy.lorebook_scan_depth
         activations = activate(book, scan, scan_depth=depth,
                                recursive=policy.lorebook_recursive_scanning, intern=intern)
         candidates: dict[str, Candidate] = {}
+        lore.warnings.extend(book.warnings())
         for activation in activations:
             entry = activation.entry
-            lore.warnings.extend(f"lorebook {book.source!r} entry {entry.label!r}: {problem}"
-                                 for problem in (*entry.problems, *activation.problems))
             section = section_history if entry.depth is not None else section_card
             candidates[entry.uid] = engine.candidate(
                 entry.uid, section, macros.apply(entry.content))
@@ -159,6 +162,10 @@ def decide_lore(engine: Engine, policy: CardPolicy, macros: Macros, view: Sessio
                 lore.over_book_budget.add(entry.uid)
                 engine.exclude(candidate, "dropped", "over_budget", token_budget=budget,
                                **detail)
+            elif activation.reason == "regex_unsupported":
+                # Its own reason: a key RE2 refuses is not a key that did not occur.
+                engine.exclude(candidate, "dropped", "regex_unsupported",
+                               problem=_unsupported(entry), **detail)
             else:
                 engine.exclude(candidate, "dropped",
                                "disabled" if activation.status == "disabled"
@@ -181,6 +188,15 @@ def decide_lore(engine: Engine, policy: CardPolicy, macros: Macros, view: Sessio
     lore.depth.sort(key=lambda p: (-(p.entry.depth or 0), p.entry.insertion_order,
                                    rank[p.entry.uid]))
     return lore
+
+
+def _unsupported(entry: Entry) -> str | None:
+    """Why RE2 refuses the entry's first key it refuses (primary keys first)."""
+    for key in (*entry.keys, *entry.secondary_keys):
+        matcher = compile_key(key, case_sensitive=entry.case_sensitive, use_regex=True)
+        if matcher.unsupported is not None:
+            return matcher.problem
+    return None
 
 
 def _detail(book: Book, activation: Activation) -> dict[str, str | int | float | None]:

@@ -62,7 +62,7 @@ from ctxledger.assembler.history_window import (
 )
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.message_ranges import SUMMARIZED_PREFIX
-from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.model import Assembly, format_for
 from ctxledger.assembler.outgoing import UNPAIRED_ROLE, cost_texts, sent_cost
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles.base import Profile, report_of
@@ -242,7 +242,8 @@ class CardProfile(Profile):
             overhead=policy.message_overhead,
             sections=[SectionLayout(SECTION_CARD), SectionLayout(SECTION_HISTORY),
                       SectionLayout(SECTION_POST_HISTORY)],
-            report=report, warnings=warnings)
+            report=report, warnings=warnings,
+            format_version=format_for(regex_keys=lore.regex_keys))
 
     def _remember_memo(self, engine: Engine, view: SessionView, history: History,
                        summarizing: bool, policy: CardPolicy) -> int | None:

@@ -328,6 +328,8 @@ export interface components {
              * @default false
              */
             duplicate: boolean;
+            /** Warnings */
+            warnings?: string[];
         };
         /**
          * AssembleBody
@@ -528,6 +530,8 @@ export interface components {
              * @default false
              */
             duplicate: boolean;
+            /** Warnings */
+            warnings?: string[];
             /** Forked From */
             forked_from: string;
         };

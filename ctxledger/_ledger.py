@@ -776,8 +776,10 @@ class Ledger:
         The copies count toward the scope's usage (tool usage, observations, ended
         sessions, rollups) only with ``count=True``; events appended to the fork later
         always do (``ctxledger.timetravel._fork``)."""
+        from ctxledger.store.streams import check_stream_id
         from ctxledger.timetravel._fork import ForkError, fork_events
 
+        check_stream_id(new_session)  # before any query: PostgreSQL fails on a NUL
         if self.log.stream_version(new_session) > 0:
             raise ForkError(f"stream {new_session!r} already exists: fork onto a new one")
         copies = fork_events(self.events(session), session, new_session, at,

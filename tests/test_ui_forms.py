@@ -167,6 +167,23 @@ def test_a_malformed_login_cookie_is_a_logged_out_browser(
         assert answer.status_code in (303, 422)  # logged out, or a step that is no step
 
 
+def test_a_policy_too_deep_or_too_long_is_the_audit_forms_error(
+        served: Served, keys: tuple[str, str]) -> None:
+    victim, _ = keys
+    with _browser(served) as http:
+        _login(http, served, victim)
+        with httpx.Client(base_url=served.base, timeout=120.0,
+                          headers={"Authorization": f"Bearer {victim}"}) as api:
+            assert api.post("/streams/deep-policy/events", json={"events": [
+                {"type": "session.started", "data": {"scope": "victim"}}]}).status_code == 200
+        for policy, words in (("[" * 5000, "policy is not valid JSON: it is nested too deeply"),
+                              ('{"context_limit": ' + "9" * 5000 + "}",
+                               "policy is not valid JSON: Exceeds the limit")):
+            answer = http.get("/ui/sessions/deep-policy/audit", params={"policy": policy})
+            assert answer.status_code == 400, answer.text[:300]
+            assert words in answer.text
+
+
 # -- Chromium and an attacker page on another origin -----------------------------------------
 
 

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
+from pydantic import WithJsonSchema
 
 from ctxledger._service.auth import (
     KeyDep,
@@ -34,9 +35,10 @@ Profile = Annotated[str | None, Query(
     description="The profile; default: the session's 'profile' setting, else card.")]
 # Strings read by the core's time parser: a zone and the stored range are required, and
 # a bare number is not a time (pydantic would read it as seconds since 1970).
-Now = Annotated[str | None, Query(
-    description="ISO-8601 time with a zone; default: the server's clock.",
-    json_schema_extra={"format": "date-time"})]
+_NOW = "ISO-8601 time with a zone; default: the server's clock."
+Now = Annotated[str | None, WithJsonSchema({
+    "anyOf": [{"type": "string", "format": "date-time"}, {"type": "null"}],
+    "description": _NOW}), Query(description=_NOW)]
 Format = Annotated[ContextFormat, Query(description="The response's shape.")]
 Until = Annotated[str | None, Query(
     description="A log position (digits) or an ISO-8601 time; default: the head.")]

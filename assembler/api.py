@@ -48,6 +48,8 @@ def parse_policy(data: Mapping[str, Any] | str | bytes) -> Policy:
     if isinstance(data, str | bytes):
         try:
             data = json.loads(data)
+        except RecursionError:  # nesting deeper than the interpreter's stack
+            raise PolicyError("policy is not valid JSON: it is nested too deeply") from None
         except ValueError as exc:
             raise PolicyError(f"policy is not valid JSON: {exc}") from None
     if not isinstance(data, Mapping):

@@ -129,6 +129,9 @@ class Policy(BaseModel):
 
             try:
                 data = json.loads(json_data)
+            except RecursionError:  # nesting deeper than the interpreter's stack
+                raise PolicyError("policy is not valid JSON: it is nested too deeply"
+                                  ) from None
             except ValueError as exc:
                 raise PolicyError(f"policy is not valid JSON: {exc}") from exc
             return cls.model_validate(data, *args, **kwargs)

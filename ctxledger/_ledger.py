@@ -794,8 +794,10 @@ class Ledger:
         The copies count toward the scope's usage (tool usage, observations, ended
         sessions, rollups) only with ``count=True``; events appended to the fork later
         always do (``ctxledger.timetravel._fork``)."""
+        from ctxledger.store.streams import check_stream_id
         from ctxledger.timetravel._fork import ForkError, check_fork_streams, fork_events
 
+        check_stream_id(new_session)  # before any query: PostgreSQL fails on a NUL
         check_fork_streams(session, new_session)
         # Everything about the source and the point first: only a fork that would be made
         # learns whether the new id is taken.

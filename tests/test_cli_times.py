@@ -24,6 +24,7 @@ BAD_NOW = [
      "--now '1800-01-01T00:00:00Z' is outside 1900-01-01 .. 9999-01-01"),
     ("9999-01-01T00:00:00+00:00",
      "--now '9999-01-01T00:00:00+00:00' is outside 1900-01-01 .. 9999-01-01"),
+    ("9" * 5000, f"--now {'9' * 40!r}... (5000 characters) is not an ISO-8601 time"),
 ]
 BAD_UNTIL = [
     ("yesterday", "--until 'yesterday' is neither a log position nor an ISO-8601 time"),
@@ -33,6 +34,12 @@ BAD_UNTIL = [
      "--until '2025-05-01T10:00:00' needs a zone, such as Z or +00:00"),
     ("0001-01-01T00:00:00+01:00",
      "--until '0001-01-01T00:00:00+01:00' is outside 1900-01-01 .. 9999-01-01"),
+    # More digits than int() converts, and one past what a backend stores.
+    ("9" * 5000, f"--until {'9' * 40!r}... (5000 characters) is past the largest log"
+                 " position (9223372036854775807)"),
+    (str(2**63), f"--until '{2**63}' is past the largest log position"
+                 " (9223372036854775807)"),
+    ("-5", "--until '-5' is neither a log position nor an ISO-8601 time"),
 ]
 
 
@@ -67,7 +74,8 @@ def test_a_bad_until_is_the_same_error_everywhere(url: str, command: list[str], 
     assert _head(url) == 1
 
 
-@pytest.mark.parametrize("value", ["25:00", "3", "03:7", "\uff10\uff13:00", "noon"])
+@pytest.mark.parametrize("value", ["25:00", "3", "03:7", "\uff10\uff13:00", "noon",
+                                   "9" * 5000 + ":00", "007:00"])
 def test_a_bad_time_of_day_is_one_error_line(url: str, value: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["scheduler", "--at", value, "--db", url])
     assert one_error_line(result) == (

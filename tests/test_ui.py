@@ -102,8 +102,11 @@ def test_login_cookie_cross_scope_and_revocation(served: Served, browser: Any,
     page.get_by_label("API key").fill(token)
     page.get_by_role("button", name="Log in").click()
     page.wait_for_url(re.compile(rf"/ui/sessions/{CARD}$"))  # back where it was going
-    [cookie] = context.cookies()
-    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/ui"
+    cookies = {c["name"]: c for c in context.cookies()}
+    assert sorted(cookies) == ["ctxledger_ui", "ctxledger_ui_form"]  # login, form token
+    for cookie in cookies.values():
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/ui"
+    cookie = cookies["ctxledger_ui"]
     secret = token.split("_", 2)[2]
     assert secret not in cookie["value"] and token.split("_")[1] in cookie["value"]
     assert page.evaluate("document.cookie") == ""  # no script can read it

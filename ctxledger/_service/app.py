@@ -36,6 +36,7 @@ from ctxledger._service.feed import feed_router
 from ctxledger._service.limits import BodyLimit, TimeLimit
 from ctxledger._service.models import ProblemOut
 from ctxledger._service.problems import PROBLEM_JSON
+from ctxledger._service.text_input import RefuseNul
 from ctxledger._service.ui import install as install_ui
 from ctxledger.assembler.profiles import get_profile, profile_names
 from ctxledger.store.clock import Clock, system_clock
@@ -88,6 +89,7 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                                    recheck=feed_recheck),
                        dependencies=[Depends(feed_access)])
     install_ui(app)  # the browser view, /ui (left out of the OpenAPI document)
+    app.add_middleware(RefuseNul)
     # The last added runs first: the time limit covers reading the body too.
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(TimeLimit, seconds=request_timeout)

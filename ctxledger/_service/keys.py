@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,12 @@ from ctxledger.store.streams import MAX_STREAM_ID, SCOPE_PREFIX
 TOKEN_PREFIX = "ctxl"
 _SECRET_BYTES = 32
 _KEY_ID_BYTES = 6  # 12 hex characters: a public name, not a secret
+# What ``create_key`` makes (12 lowercase hex): anything else is no key, refused before a
+# query (PostgreSQL would fail on a NUL, not answer "no row").
+_KEY_ID = re.compile(r"[0-9a-f]{1,32}")
+# A login value: key id, the second it was issued (at most 19 digits: int() is not
+# asked to read more) and the HMAC-SHA256 hex.
+_UI_LOGIN = re.compile(r"([0-9a-f]{1,32})\.([0-9]{1,19})\.([0-9a-f]{64})")
 # As session.started's scope: "scope:" + the name must fit a stream id.
 MAX_SCOPE = MAX_STREAM_ID - len(SCOPE_PREFIX)
 
@@ -125,7 +132,7 @@ def verify_token(engine: sa.Engine, token: str) -> ApiKey | None:
     very next request, in every worker process."""
     prefix, _, rest = token.partition("_")
     key_id, _, secret = rest.partition("_")
-    if prefix != TOKEN_PREFIX or not key_id or not secret:
+    if prefix != TOKEN_PREFIX or _KEY_ID.fullmatch(key_id) is None or not secret:
         return None
     row = _live_row(engine, key_id)
     if row is None or not hmac.compare_digest(_hash(secret), row["secret_hash"]):
@@ -180,11 +187,12 @@ def ui_login(engine: sa.Engine, token: str, now: datetime) -> tuple[ApiKey, str]
 
 def verify_ui_login(engine: sa.Engine, value: str, now: datetime) -> ApiKey | None:
     """The live key of a login cookie made by ``ui_login`` less than
-    ``UI_SESSION_SECONDS`` before ``now``; None when malformed, stale, revoked or forged."""
-    key_id, _, rest = value.partition(".")
-    issued_text, _, mac = rest.partition(".")
-    if not key_id or not mac or not (issued_text.isascii() and issued_text.isdigit()):
+    ``UI_SESSION_SECONDS`` before ``now``; None when malformed (of any size), stale,
+    revoked or forged."""
+    found = _UI_LOGIN.fullmatch(value)
+    if found is None:
         return None
+    key_id, issued_text, mac = found.groups()
     issued = int(issued_text)
     if not 0 <= now.timestamp() - issued < UI_SESSION_SECONDS:
         return None

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ctxledger._times import MAX_POSITION
 from ctxledger.store.records import AppendResult
 
 
@@ -72,7 +73,7 @@ class AppendBody(Body):
     """Events to append to one stream, atomically."""
 
     events: list[dict[str, Any]] = Field(min_length=1)
-    expected_version: int | None = Field(default=None, ge=0)
+    expected_version: int | None = Field(default=None, ge=0, le=MAX_POSITION)
 
 
 class AssembleBody(Body):
@@ -87,7 +88,7 @@ class TurnBody(Body):
 
     messages: list[dict[str, Any]] = Field(min_length=1)
     system: str | list[dict[str, Any]] | None = None
-    expected_version: int | None = Field(default=None, ge=0)
+    expected_version: int | None = Field(default=None, ge=0, le=MAX_POSITION)
     profile: str | None = None
     format: ContextFormat = ContextFormat.json
 
@@ -114,7 +115,7 @@ class ForkBody(Body):
     """Copy the session up to position ``at`` into the new session ``new_session``."""
 
     new_session: str
-    at: int = Field(ge=0)
+    at: int = Field(ge=0, le=MAX_POSITION)
     count: bool = False
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
+from pydantic import WithJsonSchema
 
 from ctxledger._service.auth import (
     KeyDep,
@@ -26,15 +26,19 @@ from ctxledger._service.models import (
     TurnBody,
     TurnOut,
 )
+from ctxledger._times import parse_optional_time, parse_until
 from ctxledger.assembler import Assembly
-from ctxledger.store.errors import InvalidArgument
 
 router = APIRouter(prefix="/sessions/{session}", tags=["sessions"])
 
 Profile = Annotated[str | None, Query(
     description="The profile; default: the session's 'profile' setting, else card.")]
-Now = Annotated[datetime | None, Query(
-    description="ISO-8601 time with a zone; default: the server's clock.")]
+# Strings read by the core's time parser: a zone and the stored range are required, and
+# a bare number is not a time (pydantic would read it as seconds since 1970).
+_NOW = "ISO-8601 time with a zone; default: the server's clock."
+Now = Annotated[str | None, WithJsonSchema({
+    "anyOf": [{"type": "string", "format": "date-time"}, {"type": "null"}],
+    "description": _NOW}), Query(description=_NOW)]
 Format = Annotated[ContextFormat, Query(description="The response's shape.")]
 Until = Annotated[str | None, Query(
     description="A log position (digits) or an ISO-8601 time; default: the head.")]
@@ -43,20 +47,6 @@ _ASSEMBLY: dict[int | str, dict[str, Any]] = {200: {
     "description": "The Assembly (json), its text (text/plain), or the chat request shape"
                    " (openai, anthropic).",
     "content": {"text/plain": {}}}}
-
-
-def parse_until(value: str | None) -> int | datetime | None:
-    """``until``: a log position (ASCII digits) or an ISO-8601 time."""
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isascii() and text.isdigit():
-        return int(text)
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidArgument(
-            f"until {value!r} is neither a log position nor an ISO-8601 time") from None
 
 
 @router.get("/state")
@@ -69,11 +59,12 @@ def state(session: str, ledger: LedgerDep, key: KeyDep,
 
 
 def _assemble(session: str, ledger: LedgerDep, key: KeyDep, profile: str | None,
-              now: datetime | None, fmt: ContextFormat,
+              now: str | None, fmt: ContextFormat,
               policy: dict[str, Any] | None) -> Response:
+    when = parse_optional_time(now, "now")
     session_scope(ledger, key, session)
     chosen = profile_of(ledger, session, profile)
-    return context_response(ledger.assemble(session, chosen, now=now, policy=policy), fmt)
+    return context_response(ledger.assemble(session, chosen, now=when, policy=policy), fmt)
 
 
 @router.get("/assemble", responses=_ASSEMBLY)
@@ -118,7 +109,7 @@ def replay(session: str, ledger: LedgerDep, key: KeyDep, until: Until = None,
 
     session_scope(ledger, key, session)
     chosen = profile_of(ledger, session, profile)
-    cut = parse_until(until)
+    cut = parse_until(until, "until")
     if timeline:
         steps = ledger.timeline(session, profile=chosen, until=cut)
         return Response(render.dumps([timeline_record(s) for s in steps]),
@@ -133,7 +124,7 @@ def why(session: str, ledger: LedgerDep, key: KeyDep,
     """Why ``item`` was kept or dropped, across the session's timeline."""
     session_scope(ledger, key, session)
     chosen = profile_of(ledger, session, profile)
-    return ledger.why(session, item, profile=chosen, until=parse_until(until)).to_json()
+    return ledger.why(session, item, profile=chosen, until=parse_until(until, "until")).to_json()
 
 
 @router.get("/audit")

@@ -15,6 +15,7 @@ from ctxledger._service.auth import (
     require_writer,
 )
 from ctxledger._service.models import AppendBody, AppendOut, EventPage, EventRecord
+from ctxledger._times import MAX_POSITION, parse_position
 from ctxledger.render import event_record
 from ctxledger.store.errors import InvalidArgument
 from ctxledger.store.records import RecordedEvent
@@ -23,7 +24,8 @@ router = APIRouter(tags=["streams"])
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
-After = Annotated[int, Query(ge=0, description="Events after this log position.")]
+After = Annotated[int, Query(ge=0, le=MAX_POSITION,
+                                description="Events after this log position.")]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many events.")]
 
 
@@ -31,11 +33,7 @@ def _header_version(value: str | None, name: str) -> int | None:
     """A version header: an integer, quoted or not (``If-Match: "3"``)."""
     if value is None:
         return None
-    text = value.strip().removeprefix("W/").strip('"')
-    if not text.isascii() or not text.isdigit():
-        raise InvalidArgument(f"{name} must be a stream version (an integer >= 0),"
-                              f" got {value!r}")
-    return int(text)
+    return parse_position(value.strip().removeprefix("W/").strip('"'), name)
 
 
 def expected_version(body: int | None, if_match: str | None,

@@ -111,28 +111,16 @@ def hoist_db(args: list[str], group: TyperGroup) -> list[str]:
 # -- times and positions ------------------------------------------------------------------
 
 
-def as_position(text: str) -> int | None:
-    """``text`` as a log position when it is ASCII digits, else None (a time, or bad).
-    ASCII only: ``int`` would also read other scripts' digits ("１") as a position."""
-    return int(text) if text.isascii() and text.isdigit() else None
-
-
-def parse_time(value: str, option: str, not_a_time: str = "not an ISO-8601 time"
-               ) -> datetime:
-    """``--now`` and the like: an ISO-8601 time with a zone, in the range every backend
-    stores, as UTC. Anything else is a one-line error (exit 1) naming the option."""
-    from ctxledger.store.strict import STORED_RANGE, stored_utc
+def parse_time(value: str, option: str) -> datetime:
+    """``--now`` and the like: the core's one time parser (``ctxledger._times``); a bad
+    time is a one-line error (exit 1) naming the option."""
+    from ctxledger._times import parse_time as core_parse_time
+    from ctxledger.store.errors import InvalidArgument
 
     try:
-        parsed = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise fail(f"{option} {value!r} is {not_a_time}") from None
-    utc = stored_utc(parsed)
-    if utc == "naive":
-        raise fail(f"{option} {value!r} needs a zone, such as Z or +00:00")
-    if utc == "out of range":
-        raise fail(f"{option} {value!r} is outside {STORED_RANGE}")
-    return utc
+        return core_parse_time(value, option)
+    except InvalidArgument as exc:
+        raise fail(str(exc)) from None
 
 
 def parse_optional_time(value: str | None, option: str) -> datetime | None:
@@ -141,20 +129,21 @@ def parse_optional_time(value: str | None, option: str) -> datetime | None:
 
 
 def parse_until(value: str | None) -> int | datetime | None:
-    """``--until``: a log position (ASCII digits) or a time (``parse_time``)."""
-    if value is None:
-        return None
-    position = as_position(value.strip())
-    if position is not None:
-        return position
-    return parse_time(value, "--until", "neither a log position nor an ISO-8601 time")
+    """``--until``: a log position (ASCII digits) or a time (``ctxledger._times``)."""
+    from ctxledger._times import parse_until as core_parse_until
+    from ctxledger.store.errors import InvalidArgument
+
+    try:
+        return core_parse_until(value, "--until")
+    except InvalidArgument as exc:
+        raise fail(str(exc)) from None
 
 
 def parse_hhmm(value: str, option: str) -> tuple[int, int]:
     """A time of day ``HH:MM`` (24-hour, UTC); anything else is a one-line error."""
     hour, sep, minute = value.partition(":")
-    if (sep and hour.isascii() and hour.isdigit() and minute.isascii() and minute.isdigit()
-            and len(minute) == 2 and int(hour) < 24 and int(minute) < 60):
+    if (sep and hour.isascii() and hour.isdigit() and len(hour) <= 2 and minute.isascii()
+            and minute.isdigit() and len(minute) == 2 and int(hour) < 24 and int(minute) < 60):
         return int(hour), int(minute)
     raise fail(f"{option} {value!r} is not a time of day: expected HH:MM (UTC)")
 

@@ -7,10 +7,13 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from ctxledger._service.ui._forms import FormGuard
 from ctxledger._service.ui._pages import HERE, router
 
 
 def install(app: FastAPI) -> None:
-    """Serve the view's pages and static files (its stylesheet and script) on ``app``."""
+    """Serve the view's pages and static files (its stylesheet and script) on ``app``,
+    behind the guard every form post passes (``_forms``)."""
     app.include_router(router)
+    app.add_middleware(FormGuard)
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")

@@ -3,9 +3,10 @@
 A browser cannot send ``Authorization: Bearer`` when it follows a link, so the key is
 posted once (in the body, never in a URL, so no access log sees it) and answered with a
 cookie holding ``<key_id>.<issued>.<mac>`` (``keys.ui_login``): no secret, HttpOnly (no
-script reads it), SameSite=Strict (no other site's page sends it, so no cross-site
-request forgery) and limited to ``/ui``. Every page checks it against the key's row, so a
-revoked key is logged out at once, in every worker.
+script reads it), SameSite=Strict (no other site's page sends it) and limited to ``/ui``.
+Every page checks it against the key's row, so a revoked key is logged out at once, in
+every worker. SameSite does not protect the login form itself: every post passes the
+forgery guard first (``_forms``).
 """
 
 from __future__ import annotations

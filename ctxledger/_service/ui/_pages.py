@@ -27,7 +27,7 @@ from ctxledger._service.auth import ledger_of, require_scope, session_scope
 from ctxledger._service.context import profile_of
 from ctxledger._service.keys import ApiKey
 from ctxledger._service.problems import Problem
-from ctxledger._service.ui import _charts, _login
+from ctxledger._service.ui import _charts, _forms, _login
 from ctxledger.assembler.model import KEPT_ACTIONS, ContextMessage
 from ctxledger.assembler.profiles import profile_names
 from ctxledger.store.clock import format_utc
@@ -40,7 +40,9 @@ SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
                                "img-src 'self'; connect-src 'self'; form-action 'self'; "
                                "frame-ancestors 'none'; base-uri 'none'",
-    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: with no-referrer a browser posts our forms with
+    # "Origin: null", which the form guard must refuse.
+    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store"}
 
 router = APIRouter(prefix=_login.PREFIX, include_in_schema=False)
@@ -68,7 +70,8 @@ def _environment() -> Environment:
     env.filters["content"] = _content
     env.filters["json"] = lambda value: json.dumps(value, indent=2, sort_keys=True)
     env.globals.update(kept=KEPT_ACTIONS, version=ctxledger.__version__,
-                       profiles=profile_names(), prefix=_login.PREFIX)
+                       profiles=profile_names(), prefix=_login.PREFIX,
+                       form_token=_forms.form_token)
     return env
 
 

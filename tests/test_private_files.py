@@ -199,3 +199,19 @@ def test_the_spool_is_private_on_either_backend(db_url: str, data_home: Path,
         assert _mode(path) == 0o600, path
     with Ledger.open(db_url, load_vocabulary=False) as ledger:
         assert [e.type for e in ledger.events("cc-1")][-1] == "tool.used"
+
+
+def test_the_hook_warns_in_one_line(tmp_path: Path, data_home: Path) -> None:
+    path = tmp_path / "hook.db"
+    url = f"sqlite:///{path}"
+    with Ledger.open(url, load_vocabulary=False) as ledger:
+        ledger.head()
+    path.chmod(0o644)
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("CTXLEDGER_DB", "CTXLEDGER_SCOPE", "CTXLEDGER_AGENT")}
+    env.update({"XDG_DATA_HOME": str(data_home), IDLE_ENV: "0"})
+    done = _hook(["--db", url, "hook"], hook_event("SessionStart", "cc-1"), env, 0o022)
+    assert done.returncode == 0 and json.loads(done.stdout)["hookSpecificOutput"]
+    assert done.stderr == (f"ctxledger hook: warning: the database file {path} can be read"
+                           " by other users (mode 0644); 'chmod 600' it (and its -wal and"
+                           " -shm files)\n")

@@ -249,3 +249,17 @@ def test_read_bounded_refuses_a_large_file_by_its_size(tmp_path: Path) -> None:
     assert read_bounded(path, "f", InputLimits(max_bytes=2049)) == b"a" * 2049
     with pytest.raises(BoundedInputError, match=r"^gone: no such file$"):
         read_bounded(tmp_path / "gone", "gone")
+
+
+def test_an_anchor_file_is_read_within_the_limits(runner: CliRunner, db_url: str,
+                                                  started: int, tmp_path: Path) -> None:
+    big = _write(tmp_path / "anchor.txt", "x" * 4096 + "\n")
+    one_error_line(_cli(runner, db_url, "verify", "--anchor", str(big),
+                        env={MAX_BYTES_ENV: "1024"}),
+                   f"cannot read anchor file {str(big)!r}: the file is larger than 1 KiB")
+    deep = _write(tmp_path / "deep.txt", '{"a": ' * 3000 + "1" + "}" * 3000 + "\n")
+    one_error_line(_cli(runner, db_url, "verify", "--anchor", str(deep)),
+                   "not an anchor line: it is nested too deeply")
+    one_error_line(_cli(runner, db_url, "verify", "--anchor", "{" + "[" * 5000),
+                   "not an anchor line")
+    assert _head(db_url) == started

@@ -191,8 +191,6 @@ def _png_card(raw: bytes, label: str) -> bytes:
         if not sep or wanted not in CARD_KEYWORDS or wanted in found:
             continue
         found[wanted] = _text_chunk(kind, data, label, inflated)
-        if CARD_KEYWORDS[0] in found:
-            break  # the preferred keyword: nothing after it can change the card
     chosen = next((k for k in CARD_KEYWORDS if k in found), None)
     if chosen is None:
         raise CardFileError(f"{label}: no 'chara' or 'ccv3' text chunk: not a character "

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxledger.io._bounded import BoundedInputError, loads_bounded
 from ctxledger.store.chat_shapes import ChatShapeError, canonical_conversation
 from ctxledger.store.errors import EventValidationError
 from ctxledger.store.log import EventCheck
@@ -83,14 +84,15 @@ def parse_conversation(raw: bytes) -> tuple[list[Any], Any]:
     """``(messages, system)`` from JSON input: a list of messages (OpenAI's shape, or
     Anthropic's without a system prompt), or ``{"system": ..., "messages": [...]}``.
 
-    Raises ``EventValidationError`` (one line) for input of neither form.
+    Raises ``EventValidationError`` (one line) for input of neither form, or past the
+    input limits (nesting, a number's range: ``ctxledger.io._bounded``).
     """
     try:
-        value = json.loads(raw.decode("utf-8-sig"))
+        value = loads_bounded(raw.decode("utf-8-sig"), "input")
     except UnicodeDecodeError as exc:
         raise EventValidationError(f"input is not valid UTF-8 (byte {exc.start + 1})") from None
-    except RecursionError:
-        raise EventValidationError("invalid JSON: nested too deeply") from None
+    except BoundedInputError as exc:
+        raise EventValidationError(str(exc)) from None
     except ValueError as exc:
         detail = (f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
                   if isinstance(exc, json.JSONDecodeError) else str(exc))

@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from ctxledger._hook_worker import (
     WorkerError,
@@ -51,6 +51,7 @@ from ctxledger._ids import derived_event_id
 from ctxledger._project import project_scope, user_db_url
 from ctxledger._spool import Spool, SpoolClock, absolute_url, append, drain, start_drainer
 from ctxledger._spool import tool_use_line as spool_line
+from ctxledger.io._bounded import BoundedInputError, loads_bounded, read_bounded
 from ctxledger.store.clock import system_clock
 from ctxledger.store.errors import LedgerError
 
@@ -91,9 +92,13 @@ class HookEvent(NamedTuple):
 
 def parse_event(raw: bytes) -> HookEvent:
     """The event in ``raw`` (a JSON object with ``hook_event_name``, ``session_id`` and
-    ``cwd``); anything else raises ``HookInputError`` naming what is wrong."""
+    ``cwd``, nested within the input limit: ``ctxledger.io._bounded``); anything else
+    raises ``HookInputError`` naming what is wrong."""
     try:
-        payload = json.loads(raw)
+        # Numbers unchecked: a tool's response may hold any; the hook reads none of them.
+        payload = loads_bounded(raw, "the event", check_numbers=False)
+    except BoundedInputError as exc:
+        raise HookInputError(str(exc)) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise HookInputError(f"the event is not JSON: {exc}") from None
     if not isinstance(payload, dict):
@@ -301,6 +306,15 @@ def stop(db: str | None, *, environ: Mapping[str, str] | None = None) -> str:
     if stop_worker(url, env):
         return "stopped the hook's worker"
     return "no hook worker was running"
+
+
+def read_event(stream: IO[bytes]) -> bytes:
+    """The hook's stdin, at most ``$CTXLEDGER_MAX_INPUT_BYTES`` (``ctxledger.io._bounded``);
+    a larger event is a ``HookInputError`` (fail open)."""
+    try:
+        return read_bounded(stream, "the event")
+    except BoundedInputError as exc:
+        raise HookInputError(str(exc)) from None
 
 
 def fail_open_message(exc: BaseException) -> str:

@@ -36,8 +36,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from ctxledger._project import user_data_dir
+from ctxledger._project import private_folder, user_data_dir
 from ctxledger._spool import Spool
+from ctxledger.io._bounded import BoundedInputError, loads_bounded
 from ctxledger.store.errors import LedgerError
 
 IDLE_ENV = "CTXLEDGER_HOOK_WORKER_IDLE"
@@ -194,7 +195,7 @@ def _read_all(conn: socket.socket) -> bytes:
             return b"".join(chunks)
         size += len(chunk)
         if size > _MAX_REQUEST:
-            raise ValueError("message too large")
+            raise ValueError(f"larger than {_MAX_REQUEST} bytes")
         chunks.append(chunk)
 
 
@@ -205,8 +206,7 @@ def _read_all(conn: socket.socket) -> bytes:
 def _only_worker(place: Place) -> Iterator[bool]:
     """Hold ``place.lock`` exclusive while the block runs; False (and nothing held) when
     another worker has it."""
-    place.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(place.folder, 0o700)  # a folder made before, or under another umask
+    private_folder(place.folder)
     fd = os.open(place.lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
@@ -313,7 +313,11 @@ def serve(url: str, start: Callable[[], Runner],
                     # hook runs in-process.
                     if not _still_here(place, database, identity):
                         return
-                    if not _answer(conn, runner, own_build):
+                    try:
+                        keep = _answer(conn, runner, own_build)
+                    except Exception:  # one request must not end the worker
+                        keep = True
+                    if not keep:
                         return
                 last = time.monotonic()
         finally:
@@ -334,11 +338,17 @@ def _answer(conn: socket.socket, runner: Runner, own_build: str) -> bool:
     of another build: that hook runs in-process, and a later one starts a new worker)."""
     conn.settimeout(ANSWER_TIMEOUT)
     try:
-        request = json.loads(_read_all(conn))
-    except (OSError, ValueError):
+        request = _request(conn)
+    except OSError:
         return True  # a client that went away midway
-    if not isinstance(request, dict) or request.get("v") != PROTOCOL \
-            or request.get("build") != own_build:
+    except (BoundedInputError, ValueError) as exc:
+        # Not a hook's request (too large, too deep, not JSON): say so, keep serving.
+        _send(conn, {"taken": False, "error": f"bad request: {_one_line(exc)}"})
+        return True
+    if not isinstance(request, dict) or not isinstance(request.get("build"), str):
+        _send(conn, {"taken": False, "error": "bad request: not a hook's request object"})
+        return True
+    if request.get("v") != PROTOCOL or request.get("build") != own_build:
         _send(conn, {"taken": False, "reason": "another build"})
         return False
     op = request.get("op")
@@ -364,6 +374,17 @@ def _answer(conn: socket.socket, runner: Runner, own_build: str) -> bool:
         return True
     _send(conn, {"taken": True, "stdout": stdout, "lines": lines})
     return True
+
+
+def _request(conn: socket.socket) -> Any:
+    """The request on ``conn``, within ``_MAX_REQUEST`` bytes and the input nesting
+    limit (``ctxledger.io._bounded``)."""
+    data = _read_all(conn)
+    return loads_bounded(data, "request", check_numbers=False)
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
 
 
 def _drain_quietly(runner: Runner) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -53,5 +54,18 @@ def user_db_url(environ: Mapping[str, str] | None = None) -> str:
     if explicit:
         return explicit
     folder = user_data_dir(env)
-    folder.mkdir(parents=True, exist_ok=True)
+    private_folder(folder)
     return f"sqlite:///{folder / 'ledger.db'}"
+
+
+def private_folder(folder: Path) -> Path:
+    """Make ``folder`` and its missing parents owner-only (0700, whatever the umask): the
+    per-user data folder holds every recorded prompt. An existing ``folder`` of this
+    user's with a wider mode is narrowed; another user's is left alone."""
+    missing = [folder, *(p for p in folder.parents if not p.exists())]
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for each in missing:
+        info = each.stat()
+        if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) != 0o700:
+            os.chmod(each, 0o700)
+    return folder

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ctxledger._project import DB_ENV, user_data_dir
+from ctxledger._project import DB_ENV, private_folder, user_data_dir
 from ctxledger.store.clock import system_clock
 from ctxledger.store.errors import LedgerError
 
@@ -137,7 +137,7 @@ def append(spool: Spool, line: Mapping[str, Any]) -> None:
     append side by side (O_APPEND), a claim waits for the lines being written."""
     # ASCII JSON: a lone surrogate in a tool name is escaped, never invalid UTF-8.
     data = (json.dumps(line, separators=(",", ":"), sort_keys=True) + "\n").encode("ascii")
-    spool.folder.mkdir(parents=True, exist_ok=True)
+    private_folder(spool.folder)
     with _locked(spool.lock, fcntl.LOCK_SH):
         _append_durably(spool.path, data)
 
@@ -170,7 +170,7 @@ def start_drainer(url: str, environ: Mapping[str, str] | None = None, *,
     # Reap the drainers this process started before (a long-lived caller, such as tests).
     _DRAINERS[:] = [child for child in _DRAINERS if child.poll() is None]
     folder = user_data_dir(env) / "spool"
-    folder.mkdir(parents=True, exist_ok=True)
+    private_folder(folder)
     # At a low priority where nice(1) is at hand: the drainer's start-up then does not
     # compete with the agent (and the hook that started it) for the CPU.
     nice = ["/usr/bin/nice", "-n", "10"] if os.access("/usr/bin/nice", os.X_OK) else []
@@ -185,7 +185,7 @@ def start_drainer(url: str, environ: Mapping[str, str] | None = None, *,
 def claim(spool: Spool) -> Path | None:
     """Rename the spool to the next numbered batch, under the exclusive lock (so no line
     is half-written); None when there is no spooled line."""
-    spool.folder.mkdir(parents=True, exist_ok=True)
+    private_folder(spool.folder)
     with _locked(spool.lock, fcntl.LOCK_EX):
         try:
             if spool.path.stat().st_size == 0:
@@ -207,7 +207,7 @@ def drain(spool: Spool, ledger: Callable[[], Ledger], clock: SpoolClock,
     the log refuses moves to the rejected file, with one ``report`` line; an error of the
     database itself stops the drain with the batch kept, to be drained again."""
     taken = 0
-    spool.folder.mkdir(parents=True, exist_ok=True)
+    private_folder(spool.folder)
     with _locked(spool.drain_lock, fcntl.LOCK_EX):
         while True:
             claim(spool)

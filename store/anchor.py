@@ -54,6 +54,8 @@ def parse_anchor(text: str) -> Anchor:
     """An anchor from its line (``LedgerError`` naming the problem when it is not one)."""
     try:
         value: Any = json.loads(text)
+    except RecursionError:
+        raise LedgerError("not an anchor line: it is nested too deeply") from None
     except ValueError:
         raise LedgerError("not an anchor line: it is not JSON") from None
     if not isinstance(value, dict) or value.get("anchor") != ANCHOR_FORMAT:

@@ -66,3 +66,8 @@ class SchemaMissing(LedgerError):
 
 class InvalidArgument(LedgerError, ValueError):
     """An argument is out of range (a negative ``limit`` or ``after``)."""
+
+
+class ReadableDatabaseWarning(UserWarning):
+    """An existing database file other users can read (warned once per file and
+    process): every recorded prompt and message is theirs to read."""

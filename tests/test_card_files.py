@@ -440,3 +440,75 @@ def test_a_bad_file_creates_no_database(runner: CliRunner, tmp_path: Path) -> No
     one_error_line(_cli(runner, f"sqlite:///{db}")("card", "import", str(path),
                                                    "--scope", SCOPE), needle)
     assert not db.exists()
+
+
+# -- PNG limits ---------------------------------------------------------------------------
+
+
+def _with_chunks(raw: bytes, chunks: bytes) -> bytes:
+    """``raw`` (a PNG) with ``chunks`` put just before its IEND."""
+    iend = raw.rindex(b"IEND") - 4
+    return raw[:iend] + chunks + raw[iend:]
+
+
+def _ztxt(keyword: bytes, text: bytes) -> bytes:
+    return _chunk(b"zTXt", keyword + b"\0\0" + zlib.compress(text, 9))
+
+
+def _side_chunks(count: int) -> bytes:
+    """``count`` compressed side chunks, each inflating to just under the per-chunk
+    limit (what took 18.9 s to import when every zTXt was inflated)."""
+    from ctxledger.io._card_files import MAX_TEXT_BYTES
+
+    bomb = zlib.compress(b"\0" * (MAX_TEXT_BYTES - 1), 9)
+    return b"".join(_chunk(b"zTXt", b"Comment%d\0\0" % index + bomb)
+                    for index in range(count))
+
+
+def test_side_chunks_are_not_inflated(runner: CliRunner, db_url: str,
+                                      tmp_path: Path) -> None:
+    import time
+
+    path = tmp_path / "side.png"
+    path.write_bytes(_with_chunks(_png(("tEXt", "chara", _b64(V2))), _side_chunks(300)))
+    began = time.perf_counter()
+    assert read_card(path) == V2
+    took = time.perf_counter() - began
+    done = _cli(runner, db_url)("card", "import", str(path), "--scope", SCOPE)
+    assert done.exit_code == 0, done.stderr
+    # Inflating them took seconds (300 x 16 MiB); skipping them takes milliseconds.
+    assert took < 2.0, took
+
+
+def test_png_limits_are_one_line_errors(runner: CliRunner, db_url: str,
+                                        tmp_path: Path) -> None:
+    from ctxledger.io._card_files import MAX_PNG_CHUNKS, MAX_TEXT_BYTES
+
+    card = _b64(V2).encode()
+    cases = {
+        "chunk.png": (_with_chunks(_png(), _ztxt(b"chara", card + b" " * MAX_TEXT_BYTES)),
+                      "chunk.png: a compressed text chunk inflates past 16 MiB (the"
+                      " per-chunk limit)"),
+        "total.png": (_with_chunks(_png(), _ztxt(b"chara", card + b" " * (15 << 20))
+                                   + _ztxt(b"ccv3", b" " * (15 << 20))),
+                      "total.png: the compressed text chunks inflate past 24 MiB in all"
+                      " (the inflated total limit)"),
+        "many.png": (_with_chunks(_png(), _chunk(b"tEXt", b"Comment\0x") * MAX_PNG_CHUNKS),
+                     f"many.png: the PNG has more than {MAX_PNG_CHUNKS} chunks (the chunk"
+                     " limit)"),
+    }
+    cli = _cli(runner, db_url)
+    assert cli("card", "import", str(EXAMPLE.with_suffix(".json")), "--scope",
+               SCOPE).exit_code == 0
+    for name, (raw, message) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(raw)
+        with pytest.raises(CardFileError) as caught:
+            read_card(path)
+        assert str(caught.value) == message
+        one_error_line(cli("card", "import", str(path), "--scope", SCOPE), message)
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        assert ledger.head() == 1
+    # A card chunk's keyword is matched without case, and a side chunk's is never read.
+    mixed = _with_chunks(_png(), _ztxt(b"Comment", b"\xff" * 10) + _ztxt(b"CHARA", card))
+    assert read_card(mixed) == V2

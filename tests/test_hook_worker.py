@@ -212,6 +212,7 @@ def test_a_replaced_database_file_sends_the_worker_away(
     target.close()
     for suffix in ("-wal", "-shm"):
         path.with_name(path.name + suffix).unlink(missing_ok=True)
+    copy.chmod(0o600)  # else the hook rightly warns that others can read the copy
     os.replace(copy, path)
     # The worker holds the old file: it must not answer for the new one.
     text = _context(hook(_event("SessionStart", "cc-new")))
@@ -328,3 +329,92 @@ def test_concurrent_hooks_share_one_worker(hook: Run, db_url: str,
                        if event.type == "tool.used")
         assert calls == [f"toolu_{index}" for index in range(4)]
     assert worker_alive(db_url, env)
+
+
+def _send_raw(place: Place, data: bytes) -> dict[str, Any] | None:
+    """Send ``data`` as one request on the worker's socket; its answer (None when the
+    worker closed without one)."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(30)
+        conn.connect(str(place.socket))
+        try:
+            conn.sendall(data)
+            conn.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # an oversized request: the worker stopped reading it
+        chunks = []
+        try:
+            while chunk := conn.recv(65536):
+                chunks.append(chunk)
+        except OSError:
+            return None
+    return json.loads(b"".join(chunks)) if chunks else None
+
+
+def test_the_worker_survives_bad_requests(hook: Run, db_url: str,
+                                          env: dict[str, str]) -> None:
+    from ctxledger._hook_worker import build
+
+    _context(hook(_event("SessionStart", "warm")))
+    _wait(lambda: _listening(db_url, env), "the worker to listen")
+    place = Place.of(db_url, env)
+    socket_id = place.socket.stat().st_ino
+    nested = '{"v": 1, "build": "x", "op": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    event = json.dumps(_event("SessionStart", "cc-bad")).encode()
+    deep_event = {"v": PROTOCOL, "build": build(), "op": "event", "scope": "s",
+                  "agent": None, "at": "2031-05-04T12:00:00.000000Z",
+                  "event": "[" * 50_000 + "]" * 50_000}
+    answers = {
+        "nested": _send_raw(place, nested.encode()),
+        "not JSON": _send_raw(place, b"\xff\xfe not json"),
+        "a list": _send_raw(place, b"[1, 2]"),
+        "no build": _send_raw(place, b'{"op": "stop"}'),
+        "raw event": _send_raw(place, event),
+        "deep event": _send_raw(place, json.dumps(deep_event).encode()),
+    }
+    for what in ("nested", "not JSON", "a list", "no build", "raw event"):
+        answer = answers[what]
+        assert answer is not None and answer["taken"] is False, (what, answer)
+        assert answer["error"].startswith("bad request: "), (what, answer)
+        assert "\n" not in answer["error"]
+    assert "nested deeper than 100 levels" in answers["nested"]["error"]  # type: ignore[index]
+    # An event the worker takes but cannot parse: the hook's own one line, as in-process.
+    assert answers["deep event"] == {
+        "taken": True, "lines": [],
+        "error": "the event: JSON nested deeper than 100 levels (CTXLEDGER_MAX_INPUT_DEPTH)"}
+    # Too large for the socket: read no further, keep serving.
+    _send_raw(place, b"x" * (64 * 1024 * 1024 + 1))
+    # The same worker (the socket it bound) still answers a real hook event.
+    assert worker_alive(db_url, env) and place.socket.stat().st_ino == socket_id
+    scope = project_scope(PROJECT, environ={})
+    answer = ask_event(db_url, json.dumps(_event("SessionStart", "cc-after")).encode(),
+                       scope, None, datetime(2031, 5, 4, 12, 0, tzinfo=UTC), env)
+    assert answer is not None and answer.error is None and answer.stdout is not None
+    assert place.socket.stat().st_ino == socket_id
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        assert [event.type for event in ledger.events("cc-after")] == ["session.started"]
+        assert ledger.events("cc-bad") == []
+
+
+@pytest.mark.parametrize("workers", ["120", "0"])
+def test_a_nested_or_huge_event_on_stdin_fails_open(hook: Run, db_url: str,
+                                                    env: dict[str, str],
+                                                    workers: str) -> None:
+    _context(hook(_event("SessionStart", "warm"), extra_env={IDLE_ENV: workers}))
+    if workers != "0":
+        _wait(lambda: _listening(db_url, env), "the worker to listen")
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        before = ledger.head()
+    nested = hook("[" * 100_000 + "]" * 100_000, extra_env={IDLE_ENV: workers})
+    assert (nested.returncode, nested.stdout) == (0, "")
+    assert nested.stderr == ("ctxledger hook: the event: JSON nested deeper than 100 levels"
+                             " (CTXLEDGER_MAX_INPUT_DEPTH)\n")
+    prompt = _event("UserPromptSubmit", "cc-1", prompt="x" * 4096)
+    huge = hook(prompt, extra_env={IDLE_ENV: workers, "CTXLEDGER_MAX_INPUT_BYTES": "2048"})
+    assert (huge.returncode, huge.stdout) == (0, "")
+    assert huge.stderr == ("ctxledger hook: the event: the input is larger than 2 KiB"
+                           " (CTXLEDGER_MAX_INPUT_BYTES)\n")
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        assert ledger.head() == before

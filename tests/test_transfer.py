@@ -193,7 +193,8 @@ def test_a_trusted_time_out_of_range_creates_no_database(runner: CliRunner,
     result = runner.invoke(app, ["import", "-", "--trust-timestamps", "--db", url], input=body)
     assert result.exit_code == 1
     assert result.stderr == ("error: line 1: 'at' 1800-01-01T00:00:00+00:00 is outside"
-                             " 1900-01-01 .. 9999-01-01\n")
+                             " 1900-01-01 .. 9999-01-01 (the session.started event of"
+                             " stream 's')\n")
     assert not (tmp_path / "x.db").exists()
 
 

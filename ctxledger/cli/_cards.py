@@ -116,7 +116,7 @@ def card_export(
     scope: ScopeOption = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="FILE", dir_okay=False,
-        help="Write the JSON to FILE (default: stdout).")] = None,
+        help="Write the JSON to FILE, readable by its owner only (default: stdout).")] = None,
 ) -> None:
     """Write the current card of a session (the scope's card with the session's own
     fields over it) or of a scope as a card file's JSON: as it was imported, with
@@ -130,8 +130,11 @@ def card_export(
     if output is None:
         typer.echo(text)
         return
+    from ctxledger.io._private import open_private
+
     try:
-        output.write_text(text + "\n", encoding="utf-8")
+        with open_private(output) as out:
+            out.write(text + "\n")
     except OSError as exc:
         raise fail(f"cannot write {output}: {exc.strerror or exc}") from None
 

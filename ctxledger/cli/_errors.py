@@ -15,6 +15,7 @@ from typing import ParamSpec, TypeVar
 import typer
 
 from ctxledger._open import explain, one_line
+from ctxledger._warnings import one_line_warnings
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -37,7 +38,8 @@ def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return command(*args, **kwargs)
+            with one_line_warnings(lambda line: typer.echo(line, err=True)):
+                return command(*args, **kwargs)
         except BrokenPipeError:
             raise  # the reader went away (``| head``); the framework exits quietly
         except (typer.Exit, typer.Abort, typer.TyperException):

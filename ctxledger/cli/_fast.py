@@ -79,19 +79,21 @@ def run_hook(arguments: HookArguments, stdin: BinaryIO, stdout: TextIO,
              stderr: TextIO) -> None:
     """Run the hook as the Typer command would: output on ``stdout``, any failure as one
     line on ``stderr``; it never raises (the hook exits 0)."""
-    from ctxledger._hook import drain_spool, fail_open_message, run, stop
+    from ctxledger._hook import drain_spool, fail_open_message, read_event, run, stop
+    from ctxledger._warnings import one_line_warnings
 
     def report(line: str) -> None:
         print(f"ctxledger hook: {line}", file=stderr)
     try:
-        if arguments.stop_worker:
-            print(stop(arguments.db), file=stdout)
-            return
-        if arguments.drain:
-            drain_spool(arguments.db, report=report, worker=arguments.worker)
-            return
-        output = run(stdin.read(), arguments.db, arguments.agent, report=report,
-                     worker=True)
+        with one_line_warnings(report):
+            if arguments.stop_worker:
+                print(stop(arguments.db), file=stdout)
+                return
+            if arguments.drain:
+                drain_spool(arguments.db, report=report, worker=arguments.worker)
+                return
+            output = run(read_event(stdin), arguments.db, arguments.agent, report=report,
+                         worker=True)
     except Exception as exc:  # fail open: the agent must go on
         print(fail_open_message(exc), file=stderr)
         return

@@ -51,7 +51,8 @@ def hook(
     database's warm worker when one runs (and starts one in the background): a session
     start then skips loading the database stack. Always exits 0: an error is one line on
     stderr."""
-    from ctxledger._hook import drain_spool, fail_open_message, run, stop
+    from ctxledger._hook import drain_spool, fail_open_message, read_event, run, stop
+    from ctxledger._warnings import one_line_warnings
 
     def report(line: str) -> None:
         typer.echo(f"ctxledger hook: {line}", err=True)
@@ -60,14 +61,16 @@ def hook(
     if stop_worker and (drain or worker):
         raise typer.BadParameter("--stop-worker goes alone", param_hint="--stop-worker")
     try:
-        if stop_worker:
-            typer.echo(stop(db_of(ctx)))
-            return
-        if drain:
-            drain_spool(db_of(ctx), report=report, worker=worker)
-            return
-        output = run(typer.get_binary_stream("stdin").read(), db_of(ctx),
-                     agent.strip() or None if agent is not None else None, report=report)
+        with one_line_warnings(report):
+            if stop_worker:
+                typer.echo(stop(db_of(ctx)))
+                return
+            if drain:
+                drain_spool(db_of(ctx), report=report, worker=worker)
+                return
+            output = run(read_event(typer.get_binary_stream("stdin")), db_of(ctx),
+                         agent.strip() or None if agent is not None else None,
+                         report=report)
     except Exception as exc:  # fail open: the agent must go on
         typer.echo(fail_open_message(exc), err=True)
         return

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 
 import typer
 
@@ -71,17 +72,31 @@ def export(
         "--until", metavar="POS|ISO",
         help="Stop at this position, or at the last event recorded at or before this"
              " time.")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", metavar="FILE", dir_okay=False,
+        help="Write the JSONL to FILE, readable by its owner only (default: stdout).")
+    ] = None,
 ) -> None:
     """Write the log (or one stream) as multi-stream JSONL that 'import' reads back:
     {stream, type, data, id, metadata, at} a line, in position order."""
     from ctxledger import render
+    from ctxledger.io._private import open_private
     from ctxledger.io._transfer import export_records
 
     bound = parse_until(until)
-    with open_existing(db_of(ctx)) as ledger:
+    with open_existing(db_of(ctx)) as ledger, ExitStack() as files:
+        out: TextIO | None = None
+        if output is not None:
+            try:
+                out = files.enter_context(open_private(output))
+            except OSError as exc:
+                raise fail(f"cannot write {output}: {exc.strerror or exc}") from None
         exported = 0
         for record in export_records(ledger, stream, until=bound):
-            typer.echo(render.dumps(record))
+            if out is None:
+                typer.echo(render.dumps(record))
+            else:
+                out.write(render.dumps(record) + "\n")
             exported += 1
         if not exported:
             check_stream(ledger, stream)

@@ -62,6 +62,8 @@ def verify(
     problem)."""
     from ctxledger import render
 
+    if anchor is not None and not anchor.strip().startswith("{"):
+        anchor = _anchor_line(anchor)
     with open_existing(db_of(ctx)) as ledger:
         report = ledger.verify(anchor=anchor, deep=deep)
     if format is JsonOrText.json:
@@ -70,6 +72,24 @@ def verify(
         stdout().print(render.verify_view(report))
     if not report.ok:
         raise fail(f"verify found {len(report.problems)} problem(s)")
+
+
+def _anchor_line(path: str) -> str:
+    """The last non-blank line of an anchor file, read within the input size limit
+    (``ctxledger.io._bounded``)."""
+    from ctxledger.io._bounded import BoundedInputError, read_bounded
+
+    label = f"cannot read anchor file {path!r}"
+    try:
+        text = read_bounded(path, label).decode("utf-8")
+    except BoundedInputError as exc:
+        raise fail(str(exc).replace(": cannot read: ", ": ", 1)) from None
+    except UnicodeDecodeError:
+        raise fail(f"{label}: not UTF-8") from None
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise fail(f"anchor file {path!r} is empty")
+    return lines[-1]
 
 
 COMMANDS: dict[str, Callable[..., None]] = {"rebuild": rebuild, "verify": verify}

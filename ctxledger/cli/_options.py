@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -188,13 +187,16 @@ def session_profile(ledger: Ledger, session: str, given: str | None, *,
 
 
 def read_input(file: str) -> bytes:
-    """The bytes of a ``FILE|-`` argument ('-' reads stdin); unreadable is one line."""
-    if file == "-":
-        return typer.get_binary_stream("stdin").read()
+    """The bytes of a ``FILE|-`` argument ('-' reads stdin), within the input size limit
+    (``ctxledger.io._bounded``); unreadable or too large is one line."""
+    from ctxledger.io._bounded import STDIN, BoundedInputError, read_bounded
+
     try:
-        return Path(file).read_bytes()
-    except OSError as exc:
-        raise fail(f"cannot read {file}: {exc.strerror or exc}") from None
+        if file == STDIN:
+            return read_bounded(typer.get_binary_stream("stdin"), "stdin")
+        return read_bounded(file, f"cannot read {file}")
+    except BoundedInputError as exc:
+        raise fail(str(exc).replace(": cannot read: ", ": ", 1)) from None
 
 
 def check_stream(ledger: Ledger, stream: str | None) -> None:

@@ -21,6 +21,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from ctxledger.io._bounded import (
+    BoundedInputError,
+    InputLimits,
+    loads_bounded,
+    read_bounded,
+    size_text,
+    too_large,
+)
 from ctxledger.store.character_card import LOREBOOK_SPEC, CardFileError, whole_card_data
 
 PNG_SIGNATURE: Final = b"\x89PNG\r\n\x1a\n"
@@ -29,8 +37,13 @@ CARD_KEYWORDS: Final = ("ccv3", "chara")
 finds both uses ``ccv3``. Matched without case, as SillyTavern does."""
 TEXT_CHUNKS: Final = (b"tEXt", b"zTXt", b"iTXt")
 MAX_TEXT_BYTES: Final = 16 * 1024 * 1024
-"""A compressed text chunk is refused past this size once inflated (a card is far
+"""A compressed card chunk is refused past this size once inflated (a card is far
 smaller; a zip bomb is not)."""
+MAX_INFLATED_BYTES: Final = 24 * 1024 * 1024
+"""What all of a PNG's card chunks may inflate to together."""
+MAX_PNG_CHUNKS: Final = 100_000
+"""Chunks walked before a PNG is refused: a 64 MiB image in 8 KiB data chunks has about
+8,000; a file of millions of empty chunks is an attack."""
 
 Source = str | os.PathLike[str] | bytes
 """A file's path, or its bytes."""
@@ -75,26 +88,30 @@ def read_lorebook(source: Source | Mapping[str, Any], *, name: str | None = None
 
 def _load(source: Source, name: str | None) -> tuple[bytes, str]:
     if isinstance(source, bytes):
-        return source, name or "input"
-    path = Path(source)
-    label = name or path.name
+        label = name or "input"
+        limits = InputLimits.from_env()
+        if len(source) > limits.max_bytes:
+            raise CardFileError(str(too_large(label, limits.max_bytes, "the input")))
+        return source, label
+    label = name or Path(source).name
     try:
-        return path.read_bytes(), label
-    except FileNotFoundError:
-        raise CardFileError(f"{label}: no such file") from None
-    except OSError as exc:
-        raise CardFileError(f"{label}: cannot read: {exc.strerror or exc}") from None
+        return read_bounded(source, label), label
+    except BoundedInputError as exc:
+        raise CardFileError(str(exc)) from None
 
 
 def _object(raw: bytes, label: str) -> dict[str, Any]:
-    """``raw`` as a JSON object (UTF-8, a byte-order mark allowed)."""
+    """``raw`` as a JSON object (UTF-8, a byte-order mark allowed), within the input
+    limits (``ctxledger.io._bounded``)."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CardFileError(f"{label}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
                             f"{exc.start})") from None
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = loads_bounded(text, label, parse_constant=_no_constant)
+    except BoundedInputError as exc:
+        raise CardFileError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise CardFileError(f"{label}: not JSON: {exc.msg} at line {exc.lineno} column "
                             f"{exc.colno}") from None
@@ -119,12 +136,18 @@ def _kind(value: object) -> str:
 
 
 def _chunks(raw: bytes, label: str) -> Iterator[tuple[bytes, bytes]]:
-    """``(type, data)`` of each chunk up to ``IEND``, every CRC checked."""
+    """``(type, data)`` of each chunk up to ``IEND``, every CRC checked; more than
+    ``MAX_PNG_CHUNKS`` chunks is an error."""
     offset = len(PNG_SIGNATURE)
+    walked = 0
     while True:
         if offset + 8 > len(raw):
             raise CardFileError(f"{label}: truncated PNG: it ends at offset {len(raw)} "
                                 "without an IEND chunk")
+        walked += 1
+        if walked > MAX_PNG_CHUNKS:
+            raise CardFileError(f"{label}: the PNG has more than {MAX_PNG_CHUNKS} chunks"
+                                " (the chunk limit)")
         length, kind = struct.unpack(">I4s", raw[offset:offset + 8])
         end = offset + 8 + length
         if end + 4 > len(raw):
@@ -145,14 +168,29 @@ def _name(kind: bytes) -> str:
     return repr(kind.decode("latin-1"))
 
 
+class _Inflated:
+    """What the text chunks of one PNG have inflated so far, against
+    ``MAX_INFLATED_BYTES``."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+
 def _png_card(raw: bytes, label: str) -> bytes:
-    """The JSON bytes of the card chunk (the first of each keyword; ``ccv3`` wins)."""
+    """The JSON bytes of the card chunk (the first of each keyword; ``ccv3`` wins).
+
+    Only a card chunk is decoded (and inflated): any other text chunk is skipped by its
+    keyword, so side chunks cost a CRC check each and nothing more."""
     found: dict[str, str] = {}
+    inflated = _Inflated()
     for kind, data in _chunks(raw, label):
-        if kind in TEXT_CHUNKS:
-            keyword, text = _text_chunk(kind, data, label)
-            if keyword.lower() in CARD_KEYWORDS:
-                found.setdefault(keyword.lower(), text)
+        if kind not in TEXT_CHUNKS:
+            continue
+        keyword, sep, _ = data.partition(b"\0")
+        wanted = keyword.decode("latin-1").lower()
+        if not sep or wanted not in CARD_KEYWORDS or wanted in found:
+            continue
+        found[wanted] = _text_chunk(kind, data, label, inflated)
     chosen = next((k for k in CARD_KEYWORDS if k in found), None)
     if chosen is None:
         raise CardFileError(f"{label}: no 'chara' or 'ccv3' text chunk: not a character "
@@ -164,18 +202,18 @@ def _png_card(raw: bytes, label: str) -> bytes:
                             ) from None
 
 
-def _text_chunk(kind: bytes, data: bytes, label: str) -> tuple[str, str]:
-    """A text chunk's keyword and text (PNG spec: tEXt/zTXt Latin-1, iTXt UTF-8)."""
-    keyword, sep, rest = data.partition(b"\0")
+def _text_chunk(kind: bytes, data: bytes, label: str, inflated: _Inflated) -> str:
+    """A card text chunk's text (PNG spec: tEXt/zTXt Latin-1, iTXt UTF-8)."""
+    _keyword, sep, rest = data.partition(b"\0")
     bad = CardFileError(f"{label}: corrupt PNG: a malformed {kind.decode()} chunk")
     if not sep:
         raise bad
     if kind == b"tEXt":
-        return keyword.decode("latin-1"), rest.decode("latin-1")
+        return rest.decode("latin-1")
     if kind == b"zTXt":
         if rest[:1] != b"\0":
             raise bad
-        return keyword.decode("latin-1"), _inflate(rest[1:], label).decode("latin-1")
+        return _inflate(rest[1:], label, inflated).decode("latin-1")
     if len(rest) < 2:
         raise bad
     compressed, method, rest = rest[0], rest[1], rest[2:]
@@ -183,24 +221,30 @@ def _text_chunk(kind: bytes, data: bytes, label: str) -> tuple[str, str]:
     _translated, sep2, text = rest.partition(b"\0")
     if not (sep1 and sep2) or compressed not in (0, 1) or (compressed and method != 0):
         raise bad
-    body = _inflate(text, label) if compressed else text
+    body = _inflate(text, label, inflated) if compressed else text
     try:
-        return keyword.decode("latin-1"), body.decode("utf-8")
+        return body.decode("utf-8")
     except UnicodeDecodeError:
         raise CardFileError(f"{label}: corrupt PNG: an iTXt chunk's text is not UTF-8"
                             ) from None
 
 
-def _inflate(data: bytes, label: str) -> bytes:
+def _inflate(data: bytes, label: str, inflated: _Inflated) -> bytes:
+    room = min(MAX_TEXT_BYTES, MAX_INFLATED_BYTES - inflated.total)
     inflater = zlib.decompressobj()
     try:
-        out = inflater.decompress(data, MAX_TEXT_BYTES)
+        out = inflater.decompress(data, room)
     except zlib.error:
         raise CardFileError(f"{label}: corrupt PNG: a compressed text chunk does not "
                             "inflate") from None
     if inflater.unconsumed_tail:
+        if room < MAX_TEXT_BYTES:
+            raise CardFileError(f"{label}: the compressed text chunks inflate past "
+                                f"{size_text(MAX_INFLATED_BYTES)} in all (the inflated"
+                                " total limit)")
         raise CardFileError(f"{label}: a compressed text chunk inflates past "
-                            f"{MAX_TEXT_BYTES} bytes")
+                            f"{size_text(MAX_TEXT_BYTES)} (the per-chunk limit)")
+    inflated.total += len(out)
     return out
 
 
@@ -235,8 +279,12 @@ def world_info_book(world: Mapping[str, Any], label: str = "input") -> dict[str,
     return book
 
 
-def _uid_order(key: str) -> tuple[int, int, str]:
-    return (0, int(key), key) if key.isascii() and key.isdigit() else (1, 0, key)
+def _uid_order(key: str) -> tuple[int, int, str, str]:
+    # Numeric order without converting: a uid of thousands of digits is still a key.
+    if key.isascii() and key.isdigit():
+        digits = key.lstrip("0")
+        return (0, len(digits), digits, key)
+    return (1, 0, "", key)
 
 
 _RENAMED: Final = {"uid": "id", "key": "keys", "keysecondary": "secondary_keys",

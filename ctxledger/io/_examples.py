@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctxledger.io._bounded import BoundedInputError, loads_bounded, read_bounded
 from ctxledger.store.errors import LedgerError
 
 if TYPE_CHECKING:
@@ -81,8 +82,9 @@ class ScriptedClock:
         return self._now
 
 
-def parse_at(value: object, where: str) -> datetime:
-    """An ISO-8601 timestamp with an explicit zone, converted to UTC."""
+def parse_at(value: object, where: str, event: str = "the event") -> datetime:
+    """An ISO-8601 timestamp with an explicit zone, converted to UTC (``event`` names the
+    line's event when the conversion overflows)."""
     if not isinstance(value, str):
         raise ExampleError(f"{where}: 'at' must be an ISO-8601 string")
     try:
@@ -91,7 +93,18 @@ def parse_at(value: object, where: str) -> datetime:
         raise ExampleError(f"{where}: 'at' is not ISO-8601: {value!r}") from None
     if parsed.tzinfo is None:
         raise ExampleError(f"{where}: 'at' needs a zone, e.g. {value}Z")
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # a time at the calendar's edge, pushed past it by its zone
+        from ctxledger.store.strict import STORED_RANGE
+
+        raise ExampleError(f"{where}: 'at' {value!r} of {event} is outside {STORED_RANGE}"
+                           ) from None
+
+
+def event_name(kind: object, stream: object) -> str:
+    """The event a line holds, for an error about it: its type and stream."""
+    return f"the {str(kind)[:60]} event of stream {str(stream)[:60]!r}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,12 +129,11 @@ def parse_log_line(file: str, number: int, text: str, *, where: str | None = Non
     may name a ``card_file`` there instead of giving ``data``."""
     where = where or f"{file} line {number}"
     try:
-        raw = json.loads(text)
+        raw = loads_bounded(text, where)
+    except BoundedInputError as exc:
+        raise ExampleError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise ExampleError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-    except (RecursionError, ValueError):  # nested too deeply; an integer of 4300+ digits
-        raise ExampleError(f"{where}: invalid JSON: nested too deeply or a huge number"
-                           ) from None
     if not isinstance(raw, dict):
         raise ExampleError(f"{where}: expected a JSON object")
     allowed = _LINE_KEYS if card_files is None else _LINE_KEYS | {_CARD_FILE}
@@ -131,7 +143,8 @@ def parse_log_line(file: str, number: int, text: str, *, where: str | None = Non
     stream = raw.get("stream")
     if not isinstance(stream, str) or not stream:
         raise ExampleError(f"{where}: 'stream' must be a non-empty string")
-    at = None if raw.get("at") is None else parse_at(raw.get("at"), where)
+    at = None if raw.get("at") is None else parse_at(raw.get("at"), where,
+                                                     event_name(raw.get("type"), stream))
     data = raw.get("data", {})
     if card_files is not None and _CARD_FILE in raw:
         data = _card_file_data(raw, card_files, where)
@@ -172,7 +185,12 @@ def parse_example_line(file: str, number: int, text: str,
 def read_example_file(path: Path) -> list[ExampleEvent]:
     """Every event of one example file; times must not go backwards within a file."""
     events: list[ExampleEvent] = []
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        content = read_bounded(path, path.name).decode("utf-8")
+    except (BoundedInputError, UnicodeDecodeError) as exc:
+        raise ExampleError(str(exc) if isinstance(exc, BoundedInputError)
+                           else f"{path.name}: not UTF-8") from None
+    for number, text in enumerate(content.splitlines(), start=1):
         if not text.strip():
             continue
         event = parse_example_line(path.name, number, text, path.parent)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ctxledger.io._bounded import BoundedInputError, InputLimits, loads_bounded, read_bounded
 from ctxledger.store.errors import EventValidationError
 from ctxledger.store.log import EventCheck
 from ctxledger.store.strict import json_kind
@@ -51,20 +52,19 @@ def decoded_lines(raw_lines: Iterable[bytes]) -> Iterator[tuple[int, str]]:
 def parse_jsonl(raw_lines: Iterable[bytes]) -> list[InputLine]:
     """Decode JSONL bytes into events, skipping blank lines.
 
-    Raises ``InputError`` naming the first line that is not UTF-8 or not a JSON object.
+    Raises ``InputError`` naming the first line that is not UTF-8 or not a JSON object,
+    or passes the input limits (nesting, a number's range: ``ctxledger.io._bounded``).
     """
+    limits = InputLimits.from_env()
     parsed: list[InputLine] = []
     for number, text in decoded_lines(raw_lines):
         try:
-            value = json.loads(text)
+            value = loads_bounded(text, f"line {number}", limits)
+        except BoundedInputError as exc:
+            raise InputError(str(exc)) from None
         except json.JSONDecodeError as exc:
             raise InputError(
                 f"line {number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-        except RecursionError:
-            raise InputError(f"line {number}: invalid JSON: nested too deeply") from None
-        except ValueError:  # Python refuses to parse integers of over 4300 digits
-            raise InputError(
-                f"line {number}: invalid JSON: an integer has over 4300 digits") from None
         if not isinstance(value, dict):
             raise InputError(
                 f"line {number}: expected a JSON object, got {json_kind(value)}")
@@ -98,13 +98,22 @@ def validate_lines(stream_id: str, lines: Iterable[InputLine], max_event_bytes: 
 
 
 def read_policy(path: Path | None) -> str | None:
-    """The text of a ``--policy`` file (None without one); unreadable files are one-line
-    errors."""
+    """The text of a ``--policy`` file (None without one), within the input limits
+    (``ctxledger.io._bounded``); unreadable files are one-line errors."""
     if path is None:
         return None
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read policy file {str(path)!r}: {exc.strerror}") from None
+        raw = read_bounded(path, f"cannot read policy file {str(path)!r}")
+    except BoundedInputError as exc:
+        raise InputError(str(exc).replace(": cannot read: ", ": ", 1)) from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"policy file {str(path)!r} is not UTF-8 text") from None
+    try:  # only the limits here: the policy's own parser words a syntax error
+        loads_bounded(text, f"policy file {str(path)!r}", check_numbers=False)
+    except BoundedInputError as exc:
+        raise InputError(str(exc)) from None
+    except ValueError:
+        pass
+    return text

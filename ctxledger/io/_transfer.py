@@ -26,6 +26,7 @@ from typing import Any
 from ctxledger._ledger import Ledger
 from ctxledger._setting_checks import check_event
 from ctxledger.io._examples import ExampleError, LogLine, ScriptedClock, parse_log_line
+from ctxledger.io._examples import event_name as line_event
 from ctxledger.io._input import InputLine, decoded_lines, validate_lines
 from ctxledger.projections.runner import Progress
 from ctxledger.store.clock import format_utc
@@ -145,7 +146,8 @@ def read_import(text_lines: Sequence[bytes], source: str, *, trust_timestamps: b
             try:  # the clock's range, checked here so a bad time creates no database
                 check_time(line.at, "'at'")
             except EventValidationError as exc:
-                raise TransferError(f"{where}: {exc}") from None
+                named = line_event(line.event["type"], line.stream)
+                raise TransferError(f"{where}: {exc} ({named})") from None
         # The store's own validation, so the verdict is the one append would give.
         validate_lines(line.stream, [InputLine(number, line.event)], max_event_bytes,
                        check_event)

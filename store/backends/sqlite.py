@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
@@ -23,7 +25,7 @@ from sqlalchemy.pool import StaticPool
 
 from ctxledger.store.backends.base import READ_ONLY_OPTION, Backend, Connections, Processor
 from ctxledger.store.engine import DriverStatement, driver_statement, safe_url
-from ctxledger.store.errors import LedgerError
+from ctxledger.store.errors import LedgerError, ReadableDatabaseWarning
 from ctxledger.store.read import head_position
 from ctxledger.store.schema import UTCDateTime, events
 
@@ -52,8 +54,55 @@ def sqlite_pragmas(*, memory: bool) -> tuple[str, ...]:
             "PRAGMA foreign_keys=ON")
 
 
+_WARNED: set[str] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def private_database_file(path: Path) -> None:
+    """Create the database file ``path`` owner-only (0600, whatever the umask) before
+    SQLite would create it under the umask; SQLite gives its ``-wal``, ``-shm`` and
+    ``-journal`` files the database file's mode. An existing file other users can read
+    is left as it is, with a ``ReadableDatabaseWarning`` (once per file and process)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        _warn_if_readable(path)
+        return
+    except OSError:
+        return  # a missing folder, no permission: SQLite's own error says it
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def _warn_if_readable(path: Path) -> None:
+    try:
+        info = path.stat()
+    except OSError:
+        return
+    mode = stat.S_IMODE(info.st_mode)
+    if not stat.S_ISREG(info.st_mode) or not mode & 0o044:
+        return
+    key = os.path.realpath(path)
+    with _WARNED_LOCK:
+        if key in _WARNED:
+            return
+        _WARNED.add(key)
+    warnings.warn(f"the database file {path} can be read by other users (mode"
+                  f" {mode:04o}); 'chmod 600' it (and its -wal and -shm files)",
+                  ReadableDatabaseWarning, stacklevel=2)
+
+
 def _configure(engine: Engine, *, memory: bool) -> None:
     pragmas = sqlite_pragmas(memory=memory)
+
+    if not memory:
+        path = Path(engine.url.database or "")
+
+        @event.listens_for(engine, "do_connect")
+        def _on_do_connect(*_args: Any) -> None:
+            private_database_file(path)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:

@@ -9,7 +9,7 @@ gets markers, and a marker is exactly what ``why`` of its item will explain.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -80,16 +80,19 @@ def step_markers(step: int, before: Assembly | None, after: Assembly) -> list[Ma
     return sorted(found, key=lambda m: (m.kind, m.item))
 
 
-def timeline_chart(steps: Sequence[TimelineStep], total: int | None = None, *,
+def timeline_chart(steps: Iterable[TimelineStep], total: int | None = None, *,
                    first: int = 1) -> TimelineChart:
     """The chart of ``steps``: tokens per section at each step, and the markers. Steps
     numbered before ``first`` are not drawn; the last of them is what the first drawn
-    step's markers compare with. ``total``: the whole timeline's steps."""
+    step's markers compare with. ``total``: the whole timeline's steps. ``steps`` is read
+    once; only the step before is kept of each."""
     chart: list[ChartStep] = []
     markers: list[Marker] = []
     sections: dict[str, None] = {}
     before: Assembly | None = None
+    count = 0
     for step in steps:
+        count += 1
         a = step.assembly
         if step.step < first:
             before = a
@@ -103,4 +106,4 @@ def timeline_chart(steps: Sequence[TimelineStep], total: int | None = None, *,
         markers += step_markers(step.step, before, a)
         before = a
     return TimelineChart(tuple(chart), tuple(sections), tuple(markers),
-                         len(steps) if total is None else total)
+                         count if total is None else total)

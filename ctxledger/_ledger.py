@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import closing
 from datetime import datetime
 from itertools import groupby
@@ -58,6 +58,9 @@ if TYPE_CHECKING:
     from ctxledger.timetravel._markers import TimelineChart
     from ctxledger.timetravel._replay import TimelineStep
     from ctxledger.timetravel._why import WhyReport
+
+_PAGE_CHUNK = 16
+"""Events ``events_page`` reads at once."""
 
 # The assembler (numpy, bm25s, tiktoken), the rollup and the usage report are imported by
 # the methods that use them: a CLI call that only reads state must not pay for them.
@@ -287,6 +290,44 @@ class Ledger:
                     and (until_position is None or e.position <= until_position)][:limit]
         return self.log.read_all(after, limit, until_position=until_position,
                                  until_time=until_time)
+
+    def events_page(self, stream_id: str | None = None, *, after: int = 0, limit: int,
+                    max_bytes: int, size: Callable[[RecordedEvent], int]
+                    ) -> tuple[list[RecordedEvent], bool]:
+        """A page of ``events``: at most ``limit`` events after position ``after`` and at
+        most ``max_bytes`` of them as ``size`` measures each, but always one when there
+        is one (a page stops before the event that would overflow it). Read a few events
+        at a time, so a page of large events never holds more than it returns. Returns
+        the events and whether more may follow (the page is full by count or bytes)."""
+        if limit < 1 or max_bytes < 1:
+            raise InvalidArgument("limit and max_bytes must be at least 1")
+        kept: list[RecordedEvent] = []
+        used = 0
+        version = 0  # of ``stream_id``: the last one read
+        while len(kept) < limit:
+            want = min(limit - len(kept), _PAGE_CHUNK)
+            if stream_id is None:
+                chunk = self.log.read_all(after, want)
+            else:
+                chunk = [e for e in self.log.read_stream(stream_id, version + 1,
+                                                         version + _PAGE_CHUNK)]
+                if chunk:
+                    version = chunk[-1].stream_version
+            exhausted = len(chunk) < (want if stream_id is None else _PAGE_CHUNK)
+            for event in chunk:
+                if event.position <= after:
+                    continue
+                cost = size(event)
+                if kept and used + cost > max_bytes:
+                    return kept, True
+                kept.append(event)
+                used += cost
+                after = event.position
+                if len(kept) == limit:
+                    return kept, True
+            if exhausted:
+                return kept, False
+        return kept, True
 
     def head(self) -> int:
         """The highest position in the log."""
@@ -702,7 +743,8 @@ class Ledger:
                       policy: Policy | Mapping[str, Any] | str | None = None,
                       progress: Progress | None = None,
                       only: range | None = None,
-                      cancel: CancelToken | None = None) -> Iterator[TimelineStep]:
+                      cancel: CancelToken | None = None
+                  ) -> Generator[TimelineStep, None, None]:
         """``timeline``'s steps one at a time, as they are computed: nothing of a step is
         kept once the next is made. ``cancel`` is checked at every step of the fold
         (``Cancelled`` once tripped). Close the iterator to stop early: it holds a

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -337,7 +337,8 @@ def iter_timeline(live: sa.Connection, session: str, *, profile: str,
                   until: int | datetime | None, policy: Policy | None,
                   clock_now: datetime, progress: Progress | None = None,
                   only: range | None = None,
-                  cancel: CancelToken | None = None) -> Iterator[TimelineStep]:
+                  cancel: CancelToken | None = None
+                  ) -> Generator[TimelineStep, None, None]:
     """The assembly after each event of the prefix that changes ``profile``'s inputs
     (``Profile.inputs``), from the session's first event on; each step's ``now`` is its
     event's ``recorded_at``, so a step equals ``replay(until=<its position>)``.

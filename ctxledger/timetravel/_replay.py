@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import logging
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ctxledger._cancel import CancelToken, check
+from ctxledger._cancel import Cancelled, CancelToken, check
 from ctxledger._message_index import MessageIndex, message_id_of
 from ctxledger._scratch import scratch_engine
 from ctxledger._token_store import TableTokenStore
@@ -57,6 +58,7 @@ from ctxledger.store.schema import events as log_events
 from ctxledger.store.streams import SCOPE_PREFIX
 
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+_log = logging.getLogger("ctxledger.timetravel")
 
 
 @functools.cache
@@ -358,7 +360,13 @@ def iter_timeline(live: sa.Connection, session: str, *, profile: str,
     with scratch_projections() as scratch:
         start = 0
         for number, at in enumerate(marks, start=1):
-            check(cancel)
+            try:
+                check(cancel)
+            except Cancelled as exc:
+                # The one line an operator (and the tests) see that the work stopped.
+                _log.info("timeline of %r stopped before step %d of %d: %s", session,
+                          number, len(marks), exc)
+                raise
             batch = prefix.events[start:at + 1]
             scratch.fold(batch)
             start = at + 1

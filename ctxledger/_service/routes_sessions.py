@@ -119,8 +119,7 @@ _TIMELINE: dict[int | str, dict[str, Any]] = {200: {
                    " application/x-ndjson. A stream cut short (its time limit, say) ends"
                    " with an ``{\"error\": <problem>}`` line (a JSON array is left"
                    " unclosed).",
-    "content": {"application/json": {}, NDJSON: {}}},
-    429: {"description": "The key already runs its expensive requests at once."}}
+    "content": {"application/json": {}, NDJSON: {}}}}
 
 
 @router.get("/replay", responses=_TIMELINE)
@@ -130,7 +129,8 @@ def replay(session: str, ledger: LedgerDep, key: KeyDep, cancel: CancelDep,
                description="The assembly after each message instead.")] = False,
            accept: Annotated[str | None, Header(include_in_schema=False)] = None
            ) -> Response:
-    """The assembly derived again from the log up to ``until`` (or its timeline)."""
+    """The assembly derived again from the log up to ``until`` (or its timeline, streamed
+    step by step). An expensive request: a 429 beyond the key's limit at once."""
     session_scope(ledger, key, session)
     chosen = profile_of(ledger, session, profile)
     cut = parse_until(until)
@@ -161,12 +161,13 @@ def _timeline(ledger: Ledger, holder: str, session: str, profile: str,
                         done=lambda: slots.give(holder)).response()
 
 
-@router.get("/why", responses={429: {"description": "Too many expensive requests."}})
+@router.get("/why")
 def why(session: str, ledger: LedgerDep, key: KeyDep, cancel: CancelDep, slots: SlotsDep,
         item: Annotated[str, Query(description="The item, e.g. message:<id>.")],
         until: Until = None, profile: Profile = None) -> dict[str, Any]:
     """Why ``item`` was kept or dropped, across the session's timeline (read step by
-    step; it stops at the time limit or when the client goes away)."""
+    step; it stops at the time limit or when the client goes away). A key running its
+    limit of expensive requests at once gets a 429 with ``Retry-After``."""
     session_scope(ledger, key, session)
     chosen = profile_of(ledger, session, profile)
     with slots.hold(key.key_id):
@@ -174,10 +175,11 @@ def why(session: str, ledger: LedgerDep, key: KeyDep, cancel: CancelDep, slots: 
                           cancel=cancel).to_json()
 
 
-@router.get("/audit", responses={429: {"description": "Too many expensive requests."}})
+@router.get("/audit")
 def audit(session: str, ledger: LedgerDep, key: KeyDep, cancel: CancelDep,
           slots: SlotsDep) -> dict[str, Any]:
-    """Derive the session's recorded assemblies again; say whether each still matches."""
+    """Derive the session's recorded assemblies again; say whether each still matches
+    (an expensive request: a 429 beyond the key's limit at once)."""
     session_scope(ledger, key, session)
     with slots.hold(key.key_id):
         return ledger.audit(session, cancel=cancel).to_json()

@@ -118,11 +118,20 @@ def test_timeline_json_is_written_a_step_at_a_time_byte_for_byte(db_url: str) ->
     """``--format json`` streams the very bytes of the whole array; ``jsonl`` gives one
     record per line as each step is computed, the same records."""
     from ctxledger import render
-    from ctxledger.render._replay import timeline_record
+    from ctxledger.render._replay import timeline_records
 
     _book(db_url)
     with Ledger.open(db_url) as ledger:
-        records = [timeline_record(s) for s in ledger.timeline("book", profile="novel")]
+        steps = ledger.timeline("book", profile="novel")
+    records = list(timeline_records(steps))
+    # ``changed``: each step's decisions that differ from the step before's.
+    for before, after, record in zip([None, *steps], steps, records, strict=False):
+        old = {d.item: (d.action, d.reason) for d in before.assembly.decisions} \
+            if before is not None else {}
+        new = {d.item: (d.action, d.reason) for d in after.assembly.decisions}
+        assert {c["item"] for c in record["changed"]} == {
+            item for item in old.keys() | new.keys() if old.get(item) != new.get(item)}
+    assert any(c["action"] == "absent" for r in records for c in r["changed"])
     array = _cli(db_url, "replay", "book", "--timeline")
     assert array.exit_code == 0, array.stderr
     assert array.stdout == render.dumps(records, indent=2) + "\n"

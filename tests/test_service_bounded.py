@@ -67,11 +67,17 @@ def test_the_timeline_streams_each_step_as_an_independent_replay(served: Served)
         array = http.get(f"/sessions/{session}/replay", params={"timeline": "true"})
         assert array.headers["content-type"].startswith("application/json")
         assert array.json() == records and len(records) == 6
+        before: dict[str, tuple[str, str]] = {}
         for record in records:
             again = http.get(f"/sessions/{session}/replay",
                              params={"until": str(record["position"])}).json()
             assert again["digest"] == record["digest"]
             assert len(again["decisions"]) == record["decisions"]
+            now = {d["item"]: (d["action"], d["reason"]) for d in again["decisions"]}
+            assert {c["item"]: (c["action"], c["reason"]) for c in record["changed"]} == {
+                item: now.get(item, ("absent", "not_a_candidate"))
+                for item in now.keys() | before.keys() if now.get(item) != before.get(item)}
+            before = now
         # Bad input is still a 4xx before any line is sent.
         bad = http.get(f"/sessions/{session}/replay",
                        params={"timeline": "true", "until": "999999999"}, headers=NDJSON)

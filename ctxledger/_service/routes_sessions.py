@@ -146,7 +146,7 @@ def _timeline(ledger: Ledger, holder: str, session: str, profile: str,
               cut: int | datetime | None, cancel: CancelToken, slots: Slots,
               shape: Shape) -> Response:
     """The timeline's records, streamed; bad input is a 4xx before the stream starts."""
-    from ctxledger.render._replay import timeline_record
+    from ctxledger.render._replay import timeline_records
 
     ledger.timeline_length(session, profile=profile, until=cut)
     slots.take(holder)
@@ -154,8 +154,7 @@ def _timeline(ledger: Ledger, holder: str, session: str, profile: str,
     def records() -> Iterator[dict[str, object]]:
         with closing(ledger.iter_timeline(session, profile=profile, until=cut,
                                           cancel=cancel)) as steps:
-            for step in steps:
-                yield timeline_record(step)
+            yield from timeline_records(steps)
 
     return RecordStream(records, cancel, shape=shape,
                         done=lambda: slots.give(holder)).response()

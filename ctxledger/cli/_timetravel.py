@@ -73,7 +73,7 @@ def _print_timeline(ledger: Ledger, session: str, profile: str, cut: int | datet
     import textwrap
 
     from ctxledger import render
-    from ctxledger.render._replay import timeline_record, timeline_table
+    from ctxledger.render._replay import timeline_records, timeline_table
 
     with progress_bar("replaying") as bar, closing(ledger.iter_timeline(
             session, profile=profile, until=cut, policy=policy,
@@ -82,13 +82,13 @@ def _print_timeline(ledger: Ledger, session: str, profile: str, cut: int | datet
         if format is JsonJsonlOrText.text:
             table = timeline_table(steps, title=f"timeline {session} ({profile})")
         elif format is JsonJsonlOrText.jsonl:
-            for step in steps:
-                typer.echo(render.dumps(timeline_record(step)))
+            for line in timeline_records(steps):
+                typer.echo(render.dumps(line))
             return
         else:  # the bytes ``render.dumps(records, indent=2)`` gives, a record at a time
             opening = "[\n"
-            for step in steps:
-                record = render.dumps(timeline_record(step), indent=2)
+            for found in timeline_records(steps):
+                record = render.dumps(found, indent=2)
                 typer.echo(opening + textwrap.indent(record, "  "), nl=False)
                 opening = ",\n"
             typer.echo("[]" if opening == "[\n" else "\n]")

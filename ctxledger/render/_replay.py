@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -29,6 +29,18 @@ def timeline_record(step: TimelineStep) -> dict[str, object]:
             "policy_version": a.policy_version, "tokens": a.tokens.total,
             "decisions": len(a.decisions), "warnings": len(a.warnings), "digest": a.digest,
             "step": step.step, "event_type": step.event_type, "stream_id": step.stream_id}
+
+
+def timeline_records(steps: Iterable[TimelineStep]) -> Iterator[dict[str, object]]:
+    """Each step's ``timeline_record``, with ``changed``: the decisions that differ from
+    the step before (``decision_changes``). Reads ``steps`` once, keeping only the
+    previous step's decisions by item."""
+    from ctxledger.timetravel._markers import decision_changes
+
+    before: dict[str, tuple[str, str]] = {}
+    for step in steps:
+        before, changed = decision_changes(before, step.assembly)
+        yield {**timeline_record(step), "changed": changed}
 
 
 def timeline_table(steps: Iterable[TimelineStep], *, title: str | None = None) -> Table:

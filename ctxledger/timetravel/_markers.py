@@ -9,11 +9,12 @@ gets markers, and a marker is exactly what ``why`` of its item will explain.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from ctxledger.assembler.model import KEPT_ACTIONS, Assembly
+from ctxledger.timetravel._audit import ABSENT
 from ctxledger.timetravel._replay import TimelineStep
 
 MarkerKind = Literal["expired", "summary", "lore"]
@@ -61,6 +62,20 @@ def _is_summary(item: str, section: str) -> bool:
 
 def _states(assembly: Assembly) -> dict[str, tuple[str, str]]:
     return {d.item: (d.action, d.section) for d in assembly.decisions}
+
+
+def decision_changes(before: Mapping[str, tuple[str, str]], after: Assembly
+                     ) -> tuple[dict[str, tuple[str, str]], list[dict[str, str]]]:
+    """The decisions of ``after`` as ``item -> (action, reason)``, and those that differ
+    from ``before`` (new, changed, or gone: ``absent``), by item. A timeline's reader
+    keeps only the map of the step before, never its assembly."""
+    now: dict[str, tuple[str, str]] = {d.item: (d.action, d.reason) for d in after.decisions}
+    changed = [{"item": item, "action": action, "reason": reason}
+               for item, (action, reason) in now.items() if before.get(item) != (action,
+                                                                                 reason)]
+    changed += [{"item": item, "action": ABSENT[0], "reason": ABSENT[1]}
+                for item in before.keys() - now.keys()]
+    return now, sorted(changed, key=lambda c: c["item"])
 
 
 def step_markers(step: int, before: Assembly | None, after: Assembly) -> list[Marker]:

@@ -43,6 +43,8 @@ class Settings:
     """Events in the large log of the replay leg."""
     checkpoint_steps: int = 2_000
     """Steps of the langgraph leg's chat graph (each checkpointer)."""
+    bounded_messages: int = 5_000
+    """Messages of the session whose timeline and ``why`` the bounded leg asks for."""
 
 
 @dataclass

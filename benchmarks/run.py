@@ -34,11 +34,12 @@ LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble", "legs_turnloop", 
                "legs_rollup", "legs_seal",
                "legs_brief", "legs_replay", "legs_novel", "legs_lorebook",
                "legs_startup", "legs_pg_writers", "legs_serve", "legs_erase",
-               "legs_witness", "legs_langgraph", "legs_ui", "legs_hook")
+               "legs_witness", "legs_langgraph", "legs_ui", "legs_hook", "legs_bounded")
 """Modules whose import registers legs, in the order their legs run."""
 
 QUICK = Settings(events=3_000, single_events=600, batch_size=1_000, rounds=1, quick=True,
-                 turns=30, peer_turns=30, rollup_events=3_000, checkpoint_steps=30)
+                 turns=30, peer_turns=30, rollup_events=3_000, checkpoint_steps=30,
+                 bounded_messages=40)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -67,12 +68,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="events in the replay leg's large log (1,000,000 where it fits)")
     parser.add_argument("--checkpoint-steps", type=int, default=2_000, metavar="N",
                         help="steps of the langgraph leg's chat graph (both checkpointers)")
+    parser.add_argument("--bounded-messages", type=int, default=5_000, metavar="N",
+                        help="messages of the session the bounded leg asks the timeline and"
+                             " why of, through the service")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--json", type=Path, default=None, metavar="FILE",
                         help="also write every figure (each round too) to FILE")
     args = parser.parse_args(argv)
     for name in ("events", "single", "rounds", "batch_size", "rollup_events", "replay_log",
-                 "checkpoint_steps"):
+                 "checkpoint_steps", "bounded_messages"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     for name in ("turns", "peer_turns"):
@@ -89,7 +93,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     batch_size=args.batch_size, rounds=args.rounds, quick=False,
                     turns=args.turns, peer_turns=min(args.peer_turns, args.turns),
                     rollup_events=args.rollup_events, replay_log=args.replay_log,
-                    checkpoint_steps=args.checkpoint_steps)
+                    checkpoint_steps=args.checkpoint_steps,
+                    bounded_messages=args.bounded_messages)
 
 
 def environment() -> dict[str, str]:

@@ -22,6 +22,7 @@ if not os.path.isdir(os.path.join(__path__[0], "store")) and os.path.isfile(
 from ctxledger.store.lazy import lazy_exports  # noqa: E402 (needs the path above)
 
 if TYPE_CHECKING:
+    from ctxledger._cancel import Cancelled, CancelToken
     from ctxledger._erase import ErasureReport
     from ctxledger._ledger import Ledger
     from ctxledger._observations import ObservationHit
@@ -104,6 +105,7 @@ _SOURCES = {
     **dict.fromkeys(["ReplayError", "TimelineStep"], "ctxledger.timetravel._replay"),
     **dict.fromkeys(["ErasedHistory"], "ctxledger.timetravel._replay"),
     **dict.fromkeys(["ErasureReport"], "ctxledger._erase"),
+    **dict.fromkeys(["CancelToken", "Cancelled"], "ctxledger._cancel"),
     **dict.fromkeys(["WhyError", "WhyReport", "WhyRun", "WhyStep"], "ctxledger.timetravel._why"),
 }
 
@@ -113,6 +115,8 @@ __all__ = [
     "Assembly",
     "AuditEntry",
     "AuditReport",
+    "CancelToken",
+    "Cancelled",
     "CardFileError",
     "ChartStep",
     "ChatFormatError",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import replace
 from datetime import datetime
 from itertools import groupby
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from ctxledger import _migrate as migrate
+from ctxledger._cancel import CancelToken
 from ctxledger._config import DEFAULT_USAGE_DAYS, resolve_db_url
 from ctxledger._ids import derived_event_id
 from ctxledger._setting_checks import check_event
@@ -57,6 +59,9 @@ if TYPE_CHECKING:
     from ctxledger.timetravel._markers import TimelineChart
     from ctxledger.timetravel._replay import TimelineStep
     from ctxledger.timetravel._why import WhyReport
+
+_PAGE_CHUNK = 16
+"""Events ``events_page`` reads at once."""
 
 # The assembler (numpy, bm25s, tiktoken), the rollup and the usage report are imported by
 # the methods that use them: a CLI call that only reads state must not pay for them.
@@ -295,6 +300,44 @@ class Ledger:
                     and (until_position is None or e.position <= until_position)][:limit]
         return self.log.read_all(after, limit, until_position=until_position,
                                  until_time=until_time)
+
+    def events_page(self, stream_id: str | None = None, *, after: int = 0, limit: int,
+                    max_bytes: int, size: Callable[[RecordedEvent], int]
+                    ) -> tuple[list[RecordedEvent], bool]:
+        """A page of ``events``: at most ``limit`` events after position ``after`` and at
+        most ``max_bytes`` of them as ``size`` measures each, but always one when there
+        is one (a page stops before the event that would overflow it). Read a few events
+        at a time, so a page of large events never holds more than it returns. Returns
+        the events and whether more may follow (the page is full by count or bytes)."""
+        if limit < 1 or max_bytes < 1:
+            raise InvalidArgument("limit and max_bytes must be at least 1")
+        kept: list[RecordedEvent] = []
+        used = 0
+        version = 0  # of ``stream_id``: the last one read
+        while len(kept) < limit:
+            want = min(limit - len(kept), _PAGE_CHUNK)
+            if stream_id is None:
+                chunk = self.log.read_all(after, want)
+            else:
+                chunk = [e for e in self.log.read_stream(stream_id, version + 1,
+                                                         version + _PAGE_CHUNK)]
+                if chunk:
+                    version = chunk[-1].stream_version
+            exhausted = len(chunk) < (want if stream_id is None else _PAGE_CHUNK)
+            for event in chunk:
+                if event.position <= after:
+                    continue
+                cost = size(event)
+                if kept and used + cost > max_bytes:
+                    return kept, True
+                kept.append(event)
+                used += cost
+                after = event.position
+                if len(kept) == limit:
+                    return kept, True
+            if exhausted:
+                return kept, False
+        return kept, True
 
     def head(self) -> int:
         """The highest position in the log."""
@@ -704,15 +747,33 @@ class Ledger:
                  until: int | datetime | None = None,
                  policy: Policy | Mapping[str, Any] | str | None = None,
                  progress: Progress | None = None,
-                 only: range | None = None) -> list[TimelineStep]:
+                 only: range | None = None,
+                 cancel: CancelToken | None = None) -> list[TimelineStep]:
         """The assembly after each message of ``session`` (folded once, assembled per step);
-        ``only``: just these step numbers (1-based), the fold still reading every event."""
+        ``only``: just these step numbers (1-based), the fold still reading every event.
+        Every step's whole assembly is kept: a long session is read with
+        ``iter_timeline``."""
+        return list(self.iter_timeline(session, profile=profile, until=until, policy=policy,
+                                       progress=progress, only=only, cancel=cancel))
+
+    def iter_timeline(self, session: str, *, profile: str = "card",
+                      until: int | datetime | None = None,
+                      policy: Policy | Mapping[str, Any] | str | None = None,
+                      progress: Progress | None = None,
+                      only: range | None = None,
+                      cancel: CancelToken | None = None
+                  ) -> Generator[TimelineStep, None, None]:
+        """``timeline``'s steps one at a time, as they are computed: nothing of a step is
+        kept once the next is made. ``cancel`` is checked at every step of the fold
+        (``Cancelled`` once tripped). Close the iterator to stop early: it holds a
+        connection until then."""
         from ctxledger.timetravel import _replay
 
+        chosen = _as_policy(policy)
         with self.log.connection() as conn, read_snapshot(conn):
-            return _replay.timeline(conn, session, profile=profile, until=until,
-                                    policy=_as_policy(policy), clock_now=self.clock(),
-                                    progress=progress, only=only)
+            yield from _replay.iter_timeline(
+                conn, session, profile=profile, until=until, policy=chosen,
+                clock_now=self.clock(), progress=progress, only=only, cancel=cancel)
 
     def timeline_length(self, session: str, *, profile: str = "card",
                         until: int | datetime | None = None) -> int:
@@ -725,7 +786,8 @@ class Ledger:
 
     def timeline_chart(self, session: str, *, profile: str = "card",
                        until: int | datetime | None = None,
-                       steps: range | None = None) -> TimelineChart:
+                       steps: range | None = None,
+                       cancel: CancelToken | None = None) -> TimelineChart:
         """The timeline reduced to its chart: tokens per section at each step (one fold,
         as ``timeline``), and markers where a field expired, a summary landed or a
         lorebook entry fired. ``steps``: only these step numbers (each step is an
@@ -733,25 +795,29 @@ class Ledger:
         from ctxledger.timetravel._markers import timeline_chart
 
         total = self.timeline_length(session, profile=profile, until=until)
-        if steps is None:
-            return timeline_chart(self.timeline(session, profile=profile, until=until),
-                                  total)
-        # The step before the window too: its markers compare with it.
-        before = range(max(steps.start - 1, 1), steps.stop)
-        return timeline_chart(self.timeline(session, profile=profile, until=until,
-                                            only=before), total, first=steps.start)
+        # The step before a window too: its markers compare with it.
+        before = None if steps is None else range(max(steps.start - 1, 1), steps.stop)
+        with closing(self.iter_timeline(session, profile=profile, until=until, only=before,
+                                        cancel=cancel)) as found:
+            return timeline_chart(found, total, first=1 if steps is None else steps.start)
 
     def why(self, session: str, item: str, *, profile: str = "card",
             until: int | datetime | None = None,
-            policy: Policy | Mapping[str, Any] | str | None = None) -> WhyReport:
-        """``item``'s decisions across the session's timeline, collapsed into runs."""
+            policy: Policy | Mapping[str, Any] | str | None = None,
+            cancel: CancelToken | None = None) -> WhyReport:
+        """``item``'s decisions across the session's timeline, collapsed into runs. The
+        timeline is read step by step: only the item's decisions are kept."""
         from ctxledger.assembler.policy import PolicyError
         from ctxledger.timetravel._why import WhyError, explain_item
 
-        steps = self.timeline(session, profile=profile, until=until, policy=policy)
         try:
-            return explain_item(session, item, profile, steps,
-                                self.events(session, until=until))
+            events = self.events(session, until=until)
+        except LedgerError:
+            events = []  # a bad ``until``: the timeline names it, as it always did
+        try:
+            with closing(self.iter_timeline(session, profile=profile, until=until,
+                                            policy=policy, cancel=cancel)) as steps:
+                return explain_item(session, item, profile, steps, events)
         except WhyError:
             if policy is not None:
                 raise
@@ -763,27 +829,33 @@ class Ledger:
                 raise exc from None
             raise
 
-    def audit(self, session: str | None = None) -> AuditReport:
+    def audit(self, session: str | None = None, *,
+              cancel: CancelToken | None = None) -> AuditReport:
         """Derive every recorded ``context.assembled`` again (one session's, or all) and
-        say whether each digest and policy still match."""
+        say whether each digest and policy still match. ``cancel`` is checked before
+        each record."""
         from ctxledger.timetravel._audit import audit_log
 
         with self.log.connection() as conn, read_snapshot(conn):
-            return audit_log(conn, session, clock_now=self.clock())
+            return audit_log(conn, session, clock_now=self.clock(), cancel=cancel)
 
     def what_if(self, session: str, policy: Policy | Mapping[str, Any] | str, *,
-                profile: str | None = None, until: int | datetime | None = None
-                ) -> WhatIfReport:
-        """The decisions that change when ``session``'s timeline is replayed under ``policy``."""
+                profile: str | None = None, until: int | datetime | None = None,
+                cancel: CancelToken | None = None) -> WhatIfReport:
+        """The decisions that change when ``session``'s timeline is replayed under
+        ``policy``."""
         from ctxledger.timetravel._audit import compare_timelines
 
         chosen = _as_policy(policy)
         assert chosen is not None
         name = profile or chosen.profile
+        # Two timelines read one after the other: interleaved, they would need two
+        # connections at once, which a one-connection pool (in-memory SQLite) cannot give.
         return compare_timelines(session, name,
-                                 self.timeline(session, profile=name, until=until),
                                  self.timeline(session, profile=name, until=until,
-                                               policy=chosen))
+                                               cancel=cancel),
+                                 self.timeline(session, profile=name, until=until,
+                                               policy=chosen, cancel=cancel))
 
     def fork(self, session: str, new_session: str, at: int, *,
              count: bool = False) -> AppendResult:

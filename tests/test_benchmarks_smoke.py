@@ -133,6 +133,11 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "floor: python -c 'import sqlalchemy, pydantic'",
         "floor: python -c 'import ctxledger._ledger' (the store, the projections, their"
         " pydantic models)",
+        # The bounded leg (--quick: 40 messages): the server's memory, and the times.
+        "timeline of 40 messages through the service: peak RSS above idle",
+        "why of 40 messages through the service: peak RSS above idle",
+        "timeline of 40 messages: service vs in process",
+        "why of 40 messages: service vs in process",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -154,19 +159,23 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit == "ms"
         elif row["leg"] == "ui":  # pages in ms, the timeline in s, its folds counted
             assert unit in ("ms", "s", "folds")
+        elif row["leg"] == "bounded":  # memory above idle, times against in process
+            assert unit == ("MB" if row["peer"] is None else "s")
         elif row["leg"] in ("assemble", "replay", "startup", "lorebook") or (
                 row["peer"] is not None):
             assert unit == "ms" and (row["peer"] is None or row["peer"]["unit"] == "ms")
         else:
             assert unit == "calls"
         # A tokenizer call count may be 0; rates and times may not.
-        assert row["ours"]["value"] >= 0 if unit == "calls" else row["ours"]["value"] > 0
+        # Memory above idle may be none at all.
+        assert row["ours"]["value"] >= 0 if unit in ("calls", "MB") and row["peer"] is None \
+            else row["ours"]["value"] > 0
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
                 "rollup", "seal", "brief", "replay",
                 "novel", "lorebook", "startup", "pg_writers", "erase", "serve", "serve_memory",
-                "witness", "langgraph", "ui", "hook"):
+                "witness", "langgraph", "ui", "hook", "bounded"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

@@ -112,3 +112,34 @@ def test_assemble_with_an_agent_names_the_profile_it_resolved(db_url: str) -> No
     bare = _cli(db_url, "assemble", "bare", "--agent", "executor")
     assert bare.exit_code == 2 and "None" not in bare.stderr
     assert "the session has no 'profile' setting" in bare.stderr
+
+
+def test_timeline_json_is_written_a_step_at_a_time_byte_for_byte(db_url: str) -> None:
+    """``--format json`` streams the very bytes of the whole array; ``jsonl`` gives one
+    record per line as each step is computed, the same records."""
+    from ctxledger import render
+    from ctxledger.render._replay import timeline_records
+
+    _book(db_url)
+    with Ledger.open(db_url) as ledger:
+        steps = ledger.timeline("book", profile="novel")
+    records = list(timeline_records(steps))
+    # ``changed``: each step's decisions that differ from the step before's.
+    for before, after, record in zip([None, *steps], steps, records, strict=False):
+        old = {d.item: (d.action, d.reason) for d in before.assembly.decisions} \
+            if before is not None else {}
+        new = {d.item: (d.action, d.reason) for d in after.assembly.decisions}
+        assert {c["item"] for c in record["changed"]} == {
+            item for item in old.keys() | new.keys() if old.get(item) != new.get(item)}
+    assert any(c["action"] == "absent" for r in records for c in r["changed"])
+    array = _cli(db_url, "replay", "book", "--timeline")
+    assert array.exit_code == 0, array.stderr
+    assert array.stdout == render.dumps(records, indent=2) + "\n"
+    lines = _cli(db_url, "replay", "book", "--timeline", "--format", "jsonl")
+    assert lines.exit_code == 0, lines.stderr
+    assert [json.loads(line) for line in lines.stdout.splitlines()] == records
+    empty = _cli(db_url, "replay", "book", "--timeline", "--until", "1")
+    assert (empty.exit_code, empty.stdout) == (0, "[]\n")
+    single = _cli(db_url, "replay", "book", "--format", "jsonl")
+    assert single.exit_code == 0 and len(single.stdout.splitlines()) == 1
+    assert json.loads(single.stdout)["profile"] == "novel"

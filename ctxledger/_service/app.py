@@ -33,7 +33,7 @@ from ctxledger._service import (
 )
 from ctxledger._service.auth import feed_access, feed_alive, feed_filter, ledger_of
 from ctxledger._service.feed import feed_router
-from ctxledger._service.limits import BodyLimit, TimeLimit
+from ctxledger._service.limits import BodyLimit, Disconnect, Slots, TimeLimit
 from ctxledger._service.models import ProblemOut
 from ctxledger._service.problems import PROBLEM_JSON
 from ctxledger._service.text_input import RefuseNul
@@ -45,27 +45,41 @@ from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES
 DEFAULT_MAX_BODY_BYTES = DEFAULT_MAX_EVENT_BYTES
 """A request body may be as large as one event may be (1 MiB)."""
 DEFAULT_REQUEST_TIMEOUT = 30.0
-"""Seconds a request may take before it is answered with a 503."""
+"""Seconds a request may take before it is answered with a 503 (a long read stops)."""
 DEFAULT_FEED_RECHECK = 1.0
 """Seconds an idle change feed waits at most before asking again whether its key is live."""
+DEFAULT_MAX_EXPENSIVE = 2
+"""Expensive requests (timeline, why, audit, replay, their pages) one key may run at once."""
+DEFAULT_PAGE_BYTES = 4 << 20
+"""Bytes of events a page of ``GET /events`` (or of one stream) holds at most: 4 MiB."""
 
 URL_ENV = "CTXLEDGER_DB"
 MAX_BODY_ENV = "CTXLEDGER_SERVE_MAX_BODY_BYTES"
 TIMEOUT_ENV = "CTXLEDGER_SERVE_REQUEST_TIMEOUT"
+MAX_EXPENSIVE_ENV = "CTXLEDGER_SERVE_MAX_EXPENSIVE"
+PAGE_BYTES_ENV = "CTXLEDGER_SERVE_PAGE_BYTES"
 
 
 def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
                feed_recheck: float = DEFAULT_FEED_RECHECK,
+               max_expensive: int = DEFAULT_MAX_EXPENSIVE,
+               page_bytes: int = DEFAULT_PAGE_BYTES,
                clock: Clock = system_clock) -> FastAPI:
     """The application serving the ledger at ``url`` (None: ``$CTXLEDGER_DB`` or the
     default SQLite file). Bodies over ``max_body_bytes`` get a 413, requests slower than
-    ``request_timeout`` seconds a 503, both as problem+json. An open change feed ends
-    at most ``feed_recheck`` seconds (plus one poll) after its key is revoked."""
+    ``request_timeout`` seconds a 503 (a long read stops there, or when its client goes
+    away), a key's expensive request beyond ``max_expensive`` at once a 429, all as
+    problem+json; a page of events holds at most ``page_bytes`` of them. An open change
+    feed ends at most ``feed_recheck`` seconds (plus one poll) after its key is revoked."""
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be at least 1")
     if request_timeout <= 0:
         raise ValueError("request_timeout must be positive")
+    if max_expensive < 1:
+        raise ValueError("max_expensive must be at least 1")
+    if page_bytes < 1:
+        raise ValueError("page_bytes must be at least 1")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -82,6 +96,8 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                   lifespan=lifespan, docs_url=None, redoc_url=None,
                   # Stated once for every route; it replaces FastAPI's own 422 shape.
                   responses={"4XX": problem, "5XX": problem})
+    app.state.slots = Slots(max_expensive)
+    app.state.page_bytes = page_bytes
     problems.install(app)
     for module in (routes_admin, routes_streams, routes_sessions, routes_scopes):
         app.include_router(module.router)
@@ -90,7 +106,9 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                        dependencies=[Depends(feed_access)])
     install_ui(app)  # the browser view, /ui (left out of the OpenAPI document)
     app.add_middleware(RefuseNul)
-    # The last added runs first: the time limit covers reading the body too.
+    # The last added runs first: the time limit covers reading the body too, and the
+    # disconnect watch starts once the body limit has read the body.
+    app.add_middleware(Disconnect)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(TimeLimit, seconds=request_timeout)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
@@ -137,4 +155,7 @@ def app_from_env() -> FastAPI:
                       max_body_bytes=int(os.environ.get(MAX_BODY_ENV,
                                                         DEFAULT_MAX_BODY_BYTES)),
                       request_timeout=float(os.environ.get(TIMEOUT_ENV,
-                                                           DEFAULT_REQUEST_TIMEOUT)))
+                                                           DEFAULT_REQUEST_TIMEOUT)),
+                      max_expensive=int(os.environ.get(MAX_EXPENSIVE_ENV,
+                                                       DEFAULT_MAX_EXPENSIVE)),
+                      page_bytes=int(os.environ.get(PAGE_BYTES_ENV, DEFAULT_PAGE_BYTES)))

@@ -1,20 +1,42 @@
-"""Request limits as ASGI middleware: the body's size and the time a request may take.
+"""Request limits: the body's size, the time a request may take, the client staying, and
+how many expensive requests one key may run at once.
 
-Both answer in problem+json. The time limit stops waiting, not the work: a route runs in
-a worker thread, which cannot be interrupted, so an append that times out may still
-commit. The 503 says so; resending the batch with the same event ids is safe (an
-identical retry returns the original positions).
+The first three are ASGI middleware and answer in problem+json. Every request carries a
+``CancelToken`` (``cancel_token``): the time limit trips it when the time is up and
+``Disconnect`` when the client goes away, and the long reads (timeline, why, audit) check
+it at every step, so their worker thread stops within a step. A write is not cancelled:
+an append that times out may still commit. The 503 says so; resending the batch with the
+same event ids is safe (an identical retry returns the original positions).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http import HTTPStatus
+from typing import Any
 
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ctxledger._service.problems import PROBLEM_JSON
+from ctxledger._cancel import CancelToken
+from ctxledger._service.problems import PROBLEM_JSON, Problem
+
+CANCEL_KEY = "ctxledger.cancel"
+"""Where a request's ``CancelToken`` is kept in its ASGI scope."""
+_log = logging.getLogger("ctxledger.service")
+
+
+def cancel_token(scope: Scope | dict[str, Any]) -> CancelToken:
+    """The request's cancellation token (made by the first to ask)."""
+    token = scope.get(CANCEL_KEY)
+    if not isinstance(token, CancelToken):
+        token = scope[CANCEL_KEY] = CancelToken()
+    return token
 
 
 async def send_problem(send: Send, status: int, detail: str,
@@ -81,8 +103,10 @@ class TimeLimit:
     """503 when a request takes longer than ``seconds`` (before its response started).
 
     The request is not awaited past its time: a route in a worker thread cannot be
-    cancelled (anyio waits for the thread), so it is left to finish on its own and
-    whatever it sends afterwards is dropped."""
+    cancelled (anyio waits for the thread), so its ``CancelToken`` is tripped (a long
+    read stops at its next step) and whatever it sends afterwards is dropped. A response
+    already streaming is cut short the same way: its token is tripped at the time limit,
+    and the stream ends with an error line."""
 
     def __init__(self, app: ASGIApp, seconds: float) -> None:
         self.app = app
@@ -92,6 +116,7 @@ class TimeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        token = cancel_token(scope)
         started = False
         abandoned = False
 
@@ -108,7 +133,9 @@ class TimeLimit:
         if task in done:
             task.result()  # re-raises what the application raised
             return
-        if started:  # part of the response is out: wait for the rest
+        reason = f"the request took longer than {self.seconds:g} s"
+        token.cancel(reason)
+        if started:  # part of the response is out: it ends at the next step
             await task
             return
         abandoned = True
@@ -125,3 +152,117 @@ def _forget(task: asyncio.Future[None]) -> None:
     """Retrieve an abandoned request's outcome, so asyncio does not log it as lost."""
     if not task.cancelled():
         task.exception()
+
+
+class Disconnect:
+    """Trips the request's ``CancelToken`` when the client goes away before the response
+    is complete (``http.disconnect``), so the work it asked for stops too.
+
+    Placed after ``BodyLimit``, which has read the body whole: the first ``receive`` here
+    is the body, and from then on a watcher waits for the disconnect. The application's
+    later ``receive`` calls get that disconnect when it comes (a streaming response
+    listens for it too)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        token = cancel_token(scope)
+        first = await receive()
+        gone = asyncio.Event()
+        complete = False
+
+        async def watch() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    if not complete:
+                        token.cancel("the client went away")
+                        _log.info("%s %s: the client went away; its work stops",
+                                  scope.get("method"), scope.get("path"))
+                    gone.set()
+                    return
+
+        delivered = False
+
+        async def receive_once() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return first
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def watched(message: Message) -> None:
+            nonlocal complete
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                complete = True
+            await send(message)
+
+        watcher = asyncio.ensure_future(watch()) if first["type"] == "http.request" \
+            else None
+        if watcher is None:  # gone before the body
+            token.cancel("the client went away")
+        try:
+            await self.app(scope, receive_once, watched)
+        finally:
+            if not complete:  # the application failed or was abandoned mid-response
+                token.cancel("the response ended early")
+            complete = True
+            if watcher is not None:
+                watcher.cancel()
+
+
+class Slots:
+    """At most ``per_key`` expensive requests (a timeline, ``why``, an audit...) running
+    at once for each API key; one more is a 429 with ``Retry-After``. Thread-safe: a
+    slot is taken and given back in worker threads."""
+
+    def __init__(self, per_key: int) -> None:
+        if per_key < 1:
+            raise ValueError("per_key must be at least 1")
+        self.per_key = per_key
+        self._lock = threading.Lock()
+        self._held: dict[str, int] = {}
+
+    def take(self, key: str) -> None:
+        """Take one of ``key``'s slots, or raise the 429 ``Problem``."""
+        with self._lock:
+            held = self._held.get(key, 0)
+            if held >= self.per_key:
+                raise Problem(429, f"this API key already runs {held} expensive"
+                                   f" request(s) (timeline, why, audit); the limit is"
+                                   f" {self.per_key} at once", headers={"Retry-After": "2"})
+            self._held[key] = held + 1
+
+    def give(self, key: str) -> None:
+        """Give back a slot ``take`` gave."""
+        with self._lock:
+            left = self._held.get(key, 0) - 1
+            if left > 0:
+                self._held[key] = left
+            else:
+                self._held.pop(key, None)
+
+    @contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        """One of ``key``'s slots for the block."""
+        self.take(key)
+        try:
+            yield
+        finally:
+            self.give(key)
+
+
+def cancel_of(request: Request) -> CancelToken:
+    """The request's ``CancelToken`` (a route's dependency)."""
+    return cancel_token(request.scope)
+
+
+def slots_of(request: Request) -> Slots:
+    """The application's ``Slots`` (a route's dependency)."""
+    slots: Slots = request.app.state.slots
+    return slots

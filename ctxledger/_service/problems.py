@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ctxledger._cancel import Cancelled
 from ctxledger._open import DatabaseUnavailable, explain, one_line
 from ctxledger.store.errors import (
     ConcurrencyError,
@@ -50,13 +51,14 @@ def problem_response(status: int, detail: str, *,
 
 
 def status_of(exc: LedgerError) -> int:
-    """The status of a domain error: 409 for a conflict, 503 for an unusable database,
+    """The status of a domain error: 409 for a conflict, 503 for an unusable database or
+    a read stopped by its time limit,
     502 for a witness that could not be written (the append is committed), 400 for any
     other bad input (event, argument, policy, card file, chat format...)."""
     if isinstance(exc, ConcurrencyError | IdempotencyError):
         return 409
-    if isinstance(exc, DatabaseUnavailable):
-        return 503
+    if isinstance(exc, DatabaseUnavailable | Cancelled):
+        return 503  # a cancelled read: its time limit passed (or nobody waits for it)
     if isinstance(exc, WitnessError):
         return 502  # the events are committed; the witness behind the service failed
     # EventValidationError, InvalidArgument, PolicyError, CardFileError, ChatFormatError

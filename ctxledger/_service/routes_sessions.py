@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import closing
+from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import Response
 from pydantic import WithJsonSchema
 
+from ctxledger._cancel import CancelToken
+from ctxledger._ledger import Ledger
 from ctxledger._service.auth import (
     KeyDep,
     LedgerDep,
@@ -16,6 +21,7 @@ from ctxledger._service.auth import (
     session_scope,
 )
 from ctxledger._service.context import context_data, context_response, profile_of
+from ctxledger._service.limits import Slots, cancel_of, slots_of
 from ctxledger._service.models import (
     AppendOut,
     AssembleBody,
@@ -26,6 +32,7 @@ from ctxledger._service.models import (
     TurnBody,
     TurnOut,
 )
+from ctxledger._service.streaming import NDJSON, RecordStream, Shape
 from ctxledger._times import parse_optional_time, parse_until
 from ctxledger.assembler import Assembly
 
@@ -42,6 +49,8 @@ Now = Annotated[str | None, WithJsonSchema({
 Format = Annotated[ContextFormat, Query(description="The response's shape.")]
 Until = Annotated[str | None, Query(
     description="A log position (digits) or an ISO-8601 time; default: the head.")]
+CancelDep = Annotated[CancelToken, Depends(cancel_of)]
+SlotsDep = Annotated[Slots, Depends(slots_of)]
 _ASSEMBLY: dict[int | str, dict[str, Any]] = {200: {
     "model": Assembly | ChatRequestOut,
     "description": "The Assembly (json), its text (text/plain), or the chat request shape"
@@ -97,41 +106,76 @@ def turn(session: str, body: TurnBody, ledger: LedgerDep, key: KeyDep) -> TurnOu
                    context=context_data(assembly, body.format))
 
 
-@router.get("/replay", responses={200: {"description": "The Assembly, or the timeline."}})
-def replay(session: str, ledger: LedgerDep, key: KeyDep, until: Until = None,
-           profile: Profile = None,
-           timeline: Annotated[bool, Query(
-               description="The assembly after each message instead.")] = False
-           ) -> Response:
-    """The assembly derived again from the log up to ``until`` (or its timeline)."""
-    from ctxledger import render
-    from ctxledger.render._replay import timeline_record
+_TIMELINE: dict[int | str, dict[str, Any]] = {200: {
+    "description": "The Assembly; or, with ``timeline``, one record per step (as"
+                   " ``ctxledger replay --timeline`` prints), streamed as they are computed:"
+                   " a JSON array, or NDJSON lines when ``Accept`` names"
+                   " application/x-ndjson. A stream cut short (its time limit, say) ends"
+                   " with an ``{\"error\": <problem>}`` line (a JSON array is left"
+                   " unclosed).",
+    "content": {"application/json": {}, NDJSON: {}}}}
 
+
+@router.get("/replay", responses=_TIMELINE)
+def replay(session: str, ledger: LedgerDep, key: KeyDep, cancel: CancelDep,
+           slots: SlotsDep, until: Until = None, profile: Profile = None,
+           timeline: Annotated[bool, Query(
+               description="The assembly after each message instead.")] = False,
+           accept: Annotated[str | None, Header(include_in_schema=False)] = None
+           ) -> Response:
+    """The assembly derived again from the log up to ``until`` (or its timeline, streamed
+    step by step). An expensive request: a 429 beyond the key's limit at once."""
     session_scope(ledger, key, session)
     chosen = profile_of(ledger, session, profile)
     cut = parse_until(until, "until")
-    if timeline:
-        steps = ledger.timeline(session, profile=chosen, until=cut)
-        return Response(render.dumps([timeline_record(s) for s in steps]),
-                        media_type="application/json")
-    return context_response(ledger.replay(session, cut, profile=chosen), ContextFormat.json)
+    if not timeline:
+        with slots.hold(key.key_id):
+            return context_response(ledger.replay(session, cut, profile=chosen),
+                                    ContextFormat.json)
+    return _timeline(ledger, key.key_id, session, chosen, cut, cancel, slots,
+                     "ndjson" if NDJSON in (accept or "") else "array")
+
+
+def _timeline(ledger: Ledger, holder: str, session: str, profile: str,
+              cut: int | datetime | None, cancel: CancelToken, slots: Slots,
+              shape: Shape) -> Response:
+    """The timeline's records, streamed; bad input is a 4xx before the stream starts."""
+    from ctxledger.render._replay import timeline_records
+
+    ledger.timeline_length(session, profile=profile, until=cut)
+    slots.take(holder)
+
+    def records() -> Iterator[dict[str, object]]:
+        with closing(ledger.iter_timeline(session, profile=profile, until=cut,
+                                          cancel=cancel)) as steps:
+            yield from timeline_records(steps)
+
+    return RecordStream(records, cancel, shape=shape,
+                        done=lambda: slots.give(holder)).response()
 
 
 @router.get("/why")
-def why(session: str, ledger: LedgerDep, key: KeyDep,
+def why(session: str, ledger: LedgerDep, key: KeyDep, cancel: CancelDep, slots: SlotsDep,
         item: Annotated[str, Query(description="The item, e.g. message:<id>.")],
         until: Until = None, profile: Profile = None) -> dict[str, Any]:
-    """Why ``item`` was kept or dropped, across the session's timeline."""
+    """Why ``item`` was kept or dropped, across the session's timeline (read step by
+    step; it stops at the time limit or when the client goes away). A key running its
+    limit of expensive requests at once gets a 429 with ``Retry-After``."""
     session_scope(ledger, key, session)
     chosen = profile_of(ledger, session, profile)
-    return ledger.why(session, item, profile=chosen, until=parse_until(until, "until")).to_json()
+    with slots.hold(key.key_id):
+        return ledger.why(session, item, profile=chosen, until=parse_until(until, "until"),
+                          cancel=cancel).to_json()
 
 
 @router.get("/audit")
-def audit(session: str, ledger: LedgerDep, key: KeyDep) -> dict[str, Any]:
-    """Derive the session's recorded assemblies again; say whether each still matches."""
+def audit(session: str, ledger: LedgerDep, key: KeyDep, cancel: CancelDep,
+          slots: SlotsDep) -> dict[str, Any]:
+    """Derive the session's recorded assemblies again; say whether each still matches
+    (an expensive request: a 429 beyond the key's limit at once)."""
     session_scope(ledger, key, session)
-    return ledger.audit(session).to_json()
+    with slots.hold(key.key_id):
+        return ledger.audit(session, cancel=cancel).to_json()
 
 
 @router.post("/fork", response_model=ForkOut)

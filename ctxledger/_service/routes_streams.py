@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 
+from ctxledger import render
+from ctxledger._ledger import Ledger
 from ctxledger._service.auth import (
     KeyDep,
     LedgerDep,
@@ -47,11 +49,21 @@ def expected_version(body: int | None, if_match: str | None,
     return given.pop() if given else None
 
 
-def page(events: list[RecordedEvent], limit: int) -> EventPage:
-    """A page of ``events`` (read with ``limit``), with the cursor of the next page."""
+def record_size(event: RecordedEvent) -> int:
+    """The bytes ``event``'s record takes in a page (its JSON, as sent)."""
+    return len(render.dumps(event_record(event)).encode())
+
+
+def page(ledger: Ledger, request: Request, stream_id: str | None, after: int,
+         limit: int) -> EventPage:
+    """A page of events after ``after``: at most ``limit`` of them and at most the
+    server's page bytes (``--page-bytes``), always at least one; ``next`` is the cursor
+    of the next page (the last event's position) while more may follow."""
+    max_bytes: int = request.app.state.page_bytes
+    events, more = ledger.events_page(stream_id, after=after, limit=limit,
+                                      max_bytes=max_bytes, size=record_size)
     records = [EventRecord(**event_record(e)) for e in events]
-    return EventPage(events=records,
-                     next=events[-1].position if len(events) == limit else None)
+    return EventPage(events=records, next=events[-1].position if more and events else None)
 
 
 @router.post("/streams/{stream_id}/events", response_model=AppendOut)
@@ -69,16 +81,18 @@ def append_events(stream_id: str, body: AppendBody, ledger: LedgerDep, key: KeyD
 
 
 @router.get("/streams/{stream_id}/events", response_model=EventPage)
-def stream_events(stream_id: str, ledger: LedgerDep, key: KeyDep, after: After = 0,
-                  limit: Limit = DEFAULT_PAGE) -> EventPage:
-    """One stream's events after a log position, in position order."""
+def stream_events(request: Request, stream_id: str, ledger: LedgerDep, key: KeyDep,
+                  after: After = 0, limit: Limit = DEFAULT_PAGE) -> EventPage:
+    """One stream's events after a log position, in position order; a page holds at most
+    ``limit`` events and at most the server's page bytes of them."""
     check_stream(ledger, key, stream_id)
-    return page(ledger.events(stream_id, after=after, limit=limit), limit)
+    return page(ledger, request, stream_id, after, limit)
 
 
 @router.get("/events", response_model=EventPage)
-def all_events(ledger: LedgerDep, key: KeyDep, after: After = 0,
+def all_events(request: Request, ledger: LedgerDep, key: KeyDep, after: After = 0,
                limit: Limit = DEFAULT_PAGE) -> EventPage:
-    """The whole log after a position, in position order (admin keys only)."""
+    """The whole log after a position, in position order (admin keys only); a page holds
+    at most ``limit`` events and at most the server's page bytes of them."""
     require_admin(key)
-    return page(ledger.events(after=after, limit=limit), limit)
+    return page(ledger, request, None, after, limit)

@@ -28,6 +28,15 @@ class JsonOrText(StrEnum):
     text = "text"
 
 
+class JsonJsonlOrText(StrEnum):
+    """Output format of a command that prints one document, or its records one per line
+    as they are computed."""
+
+    json = "json"
+    jsonl = "jsonl"
+    text = "text"
+
+
 class JsonlOrText(StrEnum):
     """Output format of commands that print a stream of records."""
 

@@ -30,7 +30,16 @@ def serve(
     = None,
     request_timeout: Annotated[float | None, typer.Option(
         "--request-timeout", min=0.001, metavar="SECONDS",
-        help="Slower requests get a 503. Default: 30.")] = None,
+        help="Slower requests get a 503; a long read (timeline, why, audit) stops there."
+             " Default: 30.")] = None,
+    max_expensive: Annotated[int | None, typer.Option(
+        "--max-expensive", min=1, envvar="CTXLEDGER_SERVE_MAX_EXPENSIVE",
+        help="Expensive requests (timeline, why, audit, replay, their pages) one API key"
+             " may run at once; more get a 429 with Retry-After. Default: 2.")] = None,
+    page_bytes: Annotated[int | None, typer.Option(
+        "--page-bytes", min=1, envvar="CTXLEDGER_SERVE_PAGE_BYTES", metavar="BYTES",
+        help="A page of events holds at most this many bytes of them (and at most"
+             " 'limit' events). Default: 4 MiB.")] = None,
 ) -> None:
     """Serve the ledger over HTTP (JSON; errors as application/problem+json).
 
@@ -52,13 +61,18 @@ def serve(
         pass  # migrate once here, not in every worker at the same time
     body = max_body_bytes or service.DEFAULT_MAX_BODY_BYTES
     timeout = request_timeout or service.DEFAULT_REQUEST_TIMEOUT
+    expensive = max_expensive or service.DEFAULT_MAX_EXPENSIVE
+    page = page_bytes or service.DEFAULT_PAGE_BYTES
     if workers == 1:
-        uvicorn.run(service.create_app(url, max_body_bytes=body, request_timeout=timeout),
+        uvicorn.run(service.create_app(url, max_body_bytes=body, request_timeout=timeout,
+                                       max_expensive=expensive, page_bytes=page),
                     host=host, port=port)
         return
     # Workers are separate processes: they import the factory and read the environment.
     os.environ.update({service.URL_ENV: url, service.MAX_BODY_ENV: str(body),
-                       service.TIMEOUT_ENV: str(timeout)})
+                       service.TIMEOUT_ENV: str(timeout),
+                       service.MAX_EXPENSIVE_ENV: str(expensive),
+                       service.PAGE_BYTES_ENV: str(page)})
     uvicorn.run("ctxledger._service.app:app_from_env", factory=True, host=host, port=port,
                 workers=workers)
 

@@ -7,7 +7,7 @@ Each command is a thin shell over ``Ledger``; the domain logic is in
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,6 +18,7 @@ from ctxledger.cli._console import progress_bar, stdout
 from ctxledger.cli._errors import fail
 from ctxledger.cli._options import (
     FormatOption,
+    JsonJsonlOrText,
     JsonOrText,
     Session,
     check_profile,
@@ -65,20 +66,34 @@ def _print_what_if(report: WhatIfReport, format: JsonOrText) -> None:
 
 
 def _print_timeline(ledger: Ledger, session: str, profile: str, cut: int | datetime | None,
-                    policy: str | None, format: JsonOrText) -> None:
-    """``replay --timeline``: every step's assembly, with a bar for long timelines."""
-    from ctxledger import render
-    from ctxledger.render._replay import timeline_record, timeline_table
+                    policy: str | None, format: JsonJsonlOrText) -> None:
+    """``replay --timeline``: each step printed as it is computed (JSON lines, or the
+    JSON array written a record at a time), with a bar for long timelines; nothing of a
+    step is kept once it is printed."""
+    import textwrap
 
-    with progress_bar("replaying") as bar:
-        steps = ledger.timeline(
+    from ctxledger import render
+    from ctxledger.render._replay import timeline_records, timeline_table
+
+    with progress_bar("replaying") as bar, closing(ledger.iter_timeline(
             session, profile=profile, until=cut, policy=policy,
             progress=lambda done, total: bar(done, total)
-            if total >= TIMELINE_PROGRESS_FROM else None)
-    if format is JsonOrText.json:
-        typer.echo(render.dumps([timeline_record(s) for s in steps], indent=2))
-    else:
-        stdout().print(timeline_table(steps, title=f"timeline {session} ({profile})"))
+            if total >= TIMELINE_PROGRESS_FROM else None)) as steps:
+        if format is JsonJsonlOrText.text:
+            table = timeline_table(steps, title=f"timeline {session} ({profile})")
+        elif format is JsonJsonlOrText.jsonl:
+            for line in timeline_records(steps):
+                typer.echo(render.dumps(line))
+            return
+        else:  # the bytes ``render.dumps(records, indent=2)`` gives, a record at a time
+            opening = "[\n"
+            for found in timeline_records(steps):
+                record = render.dumps(found, indent=2)
+                typer.echo(opening + textwrap.indent(record, "  "), nl=False)
+                opening = ",\n"
+            typer.echo("[]" if opening == "[\n" else "\n]")
+            return
+    stdout().print(table)
 
 
 @contextmanager
@@ -115,7 +130,10 @@ def replay(
         "--diff", metavar="FILE", dir_okay=False,
         help="Replay the timeline under this policy too; list the decisions that"
              " change.")] = None,
-    format: FormatOption = JsonOrText.json,
+    format: Annotated[JsonJsonlOrText, typer.Option(
+        "--format", help="json (default), jsonl (one line per record: with --timeline,"
+                         " each step as soon as it is computed) or text.")
+    ] = JsonJsonlOrText.json,
 ) -> None:
     """Derive a session's context again from a prefix of the log, in a scratch store."""
     from ctxledger.io._input import read_policy
@@ -126,19 +144,22 @@ def replay(
     when = parse_optional_time(now, "--now")
     policy_text = read_policy(policy)
     diff_text = read_policy(diff)
-    with open_existing(db_of(ctx)) as ledger, _answers_erased(session, format):
+    document = JsonOrText.text if format is JsonJsonlOrText.text else JsonOrText.json
+    with open_existing(db_of(ctx)) as ledger, _answers_erased(session, document):
         profile, _ = session_profile(ledger, session, profile, fallback=DEFAULT_PROFILE)
         if diff_text is not None:
             _print_what_if(ledger.what_if(session, diff_text, profile=profile, until=cut),
-                           format)
+                           document)
             return
         if timeline:
             _print_timeline(ledger, session, profile, cut, policy_text, format)
             return
         result = ledger.replay(session, until=cut, profile=profile, policy=policy_text,
                                now=when)
-    if format is JsonOrText.json:
+    if format is JsonJsonlOrText.json:
         typer.echo(result.model_dump_json(indent=2))
+    elif format is JsonJsonlOrText.jsonl:
+        typer.echo(result.model_dump_json())
     else:
         stdout().print(assembly_view(result, show_text=True))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -31,7 +31,19 @@ def timeline_record(step: TimelineStep) -> dict[str, object]:
             "step": step.step, "event_type": step.event_type, "stream_id": step.stream_id}
 
 
-def timeline_table(steps: Sequence[TimelineStep], *, title: str | None = None) -> Table:
+def timeline_records(steps: Iterable[TimelineStep]) -> Iterator[dict[str, object]]:
+    """Each step's ``timeline_record``, with ``changed``: the decisions that differ from
+    the step before (``decision_changes``). Reads ``steps`` once, keeping only the
+    previous step's decisions by item."""
+    from ctxledger.timetravel._markers import decision_changes
+
+    before: dict[str, tuple[str, str]] = {}
+    for step in steps:
+        before, changed = decision_changes(before, step.assembly)
+        yield {**timeline_record(step), "changed": changed}
+
+
+def timeline_table(steps: Iterable[TimelineStep], *, title: str | None = None) -> Table:
     """One row per step: its event (``message 3``, ``item.put``, ``tool.used in s2``),
     where it is, the context's size, and its digest."""
     table = Table(title=title, title_justify="left")

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from ctxledger._cancel import CancelToken, check
 from ctxledger.assembler.api import parse_policy
 from ctxledger.assembler.model import Assembly, Decision
 from ctxledger.assembler.policy import Policy
@@ -199,10 +200,15 @@ def _superseded(recorded: str, derived: str) -> bool:
             and int(old["revision"]) < int(new["revision"]))
 
 
-def audit_log(conn: sa.Connection, session: str | None, *, clock_now: datetime) -> AuditReport:
-    """Audit every ``context.assembled`` of ``session`` (or of the whole log)."""
-    return AuditReport(session, [audit_record(conn, record, clock_now=clock_now)
-                                 for record in _records(conn, session)])
+def audit_log(conn: sa.Connection, session: str | None, *, clock_now: datetime,
+              cancel: CancelToken | None = None) -> AuditReport:
+    """Audit every ``context.assembled`` of ``session`` (or of the whole log); ``cancel``
+    is checked before each record."""
+    entries: list[AuditEntry] = []
+    for record in _records(conn, session):
+        check(cancel)
+        entries.append(audit_record(conn, record, clock_now=clock_now))
+    return AuditReport(session, entries)
 
 
 # -- what-if -------------------------------------------------------------------------------

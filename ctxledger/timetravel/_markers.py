@@ -9,11 +9,12 @@ gets markers, and a marker is exactly what ``why`` of its item will explain.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from ctxledger.assembler.model import KEPT_ACTIONS, Assembly
+from ctxledger.timetravel._audit import ABSENT
 from ctxledger.timetravel._replay import TimelineStep
 
 MarkerKind = Literal["expired", "summary", "lore"]
@@ -63,6 +64,20 @@ def _states(assembly: Assembly) -> dict[str, tuple[str, str]]:
     return {d.item: (d.action, d.section) for d in assembly.decisions}
 
 
+def decision_changes(before: Mapping[str, tuple[str, str]], after: Assembly
+                     ) -> tuple[dict[str, tuple[str, str]], list[dict[str, str]]]:
+    """The decisions of ``after`` as ``item -> (action, reason)``, and those that differ
+    from ``before`` (new, changed, or gone: ``absent``), by item. A timeline's reader
+    keeps only the map of the step before, never its assembly."""
+    now: dict[str, tuple[str, str]] = {d.item: (d.action, d.reason) for d in after.decisions}
+    changed = [{"item": item, "action": action, "reason": reason}
+               for item, (action, reason) in now.items() if before.get(item) != (action,
+                                                                                 reason)]
+    changed += [{"item": item, "action": ABSENT[0], "reason": ABSENT[1]}
+                for item in before.keys() - now.keys()]
+    return now, sorted(changed, key=lambda c: c["item"])
+
+
 def step_markers(step: int, before: Assembly | None, after: Assembly) -> list[Marker]:
     """The markers of the step that turned ``before`` into ``after``, by item."""
     old = _states(before) if before is not None else {}
@@ -80,16 +95,19 @@ def step_markers(step: int, before: Assembly | None, after: Assembly) -> list[Ma
     return sorted(found, key=lambda m: (m.kind, m.item))
 
 
-def timeline_chart(steps: Sequence[TimelineStep], total: int | None = None, *,
+def timeline_chart(steps: Iterable[TimelineStep], total: int | None = None, *,
                    first: int = 1) -> TimelineChart:
     """The chart of ``steps``: tokens per section at each step, and the markers. Steps
     numbered before ``first`` are not drawn; the last of them is what the first drawn
-    step's markers compare with. ``total``: the whole timeline's steps."""
+    step's markers compare with. ``total``: the whole timeline's steps. ``steps`` is read
+    once; only the step before is kept of each."""
     chart: list[ChartStep] = []
     markers: list[Marker] = []
     sections: dict[str, None] = {}
     before: Assembly | None = None
+    count = 0
     for step in steps:
+        count += 1
         a = step.assembly
         if step.step < first:
             before = a
@@ -103,4 +121,4 @@ def timeline_chart(steps: Sequence[TimelineStep], total: int | None = None, *,
         markers += step_markers(step.step, before, a)
         before = a
     return TimelineChart(tuple(chart), tuple(sections), tuple(markers),
-                         len(steps) if total is None else total)
+                         count if total is None else total)

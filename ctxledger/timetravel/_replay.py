@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ctxledger._cancel import Cancelled, CancelToken, check
 from ctxledger._message_index import MessageIndex, message_id_of
 from ctxledger._scratch import scratch_engine
 from ctxledger._token_store import TableTokenStore
@@ -55,6 +57,7 @@ from ctxledger.store.schema import events as log_events
 from ctxledger.store.streams import DEFAULT_SCOPE, SCOPE_PREFIX
 
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+_log = logging.getLogger("ctxledger.timetravel")
 
 
 @functools.cache
@@ -325,23 +328,44 @@ def timeline(live: sa.Connection, session: str, *, profile: str,
              until: int | datetime | None, policy: Policy | None, clock_now: datetime,
              progress: Progress | None = None,
              only: range | None = None) -> list[TimelineStep]:
+    """Every step of ``iter_timeline`` in a list (each holds its whole assembly: for a
+    short session, or a window of steps; a long one is read step by step)."""
+    return list(iter_timeline(live, session, profile=profile, until=until, policy=policy,
+                              clock_now=clock_now, progress=progress, only=only))
+
+
+def iter_timeline(live: sa.Connection, session: str, *, profile: str,
+                  until: int | datetime | None, policy: Policy | None,
+                  clock_now: datetime, progress: Progress | None = None,
+                  only: range | None = None,
+                  cancel: CancelToken | None = None
+                  ) -> Generator[TimelineStep, None, None]:
     """The assembly after each event of the prefix that changes ``profile``'s inputs
     (``Profile.inputs``), from the session's first event on; each step's ``now`` is its
     event's ``recorded_at``, so a step equals ``replay(until=<its position>)``.
 
-    ``only``: assemble just these step numbers (the fold still reads every event once):
-    each step costs an assembly of the context at that point, so a long session's view
-    shows a window of its steps."""
+    Steps come one at a time and nothing of a step is kept once the next is made, so a
+    caller that keeps only what it needs of each (a record, a decision) holds one
+    assembly at a time whatever the session's length. ``only``: assemble just these step
+    numbers (the fold still reads every event once). ``cancel`` is checked before every
+    step of the fold: once tripped, ``Cancelled`` ends the iteration."""
+    check(cancel)
     position = resolve_until(live, until, clock_now)
     prefix = read_prefix(live, session, position, profile, every_scope=True)
     marks = step_indexes(prefix, get_profile(profile).inputs)
     index = MessageIndex(session, prefix.events)
-    steps: list[TimelineStep] = []
     assembler = Assembler(live, profile, policy)
     messages = seq = 0
     with scratch_projections() as scratch:
         start = 0
         for number, at in enumerate(marks, start=1):
+            try:
+                check(cancel)
+            except Cancelled as exc:
+                # The one line an operator (and the tests) see that the work stopped.
+                _log.info("timeline of %r stopped before step %d of %d: %s", session,
+                          number, len(marks), exc)
+                raise
             batch = prefix.events[start:at + 1]
             scratch.fold(batch)
             start = at + 1
@@ -355,14 +379,14 @@ def timeline(live: sa.Connection, session: str, *, profile: str,
             scratch.settle(event.position)
             assembly = assembler.assemble(scratch, session, event.recorded_at)
             is_message = event.stream_id == session and event.type == "message.appended"
-            steps.append(TimelineStep(
+            yield TimelineStep(
                 message=messages, position=event.position, seq=seq,
                 message_id=message_id_of(event) if is_message else None,
                 assembly=assembly.with_message_seqs(index.at(event.position)),
-                step=number, event_type=event.type, stream_id=event.stream_id))
+                step=number, event_type=event.type, stream_id=event.stream_id)
+            del assembly
             if progress is not None:
                 progress(number, len(marks))
-    return steps
 
 
 def timeline_length(live: sa.Connection, session: str, *, profile: str,

@@ -16,7 +16,7 @@ range decision that covers them (``history:dropped``, ``summarized:<id>``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -151,38 +151,53 @@ def _message_seq(events: Sequence[RecordedEvent], message_id: str) -> int | None
     return None
 
 
-def explain_item(session: str, item: str, profile: str, steps: Sequence[TimelineStep],
+def explain_item(session: str, item: str, profile: str, steps: Iterable[TimelineStep],
                  events: Sequence[RecordedEvent]) -> WhyReport:
-    """Collapse ``item``'s decision at each step (``Assembly.decision``) into runs."""
+    """Collapse ``item``'s decision at each step (``Assembly.decision``) into runs.
+
+    ``steps`` is read once, in order, and only the item's decision is kept of each (its
+    run and numbers): a timeline of any length holds one assembly at a time."""
     # A message is "not a candidate" (retracted, say) only once it has been appended.
     seq = (_message_seq(events, item[len(MESSAGE_PREFIX):])
            if item.startswith(MESSAGE_PREFIX) else None)
-    found: list[tuple[TimelineStep, Decision]] = []
+    runs: list[WhyRun] = []
+    known: set[str] = set()  # for the hint of an item never decided: names only
+    candidate = False
+    count = messages = 0
     for step in steps:
+        count, messages = count + 1, step.message
         try:
-            found.append((step, step.assembly.decision(item)))
+            decision = step.assembly.decision(item)
         except KeyError:
-            if seq is not None and step.seq >= seq:
-                found.append((step, Decision(item=item, section="", action="dropped",
-                                             reason="not_a_candidate")))
-    if not found or all(d.reason == "not_a_candidate" for _, d in found):
-        known = sorted({d.item for step in steps for d in step.assembly.decisions})
-        hint = ", ".join(known[:8]) + (", ..." if len(known) > 8 else "")
+            if seq is None or step.seq < seq:
+                known.update(d.item for d in step.assembly.decisions)
+                continue
+            decision = Decision(item=item, section="", action="dropped",
+                                reason="not_a_candidate")
+        if decision.reason == "not_a_candidate":
+            known.update(d.item for d in step.assembly.decisions)
+        else:
+            candidate = True
+        _add(runs, item, step, decision)
+    if not candidate:
+        ordered = sorted(known)
+        hint = ", ".join(ordered[:8]) + (", ..." if len(ordered) > 8 else "")
         raise WhyError(f"{item!r} is not a candidate in any assembly of session {session!r}"
                        f" ({profile}); items: {hint or 'none'}")
-    runs: list[WhyRun] = []
-    for step, decision in found:
-        via = None if decision.item == item else decision.item
-        numbers = decision_numbers(decision)
-        shown = WhyStep(step.step, step.message, step.position, step.event_type,
-                        step.stream_id, step.is_message, numbers, dict(decision.detail))
-        last = runs[-1] if runs else None
-        if last is not None and (last.action, last.reason, last.covered_by) == (
-                decision.action, decision.reason, via) and last.last + 1 == step.step:
-            last.steps.append(shown)
-            runs[-1] = replace(last, last=step.step, last_message=step.message)
-            continue
-        runs.append(WhyRun(step.step, step.step, decision.action, decision.reason, numbers,
-                           dict(decision.detail), via, step.message, step.message, [shown]))
-    return WhyReport(session, item, profile, steps[-1].message if steps else 0, runs,
-                     len(steps))
+    return WhyReport(session, item, profile, messages, runs, count)
+
+
+def _add(runs: list[WhyRun], item: str, step: TimelineStep, decision: Decision) -> None:
+    """Add the step's decision to the last run, or start a new one."""
+    via = None if decision.item == item else decision.item
+    numbers = decision_numbers(decision)
+    shown = WhyStep(step.step, step.message, step.position, step.event_type,
+                    step.stream_id, step.is_message, numbers, dict(decision.detail))
+    last = runs[-1] if runs else None
+    if last is not None and (last.action, last.reason, last.covered_by) == (
+            decision.action, decision.reason, via) and last.last + 1 == step.step:
+        last.steps.append(shown)
+        runs[-1] = replace(last, last=step.step, last_message=step.message)
+        return
+    runs.append(WhyRun(step.step, step.step, decision.action, decision.reason, numbers,
+                       dict(decision.detail), via, step.message, step.message, [shown]))

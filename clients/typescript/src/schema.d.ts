@@ -54,7 +54,8 @@ export interface paths {
         };
         /**
          * Stream Events
-         * @description One stream's events after a log position, in position order.
+         * @description One stream's events after a log position, in position order; a page holds at most
+         *     ``limit`` events and at most the server's page bytes of them.
          */
         get: operations["stream_events_streams__stream_id__events_get"];
         put?: never;
@@ -79,7 +80,8 @@ export interface paths {
         };
         /**
          * All Events
-         * @description The whole log after a position, in position order (admin keys only).
+         * @description The whole log after a position, in position order (admin keys only); a page holds
+         *     at most ``limit`` events and at most the server's page bytes of them.
          */
         get: operations["all_events_events_get"];
         put?: never;
@@ -163,7 +165,8 @@ export interface paths {
         };
         /**
          * Replay
-         * @description The assembly derived again from the log up to ``until`` (or its timeline).
+         * @description The assembly derived again from the log up to ``until`` (or its timeline, streamed
+         *     step by step). An expensive request: a 429 beyond the key's limit at once.
          */
         get: operations["replay_sessions__session__replay_get"];
         put?: never;
@@ -183,7 +186,9 @@ export interface paths {
         };
         /**
          * Why
-         * @description Why ``item`` was kept or dropped, across the session's timeline.
+         * @description Why ``item`` was kept or dropped, across the session's timeline (read step by
+         *     step; it stops at the time limit or when the client goes away). A key running its
+         *     limit of expensive requests at once gets a 429 with ``Retry-After``.
          */
         get: operations["why_sessions__session__why_get"];
         put?: never;
@@ -203,7 +208,8 @@ export interface paths {
         };
         /**
          * Audit
-         * @description Derive the session's recorded assemblies again; say whether each still matches.
+         * @description Derive the session's recorded assemblies again; say whether each still matches
+         *     (an expensive request: a 429 beyond the key's limit at once).
          */
         get: operations["audit_sessions__session__audit_get"];
         put?: never;
@@ -1541,13 +1547,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The Assembly, or the timeline. */
+            /** @description The Assembly; or, with ``timeline``, one record per step (as ``ctxledger replay --timeline`` prints), streamed as they are computed: a JSON array, or NDJSON lines when ``Accept`` names application/x-ndjson. A stream cut short (its time limit, say) ends with an ``{"error": <problem>}`` line (a JSON array is left unclosed). */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": unknown;
+                    "application/x-ndjson": unknown;
                 };
             };
             /** @description application/problem+json */

@@ -26,6 +26,7 @@ from ctxledger._open import explain, one_line
 from ctxledger._service.auth import ledger_of, require_scope, session_scope
 from ctxledger._service.context import profile_of
 from ctxledger._service.keys import ApiKey
+from ctxledger._service.limits import cancel_of, slots_of
 from ctxledger._service.problems import Problem
 from ctxledger._service.ui import _charts, _forms, _login
 from ctxledger.assembler.model import KEPT_ACTIONS, ContextMessage
@@ -196,6 +197,10 @@ def timeline_page(request: Request, session: str, profile: ProfileQuery = None,
     of the step picked (the last one by default)."""
     def build(ledger: Ledger, key: ApiKey) -> HTMLResponse:
         context = _session_context(ledger, key, session, profile)
+        with slots_of(request).hold(key.key_id):
+            return timeline(ledger, context)
+
+    def timeline(ledger: Ledger, context: dict[str, Any]) -> HTMLResponse:
         chosen = context["profile"]
         total = ledger.timeline_length(session, profile=chosen)
         if total == 0:
@@ -206,7 +211,8 @@ def timeline_page(request: Request, session: str, profile: ProfileQuery = None,
             raise Problem(404, f"the timeline has steps 1 to {total}, not {number}")
         start = max(1, min(number - STEP_WINDOW // 2, total - STEP_WINDOW + 1))
         chart = ledger.timeline_chart(session, profile=chosen,
-                                      steps=range(start, min(start + STEP_WINDOW, total + 1)))
+                                      steps=range(start, min(start + STEP_WINDOW, total + 1)),
+                                      cancel=cancel_of(request))
         picked = chart.steps[number - start]
         assembly = ledger.replay(session, picked.position, profile=context["profile"])
         href = f"?profile={quote(context['profile'])}&step="
@@ -229,7 +235,9 @@ def why_page(request: Request, session: str,
     """Why ``item`` was kept or dropped at each step (a whole page, or the panel's part)."""
     def build(ledger: Ledger, key: ApiKey) -> HTMLResponse:
         context = _session_context(ledger, key, session, profile)
-        report = ledger.why(session, item, profile=context["profile"])
+        with slots_of(request).hold(key.key_id):
+            report = ledger.why(session, item, profile=context["profile"],
+                                cancel=cancel_of(request))
         return render("why_fragment.html" if fragment else "why.html", **context,
                       report=report, tab="why")
     return _page(request, build)

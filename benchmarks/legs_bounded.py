@@ -1,6 +1,7 @@
 """Bounded leg: a long session's timeline and ``why`` through ``ctxledger serve``.
 
-One card session of ``--bounded-messages`` messages (5,000 by default) is written
+One card session of ``--bounded-messages`` messages (5,000 by default), with the
+4,000-token window a deployed chat app gives its model (``context_limit``), is written
 straight to a SQLite file; one ``ctxledger serve`` child process (its time limit raised,
 so the whole answer is measured) is asked for its timeline (NDJSON, read as it streams)
 and for the ``why`` of one card field. Its resident memory is read from ``/proc`` every
@@ -11,16 +12,13 @@ an in-process ``Ledger``.
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import httpx
 from legs_append import ledger_url
-from legs_serve import CTXLEDGER_BIN, STARTUP_WAIT, Server, _free_port
+from legs_serve import Server, _server
 from registry import AtMost, Comparison, Context, Measure, Reported, leg
 
 from ctxledger import Ledger
@@ -29,6 +27,8 @@ from ctxledger._service.keys import create_key
 SCOPE = "bounded"
 SESSION = "long-chat"
 ITEM = "description"
+CONTEXT_LIMIT = 4_000
+"""The session's window: each step assembles what fits it, as a live turn does."""
 MEMORY_BOUND_MB = 300.0
 """The stated bound: what a timeline or ``why`` may add to the server's memory."""
 CARD = {"name": "Mara", "description": "A lighthouse keeper on Gull Point.",
@@ -42,7 +42,9 @@ def _write_session(url: str, messages: int) -> str:
     """The long session; an API key of its scope."""
     with Ledger.open(url, load_vocabulary=False) as ledger:
         ledger.append(SESSION, [{"type": "session.started", "data": {"scope": SCOPE}},
-                                {"type": "card.set", "data": CARD}])
+                                {"type": "card.set", "data": CARD},
+                                {"type": "setting.changed", "data": {
+                                    "key": "context_limit", "value": CONTEXT_LIMIT}}])
         for start in range(0, messages, 500):
             ledger.append(SESSION, [
                 {"type": "message.appended", "data": {
@@ -51,37 +53,6 @@ def _write_session(url: str, messages: int) -> str:
                                f" with it; the lamp needs oil before dark. " * 3}}
                 for n in range(start, min(start + 500, messages))])
         return create_key(ledger.engine, [SCOPE], read_only=True)[1]
-
-
-@contextmanager
-def _serve(url: str) -> Iterator[Server]:
-    """``ctxledger serve`` with a time limit long enough for the whole answer."""
-    port = _free_port()
-    proc = subprocess.Popen([CTXLEDGER_BIN, "--db", url, "serve", "--port", str(port),
-                             "--request-timeout", "86400"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_WAIT
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"ctxledger serve exited ({proc.returncode})")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("ctxledger serve did not start")
-            time.sleep(0.05)
-        yield Server(base, proc)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(STARTUP_WAIT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _peak_above(server: Server, idle: float, call: Callable[[], None]) -> tuple[float, float]:
@@ -115,7 +86,7 @@ def bounded(ctx: Context) -> list[Comparison]:
         url = ledger_url(directory)
         token = _write_session(url, messages)
         steps: list[int] = []
-        with _serve(url) as server, httpx.Client(
+        with _server(url, 1, "--request-timeout", "86400") as server, httpx.Client(
                 base_url=server.base, timeout=None,
                 headers={"Authorization": f"Bearer {token}"}) as http:
             assert http.get(f"/sessions/{SESSION}/replay").status_code == 200  # warm-up
@@ -142,7 +113,8 @@ def bounded(ctx: Context) -> list[Comparison]:
             ledger.why(SESSION, ITEM)
             local_why = time.perf_counter() - started
     assert steps == [local_steps], (steps, local_steps)
-    note = (f"one card session of {messages:,} messages ({local_steps:,} timeline steps),"
+    note = (f"one card session of {messages:,} messages ({local_steps:,} timeline steps,"
+            f" context_limit {CONTEXT_LIMIT:,}),"
             f" one serve process on SQLite, idle at {idle:.0f} MB after a warm-up replay")
     label = f"{messages:,} messages"
     return [

@@ -230,10 +230,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _server(url: str, workers: int = 1) -> Iterator[Server]:
+def _server(url: str, workers: int = 1, *options: str) -> Iterator[Server]:
+    """A ``ctxledger serve`` child process on a free port, with ``options`` added."""
     port = _free_port()
     proc = subprocess.Popen([CTXLEDGER_BIN, "--db", url, "serve", "--port", str(port),
-                             "--workers", str(workers)],
+                             "--workers", str(workers), *options],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -25,6 +25,7 @@ from fastapi import FastAPI, Request
 
 from ctxledger import Ledger
 from ctxledger._service.feed import HEARTBEAT_COMMENT, FeedItem, feed_router, follow
+from ctxledger._times import MAX_POSITION
 from ctxledger.store.records import RecordedEvent
 
 POLL = 0.02
@@ -335,7 +336,7 @@ def test_a_bad_after_is_a_400_problem(server: Server, client: httpx.Client, path
     body = response.json()
     assert set(body) == {"type", "title", "status", "detail"}
     assert body["status"] == 400
-    assert body["detail"].startswith(f"{name} must be an integer >= 0, got ")
+    assert body["detail"].startswith(f"{name} must be an integer from 0 to {MAX_POSITION}, got ")
 
 
 @pytest.mark.postgres

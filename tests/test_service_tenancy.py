@@ -16,6 +16,7 @@ from helpers.service_fixtures import Served, fresh, served
 
 from ctxledger import Ledger
 from ctxledger._service.keys import revoke_key, ui_login
+from ctxledger._service.ui._forms import COOKIE as FORM_COOKIE
 from ctxledger._service.ui._login import COOKIE
 
 __all__ = ["served"]  # the fixture, used by name
@@ -201,6 +202,7 @@ ROUTES: list[tuple[str, str, Any]] = [
     ("GET", "/ui/scopes/{c}", None),
 ]
 _VARYING = {"date", "server"}
+_FORM_NONCE = "f" * 43  # the shape of a form cookie
 
 
 def _fill(value: Any, names: dict[str, str]) -> Any:
@@ -219,7 +221,9 @@ def _answer(world: World, method: str, path: str, body: Any, session: str,
             scope: str) -> tuple[int, dict[str, str], bytes]:
     """Status, headers that matter and body, with the ids asked for written ``{s}``/``{c}``."""
     names = {"s": session, "c": scope, "mine": world.mine}
-    cookies = {COOKIE: world.cookie} if path.startswith("/ui/") else None
+    # A browser that has been here already: its form cookie is not set again.
+    cookies = ({COOKIE: world.cookie, FORM_COOKIE: _FORM_NONCE} if path.startswith("/ui/")
+               else None)
     with (httpx.Client(base_url=world.base, cookies=cookies, timeout=120.0,
                        headers={"Authorization": f"Bearer {world.token}"}) as http,
           http.stream(method, _fill(path, names), json=_fill(body, names)) as response):

@@ -22,6 +22,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ctxledger._ledger import Ledger
 from ctxledger._service.keys import ApiKey, key_is_live, verify_token
 from ctxledger._service.problems import Problem
+from ctxledger._times import shown
 from ctxledger.store.errors import ConcurrencyError
 from ctxledger.store.stream_rules import opening_scope
 from ctxledger.store.streams import SCOPE_PREFIX, stream_kind
@@ -67,7 +68,7 @@ def require_writer(key: ApiKey) -> None:
 
 def unknown_session(session: str) -> Problem:
     """The 404 of a session that does not exist or is in a scope the key lacks."""
-    return Problem(404, f"unknown session {session!r}")
+    return Problem(404, f"unknown session {shown(session)}")
 
 
 def session_scope(ledger: Ledger, key: ApiKey, session: str) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -33,13 +32,13 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from ctxledger import Ledger, render
 from ctxledger._open import explain
 from ctxledger._service.problems import PROBLEM_JSON, problem_response
+from ctxledger._times import parse_position
+from ctxledger.store.errors import InvalidArgument
 from ctxledger.store.records import RecordedEvent
-from ctxledger.store.strict import INT64_MAX
 
 HEARTBEAT_COMMENT = "heartbeat"
 
 _log = logging.getLogger("ctxledger.service")
-_DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII only: int() would take " 1", "+1", "1_0", "١"
 
 StreamFilter = Callable[[str], bool]
 
@@ -179,17 +178,9 @@ async def follow(ledger: Ledger, *, after: int, stream: str | None = None,
 # -- HTTP ---------------------------------------------------------------------------------
 
 
-class _BadPosition(ValueError):
-    """A cursor that is not a position; its message is the response's detail."""
-
-
 def _position(raw: str | None, name: str) -> int | None:
-    """``raw`` as a position (an integer from 0 to 2**63 - 1), None when absent."""
-    if raw is None:
-        return None
-    if _DIGITS.fullmatch(raw) is None or int(raw) > INT64_MAX:
-        raise _BadPosition(f"{name} must be an integer >= 0, got {raw!r}")
-    return int(raw)
+    """``raw`` as a position (``_times.parse_position``), None when absent."""
+    return None if raw is None else parse_position(raw, name)
 
 
 def _start(after: str | None, last_event_id: str | None) -> int:
@@ -223,7 +214,7 @@ def feed_router(ledger_of: Callable[[Request], Ledger],
                 stream: str | None) -> Response:
         try:
             start = _start(after, last_event_id)
-        except _BadPosition as exc:
+        except InvalidArgument as exc:
             return problem_response(400, str(exc))
         allowed = filter_of(request) if filter_of is not None else None
         if stream is not None and allowed is not None and not allowed(stream):

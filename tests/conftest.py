@@ -1,9 +1,13 @@
 """Shared fixtures: every store/projection test runs on real SQLite and real PostgreSQL.
 
-PostgreSQL tests use a fresh schema each (via ``search_path``) in the database named by
-``CTXLEDGER_TEST_PG_URL`` (default ``postgresql+psycopg://postgres@127.0.0.1:5432/test``).
-Without a server they skip with the reason shown, unless ``CTXLEDGER_REQUIRE_PG=1``
-(set by ``.ci/run``), where they fail instead.
+``db_url`` and ``ledger`` give each test a fresh, fully migrated, empty database: a copy of
+a template migrated once per session (``helpers.templates``; on PostgreSQL a schema of its
+own, via ``search_path``). ``empty_db_url`` gives one nothing has been created in yet (for
+tests of creating and migrating), as do ``sqlite_url`` and ``pg_url`` (an empty schema)
+for one backend. The server is the one ``CTXLEDGER_TEST_PG_URL`` names
+(default ``postgresql+psycopg://postgres@127.0.0.1:5432/test``). Without a server
+PostgreSQL tests skip with the reason shown, unless ``CTXLEDGER_REQUIRE_PG=1`` (set by
+``.ci/run``), where they fail instead.
 """
 
 from __future__ import annotations
@@ -11,10 +15,12 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from helpers.templates import Templates
 
 from ctxledger import Ledger
 
@@ -82,9 +88,41 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh database URL, once per backend."""
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+"""The parameters of a fixture that runs once per backend."""
+
+
+@pytest.fixture(scope="session")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Templates]:
+    """The session's migrated template databases (each built on first use)."""
+    found = Templates(tmp_path_factory.mktemp("templates"), PG_URL)
+    try:
+        yield found
+    finally:
+        found.close()
+
+
+@contextmanager
+def fresh_database(backend: str, templates: Templates, directory: Path) -> Iterator[str]:
+    """A fresh, fully migrated, empty database of ``backend`` (a copy of its template);
+    for PostgreSQL it skips (or, in CI, fails) without a server, like ``pg_url``."""
+    if backend == "postgres":
+        require_postgres()
+    with templates.database(backend, directory) as url:
+        yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, templates: Templates,
+           tmp_path: Path) -> Iterator[str]:
+    """A fresh, fully migrated, empty database URL, once per backend."""
+    with fresh_database(request.param, templates, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database URL nothing has been created in yet, once per backend."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'ledger.db'}"
     else:

@@ -142,9 +142,10 @@ def test_the_default_database_is_not_created_by_a_read(
     assert not (tmp_path / "ctxledger.db").exists()
 
 
-def test_write_commands_still_create_the_database(runner: CliRunner, db_url: str) -> None:
-    assert runner.invoke(app, ["init", "--db", db_url]).exit_code == 0
-    listed = runner.invoke(app, ["events", "--db", db_url])
+def test_write_commands_still_create_the_database(runner: CliRunner,
+                                                  empty_db_url: str) -> None:
+    assert runner.invoke(app, ["init", "--db", empty_db_url]).exit_code == 0
+    listed = runner.invoke(app, ["events", "--db", empty_db_url])
     assert listed.exit_code == 0 and listed.stdout == ""
 
 
@@ -171,11 +172,12 @@ def _nothing_created(url: str) -> None:
     (["rebuild", "--projection", "nosuch"], "", "unknown projection 'nosuch'; known: "),
 ], ids=["unknown-type", "bad-field", "bad-manifest", "unknown-projection"])
 def test_bad_input_to_a_write_command_creates_no_database(
-        runner: CliRunner, db_url: str, command: list[str], body: str, needle: str) -> None:
+        runner: CliRunner, empty_db_url: str, command: list[str], body: str,
+        needle: str) -> None:
     """The input is checked before the database is opened: a refused append or rebuild
     leaves no empty database behind, on either backend."""
-    one_error_line(runner.invoke(app, [*command, "--db", db_url], input=body), needle)
-    _nothing_created(db_url)
+    one_error_line(runner.invoke(app, [*command, "--db", empty_db_url], input=body), needle)
+    _nothing_created(empty_db_url)
 
 
 def test_in_memory_sqlite_is_never_missing(runner: CliRunner) -> None:

@@ -154,8 +154,9 @@ def test_process_writers_with_a_tailing_reader(db_url: str) -> None:
 
 
 @pytest.mark.slow
-def test_processes_creating_the_same_database_at_once(db_url: str) -> None:
+def test_processes_creating_the_same_database_at_once(empty_db_url: str) -> None:
     """Several processes open a database that does not exist yet, then all write to it."""
+    db_url = empty_db_url
     streams = ("first-a", "first-b", "first-c")
     children = [WriterProcess(db_url, s, batches=5, wait_for_go=False) for s in streams]
     try:

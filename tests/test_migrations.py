@@ -24,6 +24,13 @@ from ctxledger.projections.checkpoints import checkpoints
 from ctxledger.projections.view import ViewRequest
 from ctxledger.store.engine import create_engine
 
+
+@pytest.fixture
+def db_url(empty_db_url: str) -> str:
+    """Migrations are tested from scratch: a database nothing has been created in."""
+    return empty_db_url
+
+
 T0 = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
 
 

@@ -8,7 +8,9 @@ from datetime import datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from conftest import BACKENDS, fresh_database
 from helpers.scenario import Recorded, StepClock, load_scenario
+from helpers.templates import Templates
 
 from ctxledger import Ledger
 from ctxledger.assembler.profiles import profile_names
@@ -19,9 +21,11 @@ from ctxledger.timetravel._replay import ReplayError, read_prefix
 SESSIONS = ("chat-1", "alice-2", "mover")
 
 
-@pytest.fixture
-def recorded(db_url: str) -> Iterator[tuple[Ledger, Recorded]]:
-    """The scenario, with every profile's live assembly of every session after each event."""
+@pytest.fixture(scope="module", params=BACKENDS)
+def recorded(request: pytest.FixtureRequest, templates: Templates,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ledger, Recorded]]:
+    """The scenario, with every profile's live assembly of every session after each event;
+    built once per backend (its tests only read it: a replay writes to a scratch store)."""
     clock = StepClock()
     found = Recorded()
 
@@ -38,7 +42,8 @@ def recorded(db_url: str) -> Iterator[tuple[Ledger, Recorded]]:
                 assert assembly.position == position
                 found.digests[(profile, session, position)] = (now, assembly.digest)
 
-    with Ledger.open(db_url, clock=clock) as ledger:
+    with (fresh_database(request.param, templates, tmp_path_factory.mktemp("recorded")) as url,
+          Ledger.open(url, clock=clock) as ledger):
         load_scenario(ledger, clock, observe)
         yield ledger, found
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -13,6 +14,12 @@ from ctxledger.jobs._scheduler import JOBS_TABLE
 from ctxledger.projections.base import metadata as projection_metadata
 from ctxledger.store.engine import create_engine
 from ctxledger.store.schema import metadata as store_metadata
+
+
+@pytest.fixture
+def db_url(empty_db_url: str) -> str:
+    """These tests migrate a database themselves: one nothing has been created in."""
+    return empty_db_url
 
 
 def merged_metadata() -> sa.MetaData:

@@ -155,7 +155,9 @@ def _positions(db_url: str) -> list[int]:
         engine.dispose()
 
 
-def test_cli_append_and_import_refuse_it_with_one_line(db_url: str, tmp_path: Path) -> None:
+def test_cli_append_and_import_refuse_it_with_one_line(empty_db_url: str,
+                                                       tmp_path: Path) -> None:
+    db_url = empty_db_url
     lines = [_setting("user_name", "Kim"), _setting("compression_level", "ultra")]
     body = "".join(json.dumps(line) + "\n" for line in lines)
     if db_url.startswith("sqlite"):  # refused before a database is made

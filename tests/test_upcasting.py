@@ -27,8 +27,9 @@ V1_TOOL_USE = LegacyEvent("tool.used", {"tool": "grep", "success": True},
 
 
 @pytest.fixture
-def old_database(db_url: str) -> Iterator[tuple[str, list[LegacyRow]]]:
+def old_database(empty_db_url: str) -> Iterator[tuple[str, list[LegacyRow]]]:
     """A database at revision 0001 holding a session whose second event is tool.used v1."""
+    db_url = empty_db_url
     engine = create_engine(db_url)
     try:
         upgrade(engine, "0001")

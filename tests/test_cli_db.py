@@ -285,8 +285,9 @@ def test_huge_cli_positions_are_answered_not_crashed(runner: CliRunner, tmp_path
     huge = str(2**80)
     after = runner.invoke(app, ["events", "--after", huge, "--db", url])
     assert after.exit_code == 0 and after.stdout == "", after.stderr
-    until = runner.invoke(app, ["export", "--until", huge, "--db", url])
-    assert until.exit_code == 0 and len(until.stdout.splitlines()) == 1, until.stderr
+    # A point past any position a log can hold is named, as the service names it.
+    one_error_line(runner.invoke(app, ["export", "--until", huge, "--db", url]),
+                   "is past the largest log position")
     # Digits of other scripts are not a position (int() would read them as one).
     for command in (["export"], ["replay", "s1"]):
         one_error_line(runner.invoke(app, [*command, "--until", "\uff11", "--db", url]),

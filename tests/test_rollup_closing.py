@@ -56,8 +56,16 @@ def from_scratch(ledger: Ledger, db_url: str, tmp_path: Path, now: datetime,
                  policy: RollupPolicy | None = None) -> dict[str, object]:
     """The rollup figures of the same session events, written in order of time into a
     fresh ledger and rolled up once at ``now``."""
-    copies = sorted((e for e in ledger.events() if e.stream_id != "system"),
-                    key=lambda e: (e.recorded_at, e.position))
+    events = [e for e in ledger.events() if e.stream_id != "system"]
+    # A session's start comes before its other events (a stream's scope is fixed by it),
+    # still at its own time: it goes where the stream's earliest event goes.
+    earliest: dict[str, datetime] = {}
+    for event in events:
+        earliest[event.stream_id] = min(earliest.get(event.stream_id, event.recorded_at),
+                                        event.recorded_at)
+    copies = sorted(events, key=lambda e: (
+        (earliest[e.stream_id], 0) if e.type == "session.started" else (e.recorded_at, 1),
+        e.position))
     with sibling_database(db_url, tmp_path) as url:
         clock = StepClock(copies[0].recorded_at)
         with Ledger.open(url, clock=clock) as fresh:

@@ -64,7 +64,8 @@ class Templates:
             assert not wal.exists() or wal.stat().st_size == 0
             self._sqlite = path
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self._sqlite, target)
+        # With the template's mode (owner-only), as a database ctxledger creates has.
+        shutil.copy(self._sqlite, target)
         return f"sqlite:///{target}"
 
     # -- PostgreSQL --------------------------------------------------------------------------

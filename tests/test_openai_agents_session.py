@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -349,3 +350,41 @@ def test_concurrent_clears_retract_each_message_once(ledger: Ledger) -> None:
     retracted = [e.data["message_id"] for e in ledger.events("clears")
                  if e.type == "message.retracted"]
     assert len(retracted) == len(set(retracted)) == 5
+
+
+def _pop_in_a_process(url: str, session_id: str, pops: int, barrier: Any, out: Any) -> None:
+    """A process's pops: ``pops`` ``pop_item`` calls once every process is ready."""
+    with Ledger.open(url, load_vocabulary=False) as ledger:
+        session = LedgerSession(ledger, session_id)
+        barrier.wait(120)
+        for _ in range(pops):
+            try:
+                item = asyncio.run(session.pop_item())
+            except Exception as exc:  # reported by the test
+                out.put(f"{type(exc).__name__}: {exc}")
+                continue
+            out.put(None if item is None else item["content"])
+
+
+@pytest.mark.slow
+def test_pops_from_two_processes_each_return_a_different_item(db_url: str) -> None:
+    count, pops = 10, 6
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        LedgerSession(ledger, "procs").add(
+            [{"role": "user", "content": f"item {n}"} for n in range(count)])
+    context = multiprocessing.get_context("spawn")
+    barrier, out = context.Barrier(2), context.Queue()
+    procs = [context.Process(target=_pop_in_a_process,
+                             args=(db_url, "procs", pops, barrier, out)) for _ in range(2)]
+    for proc in procs:
+        proc.start()
+    try:
+        got = [out.get(timeout=120) for _ in range(2 * pops)]
+    finally:
+        for proc in procs:
+            proc.join(120)
+            if proc.is_alive():
+                proc.kill()
+    assert [proc.exitcode for proc in procs] == [0, 0]
+    assert sorted(g for g in got if g is not None) == sorted(f"item {n}" for n in range(count))
+    assert got.count(None) == 2 * pops - count

@@ -230,22 +230,16 @@ class Ledger:
             raise InvalidArgument(f"last must be an integer >= 0, got {last!r}")
         if last == 0:
             return []
-        return self._messages_at_version(session, last)[0]
+        with self.log.connection() as conn, read_snapshot(conn):
+            return _live_messages(conn, session, last)
 
     def _messages_at_version(self, session: str, last: int | None
                              ) -> tuple[list[RecordedEvent], int]:
         """``messages(session, last=last)`` and the stream's version, read in one snapshot."""
-        from ctxledger.projections.read_history import live_message_seqs
         from ctxledger.store.append import stream_head
-        from ctxledger.store.read import read_stream
 
         with self.log.connection() as conn, read_snapshot(conn):
-            seqs = live_message_seqs(conn, session, last)
-            if not seqs:
-                return [], stream_head(conn, session)[0]
-            wanted = set(seqs)
-            return ([event for event in read_stream(conn, session, seqs[0], seqs[-1])
-                     if event.stream_version in wanted], stream_head(conn, session)[0])
+            return _live_messages(conn, session, last), stream_head(conn, session)[0]
 
     def pop_message(self, session: str, *, metadata: Mapping[str, Any] | None = None
                     ) -> RecordedEvent | None:
@@ -1085,3 +1079,17 @@ _BOOK_EVENTS = frozenset({"card.set", "lorebook.set"})
 
 def _event_type(event: EventInput) -> object:
     return event.type if isinstance(event, NewEvent) else event.get("type")
+
+
+def _live_messages(conn: sa.Connection, session: str, last: int | None
+                   ) -> list[RecordedEvent]:
+    """The messages of ``session`` that still count (the newest ``last``), read on ``conn``."""
+    from ctxledger.projections.read_history import live_message_seqs
+    from ctxledger.store.read import read_stream
+
+    seqs = live_message_seqs(conn, session, last)
+    if not seqs:
+        return []
+    wanted = set(seqs)
+    return [event for event in read_stream(conn, session, seqs[0], seqs[-1])
+            if event.stream_version in wanted]

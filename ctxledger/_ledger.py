@@ -226,21 +226,61 @@ class Ledger:
         """The ``message.appended`` events of ``session`` that still count (not retracted,
         not replaced by a later message of the same id), in order; with ``last``, only
         the newest ``last``. Read through the message index, so ``last`` costs O(last)."""
-        from ctxledger.projections.read_history import live_message_seqs
-
         if last is not None and (isinstance(last, bool) or last < 0):
             raise InvalidArgument(f"last must be an integer >= 0, got {last!r}")
         if last == 0:
             return []
         with self.log.connection() as conn, read_snapshot(conn):
-            seqs = live_message_seqs(conn, session, last)
-            if not seqs:
-                return []
-            from ctxledger.store.read import read_stream
+            return _live_messages(conn, session, last)
 
-            wanted = set(seqs)
-            return [event for event in read_stream(conn, session, seqs[0], seqs[-1])
-                    if event.stream_version in wanted]
+    def _messages_at_version(self, session: str, last: int | None
+                             ) -> tuple[list[RecordedEvent], int]:
+        """``messages(session, last=last)`` and the stream's version, read in one snapshot."""
+        from ctxledger.store.append import stream_head
+
+        with self.log.connection() as conn, read_snapshot(conn):
+            return _live_messages(conn, session, last), stream_head(conn, session)[0]
+
+    def pop_message(self, session: str, *, metadata: Mapping[str, Any] | None = None
+                    ) -> RecordedEvent | None:
+        """Retract the newest message of ``session`` and return it; None when it has none.
+
+        Safe beside other writers of the session, in this process or another: the
+        retraction is appended only if the session has not changed since its newest
+        message was read (``expected_version``); otherwise the newest is read again. So
+        concurrent pops each return a different message. Each retry means another
+        append to the session committed, so no limit on retries is needed.
+        """
+        from ctxledger._message_index import message_id_of
+        from ctxledger.store.errors import ConcurrencyError
+
+        while True:
+            newest, version = self._messages_at_version(session, 1)
+            if not newest:
+                return None
+            try:
+                self.retract_messages(session, [message_id_of(newest[0])], metadata=metadata,
+                                      expected_version=version)
+            except ConcurrencyError:
+                continue
+            return newest[0]
+
+    def clear_messages(self, session: str, *, metadata: Mapping[str, Any] | None = None
+                       ) -> list[RecordedEvent]:
+        """Retract every message of ``session`` (one batch) and return them, in order.
+        Safe beside other writers as ``pop_message`` is: the batch retracts the messages
+        the session holds when it commits, each once."""
+        from ctxledger._message_index import message_id_of
+        from ctxledger.store.errors import ConcurrencyError
+
+        while True:
+            live, version = self._messages_at_version(session, None)
+            try:
+                self.retract_messages(session, [message_id_of(event) for event in live],
+                                      metadata=metadata, expected_version=version)
+            except ConcurrencyError:
+                continue
+            return live
 
     def history_window(self, session: str, context_limit: int, *,
                        response_reserve: int = 0) -> list[RecordedEvent]:
@@ -260,16 +300,19 @@ class Ledger:
         return [event for event in self.messages(session) if message_id_of(event) in kept]
 
     def retract_messages(self, session: str, message_ids: Sequence[str], *,
-                         metadata: Mapping[str, Any] | None = None) -> AppendResult | None:
+                         metadata: Mapping[str, Any] | None = None,
+                         expected_version: int | None = None) -> AppendResult | None:
         """Withdraw messages of ``session`` (one ``message.retracted`` each, in one
         atomic batch); None when ``message_ids`` is empty. The messages stay in the log,
-        so replay still shows them before the retraction."""
+        so replay still shows them before the retraction. ``expected_version`` is
+        ``append``'s (``ConcurrencyError`` when the session moved on)."""
         if not message_ids:
             return None
         extra = {"metadata": dict(metadata)} if metadata else {}
         return self.append(session, [{"type": "message.retracted",
                                       "data": {"message_id": message_id}, **extra}
-                                     for message_id in message_ids])
+                                     for message_id in message_ids],
+                           expected_version=expected_version)
 
     def events(self, stream_id: str | None = None, *, after: int = 0,
                limit: int | None = None, until: int | datetime | None = None
@@ -1036,3 +1079,17 @@ _BOOK_EVENTS = frozenset({"card.set", "lorebook.set"})
 
 def _event_type(event: EventInput) -> object:
     return event.type if isinstance(event, NewEvent) else event.get("type")
+
+
+def _live_messages(conn: sa.Connection, session: str, last: int | None
+                   ) -> list[RecordedEvent]:
+    """The messages of ``session`` that still count (the newest ``last``), read on ``conn``."""
+    from ctxledger.projections.read_history import live_message_seqs
+    from ctxledger.store.read import read_stream
+
+    seqs = live_message_seqs(conn, session, last)
+    if not seqs:
+        return []
+    wanted = set(seqs)
+    return [event for event in read_stream(conn, session, seqs[0], seqs[-1])
+            if event.stream_version in wanted]

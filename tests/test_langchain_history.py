@@ -72,6 +72,33 @@ def test_async_api_and_clear(ledger: Ledger) -> None:
         "message.retracted"] * 2
 
 
+def test_concurrent_clears_retract_each_message_once(ledger: Ledger) -> None:
+    import threading
+
+    history = LedgerChatMessageHistory(ledger, "racing")
+    history.add_messages([HumanMessage(content=f"m{n}") for n in range(5)])
+    start = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def clear() -> None:
+        try:
+            start.wait()
+            history.clear()
+        except BaseException as exc:  # reported by the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=clear) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert history.messages == []
+    retracted = [e.data["message_id"] for e in ledger.events("racing")
+                 if e.type == "message.retracted"]
+    assert len(retracted) == len(set(retracted)) == 5
+
+
 def test_a_message_id_appended_again_replaces_the_older_message(ledger: Ledger) -> None:
     history = LedgerChatMessageHistory(ledger, "s")
     history.add_messages([HumanMessage(content="draft", id="m1")])

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+import multiprocessing
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import Agent, Model, ModelResponse, RunConfig, Runner, Usage, function_tool
-from agents.memory import Session
+from agents.memory import Session, SessionSettings, SQLiteSession
 from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
@@ -22,6 +25,7 @@ from openai.types.responses import (
 
 from ctxledger import EventValidationError, Ledger
 from ctxledger.integrations.openai_agents import LedgerSession
+from ctxledger.store.records import RecordedEvent
 
 
 def _say(text: str, ident: str) -> ResponseOutputMessage:
@@ -147,3 +151,240 @@ def test_context_limit_returns_the_fitted_window(ledger: Ledger) -> None:
     limited = LedgerSession(ledger, "long", context_limit=300)
     assert asyncio.run(limited.get_items(limit=2)) == fitted[-2:]
     assert asyncio.run(limited.get_items(limit=100)) == fitted
+
+
+# -- the SDK's session behaviour -------------------------------------------------------
+# The cases below follow the session tests of the openai-agents repository
+# (tests/memory/test_session.py, tests/memory/test_session_limit.py and
+# tests/extensions/memory/test_sqlalchemy_session.py), which its wheel does not ship. Each
+# runs against the SDK's own SQLiteSession as well, so what is expected is the SDK's
+# behaviour, not ctxledger's reading of it.
+
+SessionFactory = Callable[..., Any]
+
+
+@pytest.fixture(params=["sdk", "ledger-sqlite",
+                        pytest.param("ledger-postgres", marks=pytest.mark.postgres)])
+def make_session(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionFactory]:
+    """``make_session(session_id, session_settings=...)``: the SDK's SQLiteSession, or a
+    ``LedgerSession`` on each backend."""
+    if request.param == "sdk":
+        opened: list[SQLiteSession] = []
+
+        def sdk(session_id: str, **kwargs: Any) -> SQLiteSession:
+            opened.append(SQLiteSession(session_id, tmp_path / "sdk.db", **kwargs))
+            return opened[-1]
+
+        yield sdk
+        for session in opened:
+            session.close()
+    else:
+        url = request.getfixturevalue("sqlite_url" if request.param == "ledger-sqlite"
+                                      else "pg_url")
+        with Ledger.open(url, load_vocabulary=False) as ledger:
+            yield lambda session_id, **kwargs: LedgerSession(ledger, session_id, **kwargs)
+
+
+def _turns(count: int) -> list[Any]:
+    return [{"role": "user" if n % 2 == 0 else "assistant", "content": f"turn {n}"}
+            for n in range(count)]
+
+
+def test_sdk_add_get_pop_clear(make_session: SessionFactory) -> None:
+    session = make_session("basic")
+    assert asyncio.run(session.get_items()) == []
+    items = _turns(3)
+    asyncio.run(session.add_items(items))
+    assert asyncio.run(session.get_items()) == items
+    assert asyncio.run(session.pop_item()) == items[2]
+    assert asyncio.run(session.get_items()) == items[:2]
+    asyncio.run(session.add_items([{"role": "user", "content": "again"}]))
+    assert asyncio.run(session.get_items()) == [*items[:2], {"role": "user",
+                                                            "content": "again"}]
+    asyncio.run(session.clear_session())
+    assert asyncio.run(session.get_items()) == []
+    assert asyncio.run(session.pop_item()) is None
+
+
+def test_sdk_sessions_are_isolated(make_session: SessionFactory) -> None:
+    one, two = make_session("one"), make_session("two")
+    asyncio.run(one.add_items([{"role": "user", "content": "for one"}]))
+    asyncio.run(two.add_items([{"role": "user", "content": "for two"}]))
+    assert asyncio.run(one.get_items()) == [{"role": "user", "content": "for one"}]
+    asyncio.run(one.clear_session())
+    assert asyncio.run(two.get_items()) == [{"role": "user", "content": "for two"}]
+
+
+def test_sdk_get_items_with_a_limit(make_session: SessionFactory) -> None:
+    session = make_session("limits")
+    items = _turns(5)
+    asyncio.run(session.add_items(items))
+    assert asyncio.run(session.get_items(limit=2)) == items[-2:]
+    assert asyncio.run(session.get_items(limit=1)) == items[-1:]
+    assert asyncio.run(session.get_items(limit=10)) == items
+    assert asyncio.run(session.get_items(limit=0)) == []
+    assert asyncio.run(session.get_items()) == items
+
+
+@pytest.mark.parametrize("settings", [SessionSettings(limit=3), {"limit": 3}])
+def test_sdk_session_settings_limit_is_the_default(make_session: SessionFactory,
+                                                    settings: Any) -> None:
+    session = make_session("settings", session_settings=settings)
+    assert isinstance(session.session_settings, SessionSettings)
+    assert session.session_settings.limit == 3
+    items = _turns(5)
+    asyncio.run(session.add_items(items))
+    assert asyncio.run(session.get_items()) == items[-3:]
+    # An explicit limit wins over the settings'.
+    assert asyncio.run(session.get_items(limit=1)) == items[-1:]
+    assert asyncio.run(session.get_items(limit=5)) == items
+
+
+def test_sdk_session_settings_without_limit(make_session: SessionFactory) -> None:
+    session = make_session("none", session_settings={})
+    assert session.session_settings == SessionSettings()
+    asyncio.run(session.add_items(_turns(4)))
+    assert len(asyncio.run(session.get_items())) == 4
+
+
+def test_sdk_unknown_session_settings_are_refused(make_session: SessionFactory) -> None:
+    with pytest.raises(TypeError, match=r"^Unknown session settings: limits$"):
+        make_session("bad", session_settings={"limits": 2})
+    with pytest.raises(TypeError, match=r"^session must be a SessionSettings instance or a "
+                                        r"dict, got int$"):
+        make_session("bad", session_settings=3)
+
+
+def test_sdk_concurrent_pops_return_each_item_once(make_session: SessionFactory) -> None:
+    session = make_session("pops")
+    items = [{"role": "user", "content": f"item {n}"} for n in range(6)]
+    asyncio.run(session.add_items(items))
+
+    async def pop_all() -> list[Any]:
+        return list(await asyncio.gather(*(session.pop_item() for _ in range(4))))
+
+    popped = asyncio.run(pop_all())
+    assert all(item is not None for item in popped)
+    assert sorted(item["content"] for item in popped) == [f"item {n}" for n in range(2, 6)]
+    assert asyncio.run(session.get_items()) == items[:2]
+
+
+def test_runner_with_settings_given_as_a_dict(ledger: Ledger) -> None:
+    session = LedgerSession(ledger, "dict-settings", session_settings={"limit": 2})
+    asyncio.run(session.add_items(_turns(4)))
+    model = ScriptedModel([[_say("fine", "msg_1")]])
+    agent = Agent(name="Atlas", instructions="Be brief.", model=model)
+    result = Runner.run_sync(agent, "and now?", session=session,
+                             run_config=RunConfig(tracing_disabled=True))
+    assert result.final_output == "fine"
+    # The runner read the session's two newest items, then added the new input.
+    assert [item["content"] for item in model.inputs[0]] == ["turn 2", "turn 3", "and now?"]
+
+
+# -- concurrent pops on the core: threads, and two ledgers as two processes would be ---
+
+POP_TRIALS = 20
+
+
+def test_concurrent_pops_on_one_session_each_return_a_different_item(
+        ledger: Ledger) -> None:
+    for trial in range(POP_TRIALS):
+        session = LedgerSession(ledger, f"race-{trial}")
+        items = [{"role": "user", "content": f"item {n}"} for n in range(3)]
+        session.add(items)
+
+        async def two_pops(session: LedgerSession = session) -> list[Any]:
+            return list(await asyncio.gather(session.pop_item(), session.pop_item()))
+
+        popped = asyncio.run(two_pops())
+        assert sorted(item["content"] for item in popped) == ["item 1", "item 2"], trial
+        assert session.items() == items[:1]
+
+
+def test_pops_from_two_ledgers_on_one_database(db_url: str) -> None:
+    """Two ``Ledger`` objects share nothing in memory, as two processes would not."""
+    with Ledger.open(db_url, load_vocabulary=False) as first, \
+            Ledger.open(db_url, load_vocabulary=False) as second:
+        count = 12
+        first.append("shared", [{"type": "message.appended",
+                                 "data": {"role": "user", "content": f"m{n}"}}
+                                for n in range(count)])
+        popped: list[RecordedEvent | None] = []
+        errors: list[BaseException] = []
+        start = threading.Barrier(4)
+
+        def pop(ledger: Ledger) -> None:
+            try:
+                start.wait()
+                for _ in range(count // 4 + 1):
+                    popped.append(ledger.pop_message("shared"))
+            except BaseException as exc:  # reported by the test's thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=pop, args=(ledger,))
+                   for ledger in (first, second, first, second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        got = [event.data["content"] for event in popped if event is not None]
+        assert sorted(got) == sorted(f"m{n}" for n in range(count))
+        assert popped.count(None) == 4
+        assert first.messages("shared") == []
+        retracted = [e.data["message_id"] for e in first.events("shared")
+                     if e.type == "message.retracted"]
+        assert len(retracted) == len(set(retracted)) == count
+
+
+def test_concurrent_clears_retract_each_message_once(ledger: Ledger) -> None:
+    session = LedgerSession(ledger, "clears")
+    session.add([{"role": "user", "content": f"item {n}"} for n in range(5)])
+
+    async def clears() -> None:
+        await asyncio.gather(session.clear_session(), session.clear_session(),
+                             session.pop_item())
+
+    asyncio.run(clears())
+    assert session.items() == []
+    retracted = [e.data["message_id"] for e in ledger.events("clears")
+                 if e.type == "message.retracted"]
+    assert len(retracted) == len(set(retracted)) == 5
+
+
+def _pop_in_a_process(url: str, session_id: str, pops: int, barrier: Any, out: Any) -> None:
+    """A process's pops: ``pops`` ``pop_item`` calls once every process is ready."""
+    with Ledger.open(url, load_vocabulary=False) as ledger:
+        session = LedgerSession(ledger, session_id)
+        barrier.wait(120)
+        for _ in range(pops):
+            try:
+                item = asyncio.run(session.pop_item())
+            except Exception as exc:  # reported by the test
+                out.put(f"{type(exc).__name__}: {exc}")
+                continue
+            out.put(None if item is None else item["content"])
+
+
+@pytest.mark.slow
+def test_pops_from_two_processes_each_return_a_different_item(db_url: str) -> None:
+    count, pops = 10, 6
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        LedgerSession(ledger, "procs").add(
+            [{"role": "user", "content": f"item {n}"} for n in range(count)])
+    context = multiprocessing.get_context("spawn")
+    barrier, out = context.Barrier(2), context.Queue()
+    procs = [context.Process(target=_pop_in_a_process,
+                             args=(db_url, "procs", pops, barrier, out)) for _ in range(2)]
+    for proc in procs:
+        proc.start()
+    try:
+        got = [out.get(timeout=120) for _ in range(2 * pops)]
+    finally:
+        for proc in procs:
+            proc.join(120)
+            if proc.is_alive():
+                proc.kill()
+    assert [proc.exitcode for proc in procs] == [0, 0]
+    assert sorted(g for g in got if g is not None) == sorted(f"item {n}" for n in range(count))
+    assert got.count(None) == 2 * pops - count

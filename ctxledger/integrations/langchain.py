@@ -39,7 +39,6 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
     raise MissingExtra("langchain", "langchain", exc.name) from None
 
 from ctxledger._ledger import Ledger
-from ctxledger._message_index import message_id_of
 from ctxledger.store.chat_shapes import ChatShapeError, canonical_message
 from ctxledger.store.errors import BatchEventError, EventValidationError
 from ctxledger.store.records import RecordedEvent
@@ -86,9 +85,9 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
             raise EventValidationError(f"messages[{exc.index}]: {reason}") from None
 
     def clear(self) -> None:
-        """Retract every message of the session (one batch)."""
-        self.ledger.retract_messages(
-            self.session_id, [message_id_of(e) for e in self.ledger.messages(self.session_id)])
+        """Retract every message of the session (one batch); concurrent clears, in any
+        process, retract each message once."""
+        self.ledger.clear_messages(self.session_id)
 
 
 def message_of(message: BaseMessage) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -34,12 +34,15 @@ from ctxledger.integrations import MissingExtra
 try:
     from agents.items import TResponseInputItem
     from agents.memory.session import SessionABC
-    from agents.memory.session_settings import SessionSettings
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
 except ImportError as exc:  # pragma: no cover - exercised in a process without the extra
     raise MissingExtra("openai_agents", "openai-agents", exc.name) from None
 
 from ctxledger._ledger import Ledger
-from ctxledger._message_index import message_id_of
 from ctxledger.store.errors import BatchEventError, EventValidationError
 from ctxledger.store.records import RecordedEvent
 
@@ -59,24 +62,29 @@ class LedgerSession(SessionABC):
 
     ``context_limit`` (tokens; ``response_reserve`` kept free) makes ``get_items``
     return the fitted history window instead of the raw tail; ``limit`` then takes the
-    newest of those. ``session_settings`` is the SDK's (its ``limit`` is the default
-    ``limit`` the runner passes).
+    newest of those. ``session_settings`` is the SDK's ``SessionSettings`` or a dict of
+    its fields (an unknown key raises the SDK's one-line ``TypeError``); its ``limit``
+    is what ``get_items`` without a limit returns, as in every session of the SDK.
     """
 
     def __init__(self, ledger: Ledger, session_id: str, *, context_limit: int | None = None,
                  response_reserve: int = 0,
-                 session_settings: SessionSettings | None = None) -> None:
+                 session_settings: SessionSettings | dict[str, Any] | None = None) -> None:
         self.ledger = ledger
         self.session_id = session_id
         self.context_limit = context_limit
         self.response_reserve = response_reserve
-        self.session_settings = session_settings or SessionSettings()
+        # The SDK's own coercion: the same verdict on a dict as its sessions give.
+        self.session_settings: SessionSettings = (
+            SessionSettings() if session_settings is None
+            else coerce_session_settings(session_settings))
 
     # -- the Session protocol (async, as the SDK defines it) ------------------------------
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The session's items in order (the newest ``limit`` with a limit), or the
-        window fitted under ``context_limit`` when it is set."""
+        """The session's items in order (the newest ``limit``, by default
+        ``session_settings.limit``), or the window fitted under ``context_limit`` when
+        it is set."""
         return await asyncio.to_thread(self.items, limit)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
@@ -85,7 +93,8 @@ class LedgerSession(SessionABC):
         await asyncio.to_thread(self.add, items)
 
     async def pop_item(self) -> TResponseInputItem | None:
-        """Retract the newest item and return it; None when the session has none."""
+        """Retract the newest item and return it; None when the session has none.
+        Concurrent pops, in any process, each return a different item."""
         return await asyncio.to_thread(self.pop)
 
     async def clear_session(self) -> None:
@@ -96,6 +105,7 @@ class LedgerSession(SessionABC):
 
     def items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """``get_items`` without the event loop."""
+        limit = resolve_session_limit(limit, self.session_settings)
         if self.context_limit is not None:
             events = self.ledger.history_window(self.session_id, self.context_limit,
                                                 response_reserve=self.response_reserve)
@@ -126,17 +136,12 @@ class LedgerSession(SessionABC):
 
     def pop(self) -> TResponseInputItem | None:
         """``pop_item`` without the event loop."""
-        newest = self.ledger.messages(self.session_id, last=1)
-        if not newest:
-            return None
-        self.ledger.retract_messages(self.session_id, [message_id_of(newest[0])])
-        return item_of(newest[0])
+        popped = self.ledger.pop_message(self.session_id)
+        return None if popped is None else item_of(popped)
 
     def clear(self) -> None:
         """``clear_session`` without the event loop."""
-        self.ledger.retract_messages(
-            self.session_id, [message_id_of(event) for event in
-                              self.ledger.messages(self.session_id)])
+        self.ledger.clear_messages(self.session_id)
 
 
 def message_of(item: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -11,6 +11,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from ctxledger.store.records import PreparedEvent
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+WAL_SWITCH = "PRAGMA journal_mode=WAL"
+_WAL_RETRY_SECONDS = 0.005
+_BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 REBUILD_PAGE_CACHE_KIB = -65_536
 """Page cache while a rebuild writes whole tables, in KiB (negative, as ``PRAGMA
 cache_size`` takes it); the default 2 MiB sends index inserts into tables of many
@@ -46,12 +50,29 @@ def is_memory(url: URL) -> bool:
 
 def sqlite_pragmas(*, memory: bool) -> tuple[str, ...]:
     """The pragmas every SQLite connection of a ledger runs when it opens (WAL on a file)."""
-    # The busy timeout first: switching a new file to WAL needs a lock that another
-    # process opening the same file may hold a moment, and without the timeout that wait
-    # fails at once with "database is locked".
+    # The busy timeout first: every later statement waits out another connection's lock.
     return (f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
-            *(() if memory else ("PRAGMA journal_mode=WAL",)), "PRAGMA synchronous=NORMAL",
+            *(() if memory else (WAL_SWITCH,)), "PRAGMA synchronous=NORMAL",
             "PRAGMA foreign_keys=ON")
+
+
+def switch_to_wal(cursor: sqlite3.Cursor) -> None:
+    """Run ``PRAGMA journal_mode=WAL``, retried while another connection holds the lock
+    it needs, for as long as the busy timeout.
+
+    Switching a new file to WAL can fail with "database is locked" at once, without the
+    busy handler being called (SQLite returns busy rather than risk a deadlock), when
+    other connections open the same new file at the same moment.
+    """
+    for _ in range(int(SQLITE_BUSY_TIMEOUT_MS / 1000 / _WAL_RETRY_SECONDS)):
+        try:
+            cursor.execute(WAL_SWITCH)
+            return
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _BUSY_CODES:
+                raise
+        time.sleep(_WAL_RETRY_SECONDS)  # a sleep, not a clock: a frozen clock still waits
+    cursor.execute(WAL_SWITCH)
 
 
 _WARNED: set[str] = set()
@@ -110,7 +131,10 @@ def _configure(engine: Engine, *, memory: bool) -> None:
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
         for pragma in pragmas:
-            cur.execute(pragma)
+            if pragma == WAL_SWITCH:
+                switch_to_wal(cur)
+            else:
+                cur.execute(pragma)
         cur.close()
 
     @event.listens_for(engine, "begin")

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from ctxledger.assembler.policy import GENERIC_SETTING_PREFIX, PolicyError
@@ -38,16 +38,23 @@ from ctxledger.projections.setting_names import AGENT_MANIFESTS
 
 PROFILE_SETTING = "profile"
 """The setting ``assemble`` takes its profile from when none is given."""
+UNKNOWN_KEYS_REMEMBERED = 256
+"""How many unknown keys' warnings are kept per process (each is worded once)."""
 APP_SETTING_PREFIX = "app."
 """Setting keys of the application's own: no profile reads them and none is warned of."""
 
 
-@cache
 def known_setting_keys() -> tuple[str, ...]:
     """Every setting key something reads, sorted: ``profile``, ``agent_manifests``, and
     each registered profile's named, legacy and ``policy.<profile>`` keys."""
+    return _known_keys(tuple(profile_names()))
+
+
+@cache
+def _known_keys(names: tuple[str, ...]) -> tuple[str, ...]:
+    # Keyed by the registered profiles: a profile registered later adds its keys.
     keys = {PROFILE_SETTING, AGENT_MANIFESTS}
-    for name in profile_names():
+    for name in names:
         policy_type = get_profile(name).policy_type
         keys.update(policy_type.SETTINGS, policy_type.LEGACY_SETTINGS,
                     {f"{GENERIC_SETTING_PREFIX}{name}"})
@@ -60,6 +67,12 @@ def unknown_setting_warning(key: str) -> str | None:
     known = known_setting_keys()
     if key in known or key.startswith(APP_SETTING_PREFIX):
         return None
+    return _unknown(key, known)
+
+
+@lru_cache(maxsize=UNKNOWN_KEYS_REMEMBERED)
+def _unknown(key: str, known: tuple[str, ...]) -> str:
+    # difflib costs about a millisecond a key: every assembly of the session asks again.
     near = difflib.get_close_matches(key, known, n=1)
     hint = (f"did you mean {near[0]!r}?" if near
             else f"a key of the application's own goes under {APP_SETTING_PREFIX!r}")

@@ -26,13 +26,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from ctxledger.assembler.caches import CacheWrite
+from ctxledger.assembler.digest import seal
 from ctxledger.assembler.encodings import EncodingLoader
 from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.memo import SessionMemos
-from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.model import FORMAT_7_NOTES, Assembly
 from ctxledger.assembler.policy import Policy, PolicyError
 from ctxledger.assembler.profiles import get_profile
+from ctxledger.assembler.setting_check import unknown_setting_warnings
 from ctxledger.assembler.tokens import TokenCounter, TokenCountStore
 from ctxledger.projections.view import SessionView, ViewRequest
 from ctxledger.store.clock import ensure_utc
@@ -119,6 +121,11 @@ def assemble_with_caches(view: SessionView, profile: str, now: datetime,
                             f"{policy.token_encoding!r}")
     engine = Engine(counter, memos)
     result = found.assemble(engine, view, _utc(now), policy)
+    unknown = unknown_setting_warnings(view.settings)
+    if unknown:
+        # Said by format 7 only: a session without such a key hashes what it did.
+        result = seal(result.model_copy(update={
+            "warnings": [*result.warnings, *unknown], "format_version": FORMAT_7_NOTES}))
     if memos is not None and view.item_set is not None:
         memos.keep_item_set(view.item_set)
     return result, engine.cache_writes

@@ -26,7 +26,7 @@ from ctxledger.store.chat import ChatRole, ContentPart, ToolCall
 from ctxledger.store.clock import format_utc
 from ctxledger.store.time_fields import Instant
 
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 """Version of what an ``Assembly`` holds and hashes. Any change to the hashed output (a new
 field, another number format) is a deliberate bump, so old digests stay explainable:
 1 = the first release; 2 = ``format_version`` itself, one datetime form, no cache state
@@ -37,18 +37,31 @@ context as role-tagged ``messages``, token totals counted as chat APIs count mes
 and the history window keeping a tool call with its answers; 5 = the card report's
 lorebook rows, ``lorebook_tokens``, ``greeting`` and the ``in_history`` field status;
 6 = lorebook regex keys searched with RE2 (no timeout; a pattern RE2 refuses is decided
-``regex_unsupported``). Only an assembly whose lorebooks have a regex key is format 6:
-any other hashes exactly what format 5 hashed, so it still says 5 (``format_for``) and
-its digest, and an audit of its older records, are unchanged."""
+``regex_unsupported``); 7 = a warning for each setting key nothing reads, a novel
+bundle's warning for a missing scene plan or exemplar, and a session's tools kept in
+registration order when none was used in the usage window.
+
+Each format changed only some assemblies, and an assembly says the newest format whose
+change it shows (``format_for``): one with none of 6's or 7's hashes exactly what format
+5 hashed, so it still says 5 and its digest, and an audit of its older records, are
+unchanged."""
+FORMAT_7_NOTES = FORMAT_VERSION
+"""The format of an assembly that shows one of format 7's changes (see above)."""
+REGEX_KEYS_FORMAT = 6
+"""The format of an assembly whose lorebooks have a regex key and that shows none of
+format 7's changes."""
 WITHOUT_REGEX_KEYS = 5
-"""The format of an assembly that reads no lorebook regex key (what it hashes did not
-change in format 6)."""
+"""The format of an assembly that reads no lorebook regex key and shows none of format
+7's changes (what it hashes did not change in 6 or 7)."""
 
 
-def format_for(*, regex_keys: bool) -> int:
-    """The format of an assembly: ``FORMAT_VERSION`` when its lorebooks have a regex key
-    (the engine reading them changed in 6), else ``WITHOUT_REGEX_KEYS``."""
-    return FORMAT_VERSION if regex_keys else WITHOUT_REGEX_KEYS
+def format_for(*, regex_keys: bool = False, format_7: bool = False) -> int:
+    """The format of an assembly: ``FORMAT_7_NOTES`` when it shows one of format 7's
+    changes, else ``REGEX_KEYS_FORMAT`` when its lorebooks have a regex key (the engine
+    reading them changed in 6), else ``WITHOUT_REGEX_KEYS``."""
+    if format_7:
+        return FORMAT_7_NOTES
+    return REGEX_KEYS_FORMAT if regex_keys else WITHOUT_REGEX_KEYS
 
 
 UtcTime = Annotated[Instant, PlainSerializer(format_utc, return_type=str, when_used="json")]

@@ -73,6 +73,8 @@ class Policy(BaseModel):
     SETTINGS: ClassVar[Mapping[str, str]] = {"token_encoding": "token_encoding",
                                              "context_role": "context_role"}
     """Setting key -> policy field it overrides."""
+    LEGACY_SETTINGS: ClassVar[frozenset[str]] = frozenset()
+    """Setting keys an earlier app used that ``from_settings`` reads as that app did."""
     _registry: ClassVar[dict[str, type[Policy]]] = {}
 
     profile: str

@@ -186,18 +186,24 @@ class Ledger:
 
         ``events`` is a list of ``{"type", "data"[, "id", "metadata"]}`` mappings (or one).
         The result's ``warnings`` name each lorebook entry a ``card.set`` or
-        ``lorebook.set`` sets that cannot work as written (a regex key RE2 refuses...).
+        ``lorebook.set`` sets that cannot work as written (a regex key RE2 refuses...),
+        then each setting key a ``setting.changed`` sets that no profile reads, with the
+        nearest known key (``assembler.setting_check.unknown_setting_warning``).
         """
         batch: Sequence[EventInput] = (
             [events] if type(events) is dict or isinstance(events, _ONE_EVENT) else events)
         result = self.log.append(stream_id, batch, expected_version=expected_version)
+        found: list[str] = []
         if any(_event_type(event) in _BOOK_EVENTS for event in batch):
             from ctxledger._lorebook_import import lorebook_warnings
 
-            found = lorebook_warnings(batch)
-            if found:
-                return replace(result, warnings=found)
-        return result
+            found += lorebook_warnings(batch)
+        keys = [key for key in map(_setting_key, batch) if key is not None]
+        if keys:
+            from ctxledger.assembler.setting_check import unknown_setting_warnings
+
+            found += unknown_setting_warnings(keys)
+        return replace(result, warnings=tuple(found)) if found else result
 
     def append_messages(self, session: str, messages: Sequence[Mapping[str, Any]], *,
                         system: Any = None, expected_version: int | None = None,
@@ -1093,3 +1099,12 @@ def _live_messages(conn: sa.Connection, session: str, last: int | None
     wanted = set(seqs)
     return [event for event in read_stream(conn, session, seqs[0], seqs[-1])
             if event.stream_version in wanted]
+
+
+def _setting_key(event: EventInput) -> str | None:
+    """The key a ``setting.changed`` sets (the append has validated it), else None."""
+    if _event_type(event) != "setting.changed":
+        return None
+    data = event.data if isinstance(event, NewEvent) else event.get("data")
+    key = data.get("key") if isinstance(data, Mapping) else None
+    return key if isinstance(key, str) else None

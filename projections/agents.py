@@ -6,7 +6,9 @@ manifests are ``DEFAULT_MANIFESTS`` overlaid by the setting ``agent_manifests`` 
 ``{agent: manifest}``; a manifest replaces that agent's default, ``null`` removes it).
 Scoping keeps ``fields`` plus the ``optional`` keys that are not null, and adds ``_agent``
 and ``_savings {original_keys, scoped_keys, reduction_pct}`` (one decimal); an unknown
-agent gets the full state plus ``_agent`` and a ``_warning``. ``exclude`` names what an
+agent gets the full state plus ``_agent`` and a ``_warning``. The coding-agent roles
+go by their toolkit's names (``gsd-executor``...); the short names (``executor``...) are
+aliases (``AGENT_ALIASES``). ``exclude`` names what an
 agent must not see and wins over the other two lists; a manifest whose lists overlap, or
 that names a key the state never has, is rejected (one line), and the setting is
 checked when it is appended (``projections.setting_values``).
@@ -75,19 +77,41 @@ def _manifest(fields: tuple[str, ...], optional: tuple[str, ...]) -> AgentManife
 
 
 DEFAULT_MANIFESTS: Mapping[str, AgentManifest] = {
-    # Coding agents (the roles of a coding-agent team), in terms of the session state's keys.
-    "executor": _manifest(("session", "scope", "documents", "settings", "top_tools"),
-                          ("title", "last_activity")),
-    "verifier": _manifest(("session", "documents", "messages", "position"),
-                          ("ended_at",)),
-    "planner": _manifest(("session", "scope", "title", "documents", "messages"),
-                         ("top_tools", "last_activity")),
-    "researcher": _manifest(("session", "scope", "title"), ("documents", "top_tools")),
-    "plan-checker": _manifest(("session", "documents"), ("messages",)),
+    # A coding-agent team's five roles under that toolkit's own names. Its manifests name
+    # keys of its init output; each is kept here as the state key that carries the same
+    # information (phase -> chapter, phase dir -> scope, plans and codebase data ->
+    # documents, feature flags and routing -> settings, environment -> top_tools, intent
+    # -> messages, branch -> scene, commit docs -> position, freshness -> last_activity).
+    "gsd-executor": _manifest(("scope", "chapter", "title", "documents", "scene",
+                               "position", "settings", "top_tools"), ()),
+    "gsd-verifier": _manifest(("scope", "chapter", "title", "documents", "settings"), ()),
+    "gsd-planner": _manifest(("scope", "chapter", "title", "documents", "settings",
+                              "messages"), ("last_activity", "top_tools")),
+    "gsd-phase-researcher": _manifest(("scope", "chapter", "title", "messages"),
+                                      ("documents", "top_tools")),
+    "gsd-plan-checker": _manifest(("scope", "chapter", "title", "documents"), ()),
     # A writing agent (profile novel's sessions).
     "writer": _manifest(("session", "scope", "chapter", "scene", "settings"),
                         ("title", "agent")),
 }
+
+AGENT_ALIASES: Mapping[str, str] = {
+    "executor": "gsd-executor",
+    "verifier": "gsd-verifier",
+    "planner": "gsd-planner",
+    "researcher": "gsd-phase-researcher",
+    "plan-checker": "gsd-plan-checker",
+}
+"""Short names of the coding-agent roles: each is the role's manifest under another
+name, unless ``agent_manifests`` gives the short name a manifest of its own."""
+
+
+def manifest_for(agent: str, manifests: Mapping[str, AgentManifest]) -> AgentManifest | None:
+    """``agent``'s manifest: its own, else (a short name) its role's; None without one."""
+    found = manifests.get(agent)
+    if found is None and agent in AGENT_ALIASES:
+        found = manifests.get(AGENT_ALIASES[agent])
+    return found
 
 
 def parse_manifests_setting(value: Any) -> dict[str, AgentManifest | None]:
@@ -121,7 +145,9 @@ def manifests_from_settings(settings: Mapping[str, Any]) -> dict[str, AgentManif
     if AGENT_MANIFESTS in settings:
         for agent, manifest in parse_manifests_setting(settings[AGENT_MANIFESTS]).items():
             if manifest is None:
+                # A short name's null removes its role too: it would still answer.
                 manifests.pop(agent, None)
+                manifests.pop(AGENT_ALIASES.get(agent, agent), None)
             else:
                 manifests[agent] = manifest
     return {agent: manifests[agent] for agent in sorted(manifests)}
@@ -146,7 +172,7 @@ def scope_state(state: Mapping[str, Any], agent: str,
     (counting the state's own keys, not these two); ``exclude`` wins over ``fields`` and
     ``optional``. An agent without a manifest gets the full state plus ``_agent`` and
     a ``_warning``."""
-    manifest = manifests.get(agent)
+    manifest = manifest_for(agent, manifests)
     if manifest is None:
         known = ", ".join(manifests) or "none"
         return {key: value for key, value in sorted({

@@ -172,8 +172,8 @@ def test_cycle_detection_survives_a_deep_chain() -> None:
 
 
 def test_default_manifests_name_only_state_keys_and_exclude_the_rest() -> None:
-    assert {"executor", "verifier", "planner", "researcher", "plan-checker",
-            "writer"} <= set(DEFAULT_MANIFESTS)
+    assert {"gsd-executor", "gsd-verifier", "gsd-planner", "gsd-phase-researcher",
+            "gsd-plan-checker", "writer"} <= set(DEFAULT_MANIFESTS)
     for manifest in DEFAULT_MANIFESTS.values():
         named = [*manifest.fields, *manifest.optional, *manifest.exclude]
         assert sorted(named) == sorted(STATE_KEYS)
@@ -197,10 +197,10 @@ def test_invalid_manifests_are_one_line_errors(value: Any, message: str) -> None
 def test_setting_overrides_and_removes_defaults() -> None:
     manifests = manifests_from_settings({"agent_manifests": {
         "executor": None, "writer": {"fields": ["chapter"]}, "critic": {"optional": ["title"]}}})
-    assert "executor" not in manifests
+    assert "executor" not in manifests and "gsd-executor" not in manifests
     assert manifests["writer"] == AgentManifest(fields=("chapter",))
     assert manifests["critic"].optional == ("title",)
-    assert manifests["planner"] == DEFAULT_MANIFESTS["planner"]
+    assert manifests["gsd-planner"] == DEFAULT_MANIFESTS["gsd-planner"]
 
 
 def test_scope_state_keeps_fields_and_non_null_optional() -> None:
@@ -273,15 +273,19 @@ def test_state_shows_documents_in_compact_form(ledger: Ledger) -> None:
 def test_state_scoped_to_an_agent(ledger: Ledger) -> None:
     _session(ledger)
     full = ledger.state("s", now=NOW)
-    executor = ledger.state("s", now=NOW, agent="executor")
-    verifier = ledger.state("s", now=NOW, agent="verifier")
-    assert executor["_agent"] == "executor"
+    executor = ledger.state("s", now=NOW, agent="gsd-executor")
+    verifier = ledger.state("s", now=NOW, agent="gsd-verifier")
+    planner = ledger.state("s", now=NOW, agent="gsd-planner")
+    assert executor["_agent"] == "gsd-executor"
     assert set(executor) - {"_agent", "_savings"} == {
-        "session", "scope", "documents", "settings", "top_tools", "title", "last_activity"}
-    assert "messages" not in executor and "messages" in verifier
-    assert "ended_at" not in verifier  # optional and null
-    assert executor["_savings"] == {"original_keys": len(full), "scoped_keys": 7,
-                                    "reduction_pct": 50.0}
+        "scope", "chapter", "title", "documents", "scene", "position", "settings",
+        "top_tools"}
+    # Intent (our messages) is for the planner, never the executor or the verifier.
+    assert "messages" not in executor and "messages" not in verifier
+    assert "messages" in planner
+    assert "ended_at" not in verifier
+    assert executor["_savings"] == {"original_keys": len(full), "scoped_keys": 8,
+                                    "reduction_pct": 42.9}
     stranger = ledger.state("s", now=NOW, agent="no-such-agent")
     assert {key: stranger[key] for key in full} == full
     assert stranger["_agent"] == "no-such-agent" and "_warning" in stranger
@@ -379,3 +383,43 @@ def test_the_seeds_manifests_as_written_are_rejected_at_append(ledger: Ledger) -
     assert "names unknown state key(s)" in str(caught.value)
     assert "\n" not in str(caught.value)
     assert ledger.head() == head
+
+
+@pytest.mark.parametrize(("short", "role"), [
+    ("executor", "gsd-executor"), ("verifier", "gsd-verifier"), ("planner", "gsd-planner"),
+    ("researcher", "gsd-phase-researcher"), ("plan-checker", "gsd-plan-checker")])
+def test_the_toolkits_names_work_and_short_names_are_aliases(ledger: Ledger, short: str,
+                                                             role: str) -> None:
+    _session(ledger)
+    full = ledger.state("s", now=NOW)
+    by_role = ledger.state("s", now=NOW, agent=role)
+    by_short = ledger.state("s", now=NOW, agent=short)
+    assert "_warning" not in by_role and "_warning" not in by_short
+    assert (by_role["_agent"], by_short["_agent"]) == (role, short)
+    assert {k: v for k, v in by_short.items() if k != "_agent"} == \
+        {k: v for k, v in by_role.items() if k != "_agent"}
+    # What each role sees is the toolkit's manifest in our keys (the fixture's mapping).
+    manifest = SEED_MANIFESTS["manifests"][role]
+    kept_optional = {key for key in manifest["optional"] if full[key] is not None}
+    assert set(by_role) - {"_agent", "_savings"} == set(manifest["fields"]) | kept_optional
+    assert by_role["_savings"]["scoped_keys"] < len(full)
+
+
+def test_the_default_manifests_are_the_toolkits_in_our_keys() -> None:
+    for role, manifest in SEED_MANIFESTS["manifests"].items():
+        default = DEFAULT_MANIFESTS[role]
+        assert (list(default.fields), list(default.optional)) == \
+            (manifest["fields"], manifest["optional"]), role
+        assert set(manifest["exclude"]) <= set(default.exclude), role
+
+
+def test_a_short_name_follows_its_role_and_can_have_its_own(ledger: Ledger) -> None:
+    _session(ledger)
+    ledger.append("scope:proj", ev("setting.changed", key="agent_manifests", value={
+        "gsd-verifier": {"fields": ["title"]}, "planner": {"fields": ["scope"]},
+        "plan-checker": None}))
+    assert set(ledger.state("s", agent="verifier")) == {"_agent", "_savings", "title"}
+    assert set(ledger.state("s", agent="planner")) == {"_agent", "_savings", "scope"}
+    assert "messages" in ledger.state("s", agent="gsd-planner")  # its role is untouched
+    for gone in ("plan-checker", "gsd-plan-checker"):
+        assert "_warning" in ledger.state("s", agent=gone)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxledger import Assembly, Ledger
-from ctxledger.assembler.model import FORMAT_VERSION, WITHOUT_REGEX_KEYS
+from ctxledger.assembler.model import REGEX_KEYS_FORMAT, WITHOUT_REGEX_KEYS
 
 
 def start(ledger: Ledger) -> Assembly:
@@ -80,10 +80,10 @@ def test_records_of_regex_keys_before_re2_are_an_older_format(ledger: Ledger) ->
                          "content": "Knights."}]}
     ledger.append("chat", {"type": "card.set", "data": {"character_book": book}})
     current = ledger.assemble("chat", "card")
-    assert current.format_version == FORMAT_VERSION == 6
+    assert current.format_version == REGEX_KEYS_FORMAT == 6
     ledger.record_assembly("chat", current)
     record(ledger, current, digest="4" * 64, format_version=WITHOUT_REGEX_KEYS)
-    record(ledger, current, digest="5" * 64, format_version=FORMAT_VERSION)  # altered
+    record(ledger, current, digest="5" * 64, format_version=REGEX_KEYS_FORMAT)  # altered
     entries = ledger.audit("chat").entries
     assert [e.status for e in entries] == ["match", "match", "older_format",
                                            "digest_mismatch"]

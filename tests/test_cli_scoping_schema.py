@@ -49,13 +49,16 @@ def test_state_with_an_agent(cli: Run, sqlite_url: str) -> None:
     assert result.exit_code == 0, result.stderr
     found = json.loads(result.stdout)
     assert found["_agent"] == "verifier"
-    assert set(found) == {"_agent", "_savings", "session", "documents", "messages",
-                          "position"}
+    assert set(found) == {"_agent", "_savings", "scope", "chapter", "title", "documents",
+                          "settings"}
     assert found["documents"][0]["content"]["phase"] == "3"
     with Ledger.open(sqlite_url) as ledger:
         assert found == ledger.state("s1", agent="verifier")
     text = cli("state", "s1", "--agent", "verifier", "--format", "text")
     assert text.exit_code == 0 and "_savings" in text.stdout
+    named = cli("state", "s1", "--agent=gsd-verifier", "--now", "2031-01-01T00:00:00Z")
+    assert named.exit_code == 0, named.stderr
+    assert json.loads(named.stdout) == {**found, "_agent": "gsd-verifier"}
     unknown = cli("state", "s1", "--agent", "stranger")
     assert unknown.exit_code == 0, unknown.stderr
     stranger = json.loads(unknown.stdout)

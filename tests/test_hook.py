@@ -180,7 +180,8 @@ def test_agent_scopes_the_injection(hook: Run, read: Ledger) -> None:
     assert text == read.assemble("cc-1", "session").text
     state = json.loads(block)
     assert state == read.state("cc-1", agent="executor")
-    assert state["_agent"] == "executor" and state["_savings"]["scoped_keys"] == 6
+    assert state["_agent"] == "executor" and "_warning" not in state
+    assert state == {**read.state("cc-1", agent="gsd-executor"), "_agent": "executor"}
     by_env = hook(_event("SessionStart", source="resume"),
                   extra_env={"CTXLEDGER_AGENT": "executor"})
     assert json.loads(by_env.stdout) == json.loads(result.stdout)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from freezegun import freeze_time
 
 from ctxledger.assembler import assemble, policy_for, request_for
 from ctxledger.assembler.errors import AssemblyError
-from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.model import FORMAT_VERSION, WITHOUT_REGEX_KEYS, Assembly
 from ctxledger.assembler.profiles.session import SessionPolicy, SessionReport
 from ctxledger.assembler.profiles.session.tool_ranking import server_of
 from ctxledger.assembler.timefmt import relative_time
@@ -288,8 +289,29 @@ def test_max_usage_floor_and_unused_tools_score_zero() -> None:
     report = report_of(assembly)
     assert report.max_usage == 1
     assert [t.score for t in report.tools] == [0.0, 0.0, 0.0]
-    # Lifetime usage descending, then name.
-    assert [t.name for t in report.tools] == ["/beta", "/gamma", "/alpha"]
+    # Nothing used in the window: nothing to rank by, so registration order stands
+    # (/beta first; /alpha and /gamma were registered at the same position: entry id),
+    # whatever the lifetime usage.
+    assert [t.name for t in report.tools] == ["/beta", "/alpha", "/gamma"]
+    assert assembly.format_version == FORMAT_VERSION  # an order format 5 did not make
+
+
+def test_with_no_usage_in_the_window_tools_keep_registration_order() -> None:
+    tools = [replace(tool(name), position=at)
+             for name, at in (("/zeta", 1), ("/alpha", 2), ("/mid", 3))]
+    never = run(view(tools=tools, summary="Summary."))
+    assert [t.name for t in report_of(never).tools] == ["/zeta", "/alpha", "/mid"]
+    assert tool_section(never.text).splitlines()[1:] == ["- /zeta", "- /alpha", "- /mid"]
+    assert never.format_version == FORMAT_VERSION
+    # Registered in name order: the same order as before, so the same hashed output.
+    in_order = [replace(one, position=at) for one, at in zip(tools, (3, 1, 2), strict=True)]
+    same = run(view(tools=in_order, summary="Summary."))
+    assert [t.name for t in report_of(same).tools] == ["/alpha", "/mid", "/zeta"]
+    assert same.format_version == WITHOUT_REGEX_KEYS
+    # One use in the window: ranked again (score, lifetime usage, name).
+    used = run(view(tools=tools, uses={"/mid": [ago(hours=1)]}, summary="Summary."))
+    assert [t.name for t in report_of(used).tools] == ["/mid", "/alpha", "/zeta"]
+    assert used.format_version == WITHOUT_REGEX_KEYS
 
 
 def test_ties_break_on_lifetime_usage_then_name() -> None:

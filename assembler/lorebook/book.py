@@ -104,7 +104,7 @@ class Book:
     @property
     def regex_keys(self) -> bool:
         """Whether an entry has a regex key that is not blank (whose reading changed
-        with the regex engine: ``assembler.model.FORMAT_VERSION`` 6)."""
+        with the regex engine: ``assembler.model.REGEX_KEYS_FORMAT``, 6)."""
         return any(entry.use_regex and any(key.strip() for key in (
             *entry.keys, *entry.secondary_keys)) for entry in self.entries)
 

@@ -5,7 +5,7 @@ defaults and rule in ``card.expiry``), the memory template, and the context budg
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import (
     Field,
@@ -53,6 +53,10 @@ NEVER_IN_PROMPT: frozenset[str] = frozenset({
 (the specs say creator notes, tags, creator and version never reach the prompt)."""
 
 
+COMPRESSION_ENABLED = "compressionEnabled"
+"""The card app's switch before compression levels: true means ``chat_only``."""
+
+
 class CardPolicy(Policy):
     """Policy of the ``card`` profile. Settings (key -> field):
 
@@ -64,6 +68,8 @@ class CardPolicy(Policy):
     ``context_role`` -> context_role, ``system_prompt``, ``post_history_instructions``,
     ``greeting``, ``card_lorebook``, ``lorebook_scan_depth``, ``lorebook_token_budget``,
     ``lorebook_recursive_scanning`` -> the same; ``policy.card`` -> any field.
+    Legacy: ``compressionEnabled`` true -> compression_level ``chat_only`` (false:
+    ``none``) unless a compression level is set.
     """
 
     REVISION: ClassVar[int] = 4
@@ -92,6 +98,8 @@ class CardPolicy(Policy):
         "lorebook_token_budget": "lorebook_token_budget",
         "lorebook_recursive_scanning": "lorebook_recursive_scanning",
     }
+
+    LEGACY_SETTINGS: ClassVar[frozenset[str]] = frozenset({COMPRESSION_ENABLED})
 
     profile: Literal["card"] = "card"
     levels: tuple[str, ...] = LEVELS
@@ -206,6 +214,24 @@ class CardPolicy(Policy):
         except TemplateError as exc:
             raise ValueError(str(exc)) from None
         return template
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> Self:
+        """``Policy.from_settings``, reading the legacy ``compressionEnabled`` as the app
+        that wrote it did: true is ``chat_only``, false ``none``; a compression level
+        set by ``compression_level`` or ``policy.card`` wins over it."""
+        if COMPRESSION_ENABLED not in settings:
+            return super().from_settings(settings)
+        enabled = settings[COMPRESSION_ENABLED]
+        if not isinstance(enabled, bool):
+            raise PolicyError(f"invalid card policy: setting {COMPRESSION_ENABLED!r}: "
+                              f"must be true or false, not {enabled!r}")
+        rest = {key: settings[key] for key in settings if key != COMPRESSION_ENABLED}
+        generic = rest.get("policy.card")
+        if "compression_level" not in rest and not (
+                isinstance(generic, Mapping) and "compression_level" in generic):
+            rest["compression_level"] = "chat_only" if enabled else "none"
+        return super().from_settings(rest)
 
     @classmethod
     def overlay_setting(cls, field: str, current: Any, value: Any) -> Any:

@@ -28,6 +28,7 @@ from ctxledger.assembler.model import (
     Decision,
     Section,
     TokenTotals,
+    format_for,
 )
 from ctxledger.assembler.profiles.novel.policy import TIERS
 from ctxledger.assembler.profiles.novel.prepared import Prepared
@@ -85,11 +86,14 @@ def read_out(state: BookState, engine: Engine, view: SessionView,
         framing = message.tokens - totals.total + policy.message_overhead.reply_priming
         totals = totals.model_copy(update={"framing": framing,
                                            "total": totals.total + framing})
+    missing = _missing_required(state)
+    warnings = [*_warnings(state), *missing]
     assembly = Assembly.model_construct(
         profile="novel", policy_version=policy.version, session=view.stream_id,
         position=view.position, now=now, text=text, messages=messages,
-        sections=sections, tokens=totals, decisions=decisions, warnings=_warnings(state),
-        report=report, digest="")
+        sections=sections, tokens=totals, decisions=decisions, warnings=warnings,
+        report=report, digest="",
+        format_version=format_for(format_7=bool(missing)))
     return seal_known(assembly, {
         "sections": "[" + ",".join(section_json) + "]",
         "decisions": "[" + ",".join(decision_json) + "]",
@@ -138,6 +142,19 @@ def _totals(state: BookState, counter: TokenCounter, sections: list[Section], *,
         methods.add(counter.measure(policy.separator).method)
     return TokenTotals(encoding=counter.encoding, sections=by_section, tiers=tier_tokens,
                        framing=0, total=sum(by_section.values()), methods=sorted(methods))
+
+
+def _missing_required(state: BookState) -> list[str]:
+    """A line for each required kind the bundle lacks: a scene plan and an exemplar (the
+    prefix holds them; without them the sandwich has no plan or voice to hold)."""
+    missing: list[str] = []
+    if state.plan is None:
+        missing.append("no scene plan: a novel bundle requires one (item.put kind "
+                       "scene_plan); the prefix has no plan")
+    if state.first_exemplar is None:
+        missing.append("no style exemplar: a novel bundle requires one (item.put kind "
+                       "exemplar); the prefix and suffix have no voice to imitate")
+    return missing
 
 
 def _warnings(state: BookState) -> list[str]:

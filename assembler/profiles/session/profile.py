@@ -37,7 +37,7 @@ from ctxledger.assembler.candidates import (
 from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.inputs import Inputs
-from ctxledger.assembler.model import Assembly
+from ctxledger.assembler.model import Assembly, format_for
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles.base import Profile, report_of
 from ctxledger.assembler.profiles.session.policy import (
@@ -126,8 +126,9 @@ class SessionProfile(Profile):
                 f"session {view.stream_id!r}: the read view counts tool usage over "
                 f"{view.usage_window[0].isoformat()}..{view.usage_window[1].isoformat()}, "
                 f"not the {policy.usage_window_days}-day window ending at {now.isoformat()}")
-        ranked, max_usage = rank_entries(entries, view.tool_usage, now=now, pattern=pattern,
-                                         weights=policy.weights)
+        ranking = rank_entries(entries, view.tool_usage, now=now, pattern=pattern,
+                               weights=policy.weights)
+        ranked, max_usage = ranking.entries, ranking.max_usage
         prior = view.previous_session
         engine.counter.prefetch([
             "", "\n", "\n\n", policy.context_role, policy.header, policy.welcome_message,
@@ -191,7 +192,8 @@ class SessionProfile(Profile):
             position=view.position, now=now, pieces=pieces,
             messages=[Composed(policy.context_role, pieces)],
             overhead=policy.message_overhead, sections=sections,
-            report=report, warnings=warnings)
+            report=report, warnings=warnings,
+            format_version=format_for(format_7=ranking.registry_order))
 
     def render(self, assembly: Assembly) -> RenderableType:
         """The ranked tools with their scores, window usage and whether they were shown."""

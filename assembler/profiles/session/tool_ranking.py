@@ -16,6 +16,9 @@
   window scores 0. Scores are rounded (``SCORE_DIGITS``) before they are compared, so the
   order cannot depend on the last bits of ``exp``.
 - Order: score descending, then lifetime usage descending, then name, then entry id.
+  With no use of any tool in the window there is nothing to rank by: the entries keep
+  registration order (the registry's), earliest first, by the position of each entry's
+  tool (a made-up server entry: its first tool's), then entry id.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from ctxledger.assembler.ranking import ranked, round_score
@@ -43,6 +46,8 @@ class ToolEntry:
     tool_type: str
     server: str | None
     description: str | None
+    position: int = 0
+    """Where it was registered (a made-up server entry: its earliest tool)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +113,7 @@ def build_entries(tools: Sequence[Tool], *, excluded_types: Sequence[str],
             folded.append(FoldedTool(tool, "merged_into_server_entry", server_entry[server]))
             continue
         entry = ToolEntry(f"tool:{tool.name}", tool.name, tool.tool_type, server,
-                          tool.description)
+                          tool.description, tool.position)
         server_entry[server] = entry.id
         entries.append(entry)
     for tool in ordered:
@@ -122,12 +127,19 @@ def build_entries(tools: Sequence[Tool], *, excluded_types: Sequence[str],
             owner = tool.server_name or server_of(tool.name, pattern)
         if owner is None:
             entries.append(ToolEntry(f"tool:{tool.name}", tool.name, tool.tool_type, None,
-                                     tool.description))
+                                     tool.description, tool.position))
             continue
         if owner not in server_entry:
-            made = ToolEntry(f"mcp_server:{owner}", owner, "mcp_server", owner, None)
+            made = ToolEntry(f"mcp_server:{owner}", owner, "mcp_server", owner, None,
+                             tool.position)
             server_entry[owner] = made.id
             entries.append(made)
+        elif server_entry[owner] == f"mcp_server:{owner}":
+            # A made-up entry stands where its server's first tool was registered.
+            index = next(i for i, entry in enumerate(entries)
+                         if entry.id == server_entry[owner])
+            if tool.position < entries[index].position:
+                entries[index] = replace(entries[index], position=tool.position)
         folded.append(FoldedTool(tool, "merged_into_server_entry", server_entry[owner]))
     return entries, folded
 
@@ -160,10 +172,19 @@ def server_usage(usage: Sequence[ToolUsage], pattern: re.Pattern[str]) -> dict[s
     return totals
 
 
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """The entries in rank order, ``max_usage``, and whether registration order (no usage
+    in the window) made an order that score, lifetime usage and name would not."""
+
+    entries: list[RankedEntry]
+    max_usage: int
+    registry_order: bool
+
+
 def rank_entries(entries: Sequence[ToolEntry], usage: Sequence[ToolUsage], *, now: datetime,
-                 pattern: re.Pattern[str],
-                 weights: RankingWeights) -> tuple[list[RankedEntry], int]:
-    """The entries in rank order, and ``max_usage``."""
+                 pattern: re.Pattern[str], weights: RankingWeights) -> Ranking:
+    """The entries in rank order (see the module docstring), with ``max_usage``."""
     direct = direct_usage(usage)
     servers = server_usage(usage, pattern)
     max_usage = max([1, *(stat.window_count for stat in direct.values()),
@@ -176,10 +197,16 @@ def rank_entries(entries: Sequence[ToolEntry], usage: Sequence[ToolUsage], *, no
     # Score descending, then lifetime usage descending, then name; the entry id (unique)
     # makes it a total order.
     ordered = ranked(scored, key=lambda row: (-row[0], -row[1], row[2], row[3]))
+    registry_order = False
+    if not any(stat.window_count > 0 for stat in usage):
+        # Nothing used in the window: nothing to rank by, so the registry's order stands.
+        by_registration = ranked(scored, key=lambda row: (row[4].position, row[3]))
+        registry_order = [row[3] for row in by_registration] != [row[3] for row in ordered]
+        ordered = by_registration
     entries_ranked = [RankedEntry(entry, rank, score, used, age_days)
                       for rank, (score, _, _, _, entry, used, age_days)
                       in enumerate(ordered, start=1)]
-    return entries_ranked, max_usage
+    return Ranking(entries_ranked, max_usage, registry_order)
 
 
 def _entry_usage(entry: ToolEntry, direct: dict[str, ToolUsage],

@@ -9,7 +9,6 @@ written to ``build/screenshots/`` (gitignored)."""
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.chromium import launched_chromium
 from helpers.databases import module_database
 from helpers.service import client, make_key, running_server
 from helpers.service_fixtures import BACKENDS, Served
@@ -25,9 +25,8 @@ from ctxledger import Ledger
 from ctxledger._demo import load_and_assemble_examples
 from ctxledger._service.keys import list_keys, revoke_key
 
-playwright_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")  # the module needs Playwright
 
-CHROMIUM = os.environ.get("CTXLEDGER_CHROMIUM", "/usr/bin/chromium")
 SHOTS = Path(__file__).resolve().parent.parent / "build" / "screenshots"
 CARD = "rp-gullpoint-001"  # scope user-mara: mes_example expires, a summary lands
 LORE = "rp-lowmere-001"  # scope user-ash: lorebook entries fire
@@ -49,13 +48,7 @@ def served(request: pytest.FixtureRequest,
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Chromium, headless, launched once for the module."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}: run 'make browser'")
-    with playwright_api.sync_playwright() as driver:
-        launched = driver.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                          args=["--no-sandbox"])
-        yield launched
-        launched.close()
+    yield from launched_chromium()
 
 
 @pytest.fixture

@@ -8,17 +8,16 @@ logout still work. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Iterator
 from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from helpers.chromium import launched_chromium
 from helpers.service import make_key
 from helpers.service_fixtures import Served, served
 
@@ -26,7 +25,6 @@ __all__ = ["served"]  # the fixture, used by name
 
 LOGIN_COOKIE = "ctxledger_ui"
 FORM_COOKIE = "ctxledger_ui_form"
-CHROMIUM = os.environ.get("CTXLEDGER_CHROMIUM", "/usr/bin/chromium")
 _TOKEN = re.compile(r'name="form_token" value="([0-9a-f]*)"')
 
 
@@ -189,14 +187,8 @@ def test_a_policy_too_deep_or_too_long_is_the_audit_forms_error(
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}: run 'make browser'")
-    with playwright_api.sync_playwright() as driver:
-        launched = driver.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                          args=["--no-sandbox"])
-        yield launched
-        launched.close()
+    """Chromium, headless, launched once for the module."""
+    yield from launched_chromium()
 
 
 class _Attacker:

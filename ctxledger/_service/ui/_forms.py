@@ -35,7 +35,7 @@ from starlette.requests import cookie_parser
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ctxledger._service.limits import send_problem
+from ctxledger._service.limits import replay_body, send_problem
 from ctxledger._service.ui._login import MAX_FORM_BYTES, PREFIX
 
 STATIC = PREFIX + "/static/"
@@ -154,7 +154,7 @@ class FormGuard:
                     field.encode("utf-8", "replace"), _token(nonce, path).encode("ascii")):
                 await send_problem(send, 403, NO_TOKEN)
                 return
-            receive = _replay(body, receive)
+            receive = replay_body(body, receive)
         fresh = None if nonce is not None else secrets.token_urlsafe(_NONCE_BYTES)
 
         async def send_with_cookie(message: Message) -> None:
@@ -168,17 +168,3 @@ class FormGuard:
             await self.app(scope, receive, send_with_cookie)
         finally:
             _nonce.reset(reset)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that hands the route the body already read, then the client's own."""
-    delivered = False
-
-    async def replayed() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed

@@ -25,6 +25,7 @@ from helpers.service import client, make_key, running_server, serve_process
 from helpers.service_fixtures import Served, fresh, served
 
 from ctxledger import Ledger
+from ctxledger._service.app import SHUTDOWN_GRACE
 
 __all__ = ["served"]  # the fixture, used by name
 
@@ -297,3 +298,24 @@ def test_a_server_stays_within_its_memory_bound_and_stops_when_the_client_goes(
         time.sleep(0.5)
         busy = _stops_within(pid, sock.close)
         assert busy < 0.3, f"{path}: {busy:.2f} CPU s after the client went away"
+
+
+def test_a_stopping_server_stops_its_long_reads(db_url: str) -> None:
+    # SIGTERM while a why is running for a client that stays connected: after the grace
+    # period the request is cancelled and its token tripped, so the process exits long
+    # before the work (tens of seconds here) would have ended by itself.
+    scope = fresh("scope")
+    token = make_key(db_url, [scope])
+    session = _long_session(db_url, scope, 1200, size=400)
+    with serve_process(db_url, "--request-timeout", "600") as process:
+        sock = _raw_get(process.base, f"/sessions/{session}/why?item=description", token)
+        try:
+            time.sleep(1.0)
+            assert process.proc.poll() is None
+            started = time.monotonic()
+            process.proc.terminate()
+            process.proc.wait(SHUTDOWN_GRACE + 10)
+            took = time.monotonic() - started
+        finally:
+            sock.close()
+    assert took < SHUTDOWN_GRACE + 5, f"the server took {took:.1f} s to stop"

@@ -66,7 +66,7 @@ def serve(
     if workers == 1:
         uvicorn.run(service.create_app(url, max_body_bytes=body, request_timeout=timeout,
                                        max_expensive=expensive, page_bytes=page),
-                    host=host, port=port)
+                    host=host, port=port, timeout_graceful_shutdown=service.SHUTDOWN_GRACE)
         return
     # Workers are separate processes: they import the factory and read the environment.
     os.environ.update({service.URL_ENV: url, service.MAX_BODY_ENV: str(body),
@@ -74,7 +74,7 @@ def serve(
                        service.MAX_EXPENSIVE_ENV: str(expensive),
                        service.PAGE_BYTES_ENV: str(page)})
     uvicorn.run("ctxledger._service.app:app_from_env", factory=True, host=host, port=port,
-                workers=workers)
+                workers=workers, timeout_graceful_shutdown=service.SHUTDOWN_GRACE)
 
 
 def keys_create(

@@ -52,7 +52,7 @@ DEFAULT_MAX_EXPENSIVE = 2
 """Expensive requests (timeline, why, audit, replay, their pages) one key may run at once."""
 DEFAULT_PAGE_BYTES = 4 << 20
 """Bytes of events a page of ``GET /events`` (or of one stream) holds at most: 4 MiB."""
-SHUTDOWN_GRACE = 5.0
+SHUTDOWN_GRACE = 5
 """Seconds a stopping server (SIGTERM) lets requests in flight finish; then they are
 cancelled, which trips their ``CancelToken``, so a long read stops instead of holding the
 process up to its own time limit."""

@@ -349,7 +349,7 @@ def iter_timeline(live: sa.Connection, session: str, *, profile: str,
     assembly at a time whatever the session's length. ``only``: assemble just these step
     numbers (the fold still reads every event once). ``cancel`` is checked before every
     step of the fold: once tripped, ``Cancelled`` ends the iteration."""
-    check(cancel)
+    _check_step(cancel, session, 1, None)
     position = resolve_until(live, until, clock_now)
     prefix = read_prefix(live, session, position, profile, every_scope=True)
     marks = step_indexes(prefix, get_profile(profile).inputs)
@@ -359,13 +359,7 @@ def iter_timeline(live: sa.Connection, session: str, *, profile: str,
     with scratch_projections() as scratch:
         start = 0
         for number, at in enumerate(marks, start=1):
-            try:
-                check(cancel)
-            except Cancelled as exc:
-                # The one line an operator (and the tests) see that the work stopped.
-                _log.info("timeline of %r stopped before step %d of %d: %s", session,
-                          number, len(marks), exc)
-                raise
+            _check_step(cancel, session, number, len(marks))
             batch = prefix.events[start:at + 1]
             scratch.fold(batch)
             start = at + 1
@@ -387,6 +381,18 @@ def iter_timeline(live: sa.Connection, session: str, *, profile: str,
             del assembly
             if progress is not None:
                 progress(number, len(marks))
+
+
+def _check_step(cancel: CancelToken | None, session: str, number: int,
+                total: int | None) -> None:
+    """``check(cancel)``, logging the one line an operator (and the tests) see when the
+    work stops, wherever it stops (before the fold too)."""
+    try:
+        check(cancel)
+    except Cancelled as exc:
+        of = "" if total is None else f" of {total}"
+        _log.info("timeline of %r stopped before step %d%s: %s", session, number, of, exc)
+        raise
 
 
 def timeline_length(live: sa.Connection, session: str, *, profile: str,

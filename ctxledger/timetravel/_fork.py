@@ -52,8 +52,9 @@ def check_fork_streams(session: str, new_session: str) -> None:
 def fork_events(events: Sequence[RecordedEvent], session: str, new_session: str, at: int,
                 *, head: int, fork_time: datetime, count: bool = False) -> list[Copy]:
     """The events to append to ``new_session``: ``session``'s events up to position ``at``,
-    each with its original ``recorded_at``; ``count`` makes them count toward the scope."""
-    check_fork_streams(session, new_session)
+    each with its original ``recorded_at``; ``count`` makes them count toward the scope.
+    The caller has passed both ids through ``check_fork_streams`` before reading
+    ``events``."""
     if not events:
         raise ForkError(f"unknown session {session!r}")
     if isinstance(at, bool) or not isinstance(at, int) or at < events[0].position:

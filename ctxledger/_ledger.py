@@ -38,7 +38,12 @@ from ctxledger.store.engine import (
     require_schema,
     safe_url,
 )
-from ctxledger.store.errors import DatabaseMissing, InvalidArgument, LedgerError
+from ctxledger.store.errors import (
+    DatabaseMissing,
+    InvalidArgument,
+    LedgerError,
+    ReplicaNotReady,
+)
 from ctxledger.store.log import EventInput, EventLog
 from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
 from ctxledger.store.seal import Seal, SealSettings
@@ -85,9 +90,13 @@ class Ledger:
                  projections: Sequence[Projection] | None = None,
                  seal: SealSettings | None = None,
                  witness: Witness | str | None = None,
-                 witness_settings: WitnessSettings | None = None) -> None:
+                 witness_settings: WitnessSettings | None = None,
+                 read_only: bool = False) -> None:
         self.engine = engine
         self.clock = clock
+        self.read_only = read_only
+        """Opened read-only (a read replica): every write raises ``ReadOnlyLedger`` and
+        assemblies save no caches."""
         self.runner = ProjectionRunner(
             projections if projections is not None else builtin_projections(), clock=clock)
         # Setting values that could never work (agent manifests, policy settings) are
@@ -97,7 +106,7 @@ class Ledger:
                             check=check_event, shared_keys=self.runner.shared_keys,
                             witness=(witness_from_spec(witness) if isinstance(witness, str)
                                      else witness),
-                            witness_settings=witness_settings)
+                            witness_settings=witness_settings, read_only=read_only)
         # One token counter per thread and encoding: a counter's memo is not thread-safe,
         # and a shared lock would make threads assembling different sessions wait.
         self._local = threading.local()
@@ -109,6 +118,7 @@ class Ledger:
              load_vocabulary: bool = True, create: bool = True,
              witness: Witness | str | None = None,
              witness_settings: WitnessSettings | None = None,
+             read_only: bool = False,
              **engine_kwargs: Any) -> Ledger:
         """Open (creating or migrating) the database at ``url``.
 
@@ -124,7 +134,19 @@ class Ledger:
         ``https://...``; default ``$CTXLEDGER_WITNESS``, ``""`` for none) receives the log's
         head after commits as ``witness_settings`` say (``store.witness``), and ``verify``
         checks the log against every head it holds.
+
+        ``read_only`` opens a database this process must not write, such as a PostgreSQL
+        hot standby (a read replica): nothing is created, upgraded or refreshed, there is
+        no witness, every write raises ``ReadOnlyLedger`` and an assembly saves no caches
+        (its result is the same). A database at another schema revision, or with a
+        projection behind the log or built by another version, raises
+        ``ReplicaNotReady`` naming it: the primary must be opened (and so migrated and
+        refreshed) by this release first.
         """
+        if read_only:
+            return cls._open_read_only(resolve_db_url(url), clock=clock,
+                                       max_event_bytes=max_event_bytes,
+                                       load_vocabulary=load_vocabulary, **engine_kwargs)
         if witness is None:
             witness = os.environ.get(WITNESS_ENV) or None
         engine = create_engine(resolve_db_url(url), **engine_kwargs)
@@ -139,6 +161,40 @@ class Ledger:
             ledger = cls(engine, clock=clock, max_event_bytes=max_event_bytes, seal=seal,
                          witness=witness or None, witness_settings=witness_settings)
             ledger.refresh_projections(progress=progress)
+            if load_vocabulary:
+                ledger.prepare_assembler()
+        except BaseException:
+            engine.dispose()
+            raise
+        return ledger
+
+    @classmethod
+    def _open_read_only(cls, url: str, *, clock: Clock, max_event_bytes: int,
+                        load_vocabulary: bool, **engine_kwargs: Any) -> Ledger:
+        engine = create_engine(url, **engine_kwargs)
+        try:
+            require_schema(engine)
+            if not database_exists(engine):
+                raise DatabaseMissing(f"no ctxledger database at {safe_url(engine.url)}")
+            where = f"read-only open of {safe_url(engine.url)}"
+            if not migrate.at_head(engine):
+                raise ReplicaNotReady(
+                    f"{where}: the schema is at revision {migrate.current_revision(engine)},"
+                    f" this release needs {migrate.head_revision()}; open the primary with"
+                    " this release first (it migrates)")
+            ledger = cls(engine, clock=clock, max_event_bytes=max_event_bytes,
+                         read_only=True)
+            for status in ledger.projection_status():
+                if status.needs_rebuild or status.stored_version is None:
+                    raise ReplicaNotReady(
+                        f"{where}: projection {status.name} was built by version"
+                        f" {status.stored_version}, this release has {status.version};"
+                        " open the primary with this release first (it rebuilds)")
+                if status.behind:
+                    raise ReplicaNotReady(
+                        f"{where}: projection {status.name} is at position"
+                        f" {status.position} but the log ends at {status.head};"
+                        " refresh it on the primary first")
             if load_vocabulary:
                 ledger.prepare_assembler()
         except BaseException:
@@ -391,6 +447,12 @@ class Ledger:
     def head(self) -> int:
         """The highest position in the log."""
         return self.log.head_position()
+
+    def replay_lag(self) -> float | None:
+        """Seconds this database is behind its primary when it is a read replica (a
+        PostgreSQL hot standby; 0.0 when it has replayed all it received); None when it
+        is no replica."""
+        return self.log.replay_lag()
 
     # -- projection state ---------------------------------------------------------------
 
@@ -673,7 +735,7 @@ class Ledger:
                 counter.attach(None)
             new_counts = counter.new_counts()
             counter.mark_persisted()
-        if new_counts or caches:
+        if (new_counts or caches) and not self.read_only:
             self._save_caches(new_counts, caches)
         return result.with_message_seqs(self._message_seqs(session, result.position))
 

@@ -90,6 +90,11 @@ def linear_head() -> str | None:
     return heads[0]
 
 
+def at_head(engine: Engine) -> bool:
+    """Whether ``engine``'s database is at the newest revision this release knows."""
+    return _at_head(engine)
+
+
 def _at_head(engine: Engine) -> bool:
     """True when the database's ``alembic_version`` is the head (one query, no Alembic)."""
     head = linear_head()

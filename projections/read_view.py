@@ -58,6 +58,7 @@ from ctxledger.projections.view import (
 )
 from ctxledger.store.backends import backend_for
 from ctxledger.store.character_card import REPLACE, lorebook_data
+from ctxledger.store.errors import LedgerError
 from ctxledger.store.read import head_position
 from ctxledger.store.schema import events
 from ctxledger.store.streams import DEFAULT_SCOPE, SCOPE_PREFIX
@@ -83,6 +84,9 @@ def read_snapshot(conn: sa.Connection) -> Iterator[None]:
 
 PREFIX_TRIES = 4
 """Snapshots tried before ``prefix_snapshot`` holds appends back to take one."""
+PREFIX_WAIT = 30.0
+"""Seconds ``prefix_snapshot`` keeps trying where holding appends back cannot help (a
+hot standby: the appends in flight run on the primary) before it gives up."""
 _PREFIX_PAUSE = 0.002  # seconds, times the try: an append in flight commits in about that
 
 
@@ -94,24 +98,35 @@ def prefix_snapshot(conn: sa.Connection) -> Iterator[None]:
     position while an append with an earlier one is still in flight: an assembly read
     from it would name a position whose replay differs. A snapshot with such a gap is
     dropped and taken again; after ``PREFIX_TRIES`` of them, new appends wait while the
-    ones in flight end and the snapshot is taken (a moment, not the whole read).
+    ones in flight end and the snapshot is taken (a moment, not the whole read). On a
+    hot standby that wait holds nothing back, so the tries go on until the replayed log
+    has a snapshot without a gap (at most ``PREFIX_WAIT`` seconds).
     """
     if conn.in_transaction():
         yield
         return
     backend = backend_for(conn)
-    for attempt in range(PREFIX_TRIES):
-        with conn.begin():
+    deadline = time.monotonic() + PREFIX_WAIT
+    while True:
+        for attempt in range(PREFIX_TRIES):
+            with conn.begin():
+                backend.begin_read_snapshot(conn)
+                if backend.snapshot_is_prefix(conn):
+                    yield
+                    return
+            time.sleep(_PREFIX_PAUSE * (attempt + 1))
+        with backend.appends_drained(conn.engine) as release, conn.begin():
             backend.begin_read_snapshot(conn)
-            if backend.snapshot_is_prefix(conn):
+            whole = backend.snapshot_is_prefix(conn)  # the first query pins the snapshot
+            release()
+            if whole:  # always, where the appends in flight were held back
                 yield
                 return
-        time.sleep(_PREFIX_PAUSE * (attempt + 1))
-    with backend.appends_drained(conn.engine) as release, conn.begin():
-        backend.begin_read_snapshot(conn)
-        backend.snapshot_is_prefix(conn)  # the first query pins the snapshot
-        release()
-        yield
+        if time.monotonic() > deadline:
+            raise LedgerError(
+                f"no snapshot without an append in flight below its head within"
+                f" {PREFIX_WAIT:g} s (a standby whose primary keeps a transaction open?);"
+                " try again, or on the primary")
 
 
 def load_session_scope(conn: sa.Connection, stream_id: str) -> str | None:

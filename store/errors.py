@@ -64,6 +64,16 @@ class SchemaMissing(LedgerError):
     created."""
 
 
+class ReadOnlyLedger(LedgerError):
+    """A write on a ledger opened read-only (``Ledger.open(..., read_only=True)``, a read
+    replica); nothing was written."""
+
+
+class ReplicaNotReady(LedgerError):
+    """A read-only open found a database it cannot answer for: a schema of another
+    release, or projections behind the log or built by another version."""
+
+
 class InvalidArgument(LedgerError, ValueError):
     """An argument is out of range (a negative ``limit`` or ``after``)."""
 

@@ -22,7 +22,12 @@ from ctxledger.store.append import (
 from ctxledger.store.backends import backend_for, locks
 from ctxledger.store.chain_key import ChainKey, chain_key_from_env
 from ctxledger.store.clock import Clock, format_utc, system_clock
-from ctxledger.store.errors import BatchEventError, EventValidationError, LedgerError
+from ctxledger.store.errors import (
+    BatchEventError,
+    EventValidationError,
+    LedgerError,
+    ReadOnlyLedger,
+)
 from ctxledger.store.hash_chain import GENESIS_HASH
 from ctxledger.store.records import AppendResult, NewEvent, PreparedEvent, RecordedEvent
 from ctxledger.store.seal import (
@@ -73,8 +78,11 @@ class EventLog:
                  check: EventCheck | None = None,
                  shared_keys: SharedKeys | None = None,
                  witness: Witness | None = None,
-                 witness_settings: WitnessSettings | None = None) -> None:
+                 witness_settings: WitnessSettings | None = None,
+                 read_only: bool = False) -> None:
         self.engine = engine
+        self.read_only = read_only
+        """Every write raises ``ReadOnlyLedger`` before it touches the database."""
         self.backend = backend_for(engine)
         """The database's strategy (``store.backends``)."""
         self.check = check
@@ -90,7 +98,8 @@ class EventLog:
         """Stream heads as of this process's last commits (see ``store.append``)."""
         self._connections = self.backend.connections(engine)
         # The append's hot path, looked up once.
-        self._append_transaction = self._connections.append_transaction
+        self._append_transaction = (self._refuse_write if read_only
+                                    else self._connections.append_transaction)
         self.witness = witness
         """Where heads go after commits (``store.witness``); None: nowhere."""
         self.witness_settings = witness_settings or WitnessSettings()
@@ -111,9 +120,15 @@ class EventLog:
         It is one that may append before it writes anything (on PostgreSQL it is marked
         so, ``pg_writes.mark_appending``, and readers wait for it if it does). With a
         witness, events it appended (``append_in``) are witnessed once it commits."""
+        if self.read_only:
+            self._refuse_write()
         if self.witness is None:
             return self._connections.transaction()
         return self._witnessed_transaction()
+
+    def _refuse_write(self) -> AbstractContextManager[sa.Connection]:
+        raise ReadOnlyLedger("this ledger is open read-only (a read replica): writes go"
+                             " to the primary; nothing was written")
 
     @contextmanager
     def _witnessed_transaction(self) -> Iterator[sa.Connection]:
@@ -215,6 +230,8 @@ class EventLog:
         neither read nor fed: the caller's transaction may still roll back.
         ``recorded_at`` (default: the clock) is for copies that keep their original time.
         """
+        if self.read_only:
+            self._refuse_write()
         prepared = self.prepare(stream_id, batch)
         outcome = append_in_transaction(conn, stream_id, prepared, expected_version,
                                         self.clock() if recorded_at is None else recorded_at,
@@ -377,6 +394,12 @@ class EventLog:
         append still in progress (``Backend.settled_position``); on SQLite the head."""
         with self.connection() as conn:
             return self.backend.settled_position(conn)
+
+    def replay_lag(self) -> float | None:
+        """Seconds this database (a read replica) is behind its primary; None when it is
+        no replica (``Backend.replay_lag``)."""
+        with self.connection() as conn:
+            return self.backend.replay_lag(conn)
 
     def head_position(self) -> int:
         """The highest position written (0 for an empty log)."""

@@ -31,11 +31,12 @@ from ctxledger._service import (
     routes_sessions,
     routes_streams,
 )
-from ctxledger._service.auth import feed_access, feed_alive, feed_filter, ledger_of
+from ctxledger._service.auth import feed_access, feed_alive, feed_filter
 from ctxledger._service.feed import feed_router
 from ctxledger._service.limits import BodyLimit, Disconnect, Slots, TimeLimit
 from ctxledger._service.models import ProblemOut
 from ctxledger._service.problems import PROBLEM_JSON
+from ctxledger._service.replica import REPLICA_URL_ENV, ServedBy, feed_ledger
 from ctxledger._service.text_input import RefuseNul
 from ctxledger._service.ui import install as install_ui
 from ctxledger.assembler.profiles import get_profile, profile_names
@@ -69,13 +70,16 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                feed_recheck: float = DEFAULT_FEED_RECHECK,
                max_expensive: int = DEFAULT_MAX_EXPENSIVE,
                page_bytes: int = DEFAULT_PAGE_BYTES,
+               replica_url: str | None = None,
                clock: Clock = system_clock) -> FastAPI:
     """The application serving the ledger at ``url`` (None: ``$CTXLEDGER_DB`` or the
     default SQLite file). Bodies over ``max_body_bytes`` get a 413, requests slower than
     ``request_timeout`` seconds a 503 (a long read stops there, or when its client goes
     away), a key's expensive request beyond ``max_expensive`` at once a 429, all as
     problem+json; a page of events holds at most ``page_bytes`` of them. An open change
-    feed ends at most ``feed_recheck`` seconds (plus one poll) after its key is revoked."""
+    feed ends at most ``feed_recheck`` seconds (plus one poll) after its key is revoked.
+    With ``replica_url`` (a read replica, opened read-only), reads that depend only on
+    the log go there (``_service.replica``)."""
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be at least 1")
     if request_timeout <= 0:
@@ -90,7 +94,13 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         ledger = Ledger.open(url, clock=clock)
         app.state.ledger = ledger
         try:
-            yield
+            app.state.replica = (None if replica_url is None else
+                                 Ledger.open(replica_url, clock=clock, read_only=True))
+            try:
+                yield
+            finally:
+                if app.state.replica is not None:
+                    app.state.replica.close()
         finally:
             ledger.close()
 
@@ -105,11 +115,13 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     problems.install(app)
     for module in (routes_admin, routes_streams, routes_sessions, routes_scopes):
         app.include_router(module.router)
-    app.include_router(feed_router(ledger_of, feed_filter, alive_of=feed_alive,
+    app.include_router(feed_router(feed_ledger, feed_filter, alive_of=feed_alive,
                                    recheck=feed_recheck),
                        dependencies=[Depends(feed_access)])
     install_ui(app)  # the browser view, /ui (left out of the OpenAPI document)
     app.add_middleware(RefuseNul)
+    if replica_url is not None:
+        app.add_middleware(ServedBy)
     # The last added runs first: the time limit covers reading the body too, and the
     # disconnect watch starts once the body limit has read the body.
     app.add_middleware(Disconnect)
@@ -162,4 +174,5 @@ def app_from_env() -> FastAPI:
                                                            DEFAULT_REQUEST_TIMEOUT)),
                       max_expensive=int(os.environ.get(MAX_EXPENSIVE_ENV,
                                                        DEFAULT_MAX_EXPENSIVE)),
-                      page_bytes=int(os.environ.get(PAGE_BYTES_ENV, DEFAULT_PAGE_BYTES)))
+                      page_bytes=int(os.environ.get(PAGE_BYTES_ENV, DEFAULT_PAGE_BYTES)),
+                      replica_url=os.environ.get(REPLICA_URL_ENV) or None)

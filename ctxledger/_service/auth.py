@@ -22,6 +22,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ctxledger._ledger import Ledger
 from ctxledger._service.keys import ApiKey, key_is_live, verify_token
 from ctxledger._service.problems import Problem
+from ctxledger._service.replica import feed_ledger, primary_ledger
 from ctxledger._times import shown
 from ctxledger.store.errors import ConcurrencyError
 from ctxledger.store.stream_rules import opening_scope
@@ -50,7 +51,8 @@ def current_key(request: Request,
     return key
 
 
-LedgerDep = Annotated[Ledger, Depends(ledger_of)]
+LedgerDep = Annotated[Ledger, Depends(primary_ledger)]
+"""The primary's ledger (a read a replica may answer takes ``replica.ReadLedgerDep``)."""
 KeyDep = Annotated[ApiKey, Depends(current_key)]
 
 
@@ -150,7 +152,7 @@ def feed_filter(request: Request) -> Callable[[str], bool] | None:
     key: ApiKey = request.state.api_key
     if key.admin:
         return None
-    ledger = ledger_of(request)
+    ledger = feed_ledger(request)  # the scopes as of the events the feed reads
     known: dict[str, bool] = {}
 
     def allowed(stream_id: str) -> bool:

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from ctxledger._service.auth import KeyDep, LedgerDep, require_admin
+from ctxledger._service.replica import replica_health
 
 router = APIRouter(tags=["admin"])
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
-    """The process is up and its ledger open (no key needed, nothing revealed)."""
-    return {"status": "ok"}
+def healthz(request: Request) -> dict[str, Any]:
+    """The process is up and its ledger open (no key needed, nothing revealed). With a
+    read replica (``serve --replica-url``), ``replica`` holds its ``status`` (ok or
+    unreachable), ``lag_seconds`` (behind its primary; 0 when it has replayed all it
+    received) and ``lag_positions`` (the primary's head minus its own)."""
+    replica = replica_health(request)
+    return {"status": "ok"} if replica is None else {"status": "ok", "replica": replica}
 
 
 @router.get("/verify")

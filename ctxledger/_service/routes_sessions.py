@@ -32,6 +32,7 @@ from ctxledger._service.models import (
     TurnBody,
     TurnOut,
 )
+from ctxledger._service.replica import ReadLedgerDep
 from ctxledger._service.streaming import NDJSON, RecordStream, Shape
 from ctxledger._times import parse_optional_time, parse_until
 from ctxledger.assembler import Assembly
@@ -117,7 +118,7 @@ _TIMELINE: dict[int | str, dict[str, Any]] = {200: {
 
 
 @router.get("/replay", responses=_TIMELINE)
-def replay(session: str, ledger: LedgerDep, key: KeyDep, cancel: CancelDep,
+def replay(session: str, ledger: ReadLedgerDep, key: KeyDep, cancel: CancelDep,
            slots: SlotsDep, until: Until = None, profile: Profile = None,
            timeline: Annotated[bool, Query(
                description="The assembly after each message instead.")] = False,
@@ -155,7 +156,7 @@ def _timeline(ledger: Ledger, holder: str, session: str, profile: str,
 
 
 @router.get("/why")
-def why(session: str, ledger: LedgerDep, key: KeyDep, cancel: CancelDep, slots: SlotsDep,
+def why(session: str, ledger: ReadLedgerDep, key: KeyDep, cancel: CancelDep, slots: SlotsDep,
         item: Annotated[str, Query(description="The item, e.g. message:<id>.")],
         until: Until = None, profile: Profile = None) -> dict[str, Any]:
     """Why ``item`` was kept or dropped, across the session's timeline (read step by
@@ -169,7 +170,7 @@ def why(session: str, ledger: LedgerDep, key: KeyDep, cancel: CancelDep, slots: 
 
 
 @router.get("/audit")
-def audit(session: str, ledger: LedgerDep, key: KeyDep, cancel: CancelDep,
+def audit(session: str, ledger: ReadLedgerDep, key: KeyDep, cancel: CancelDep,
           slots: SlotsDep) -> dict[str, Any]:
     """Derive the session's recorded assemblies again; say whether each still matches
     (an expensive request: a 429 beyond the key's limit at once)."""

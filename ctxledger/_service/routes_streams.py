@@ -17,6 +17,7 @@ from ctxledger._service.auth import (
     require_writer,
 )
 from ctxledger._service.models import AppendBody, AppendOut, EventPage, EventRecord
+from ctxledger._service.replica import ReadLedgerDep
 from ctxledger._times import MAX_POSITION, parse_position
 from ctxledger.render import event_record
 from ctxledger.store.errors import InvalidArgument
@@ -81,7 +82,7 @@ def append_events(stream_id: str, body: AppendBody, ledger: LedgerDep, key: KeyD
 
 
 @router.get("/streams/{stream_id}/events", response_model=EventPage)
-def stream_events(request: Request, stream_id: str, ledger: LedgerDep, key: KeyDep,
+def stream_events(request: Request, stream_id: str, ledger: ReadLedgerDep, key: KeyDep,
                   after: After = 0, limit: Limit = DEFAULT_PAGE) -> EventPage:
     """One stream's events after a log position, in position order; a page holds at most
     ``limit`` events and at most the server's page bytes of them."""
@@ -90,7 +91,7 @@ def stream_events(request: Request, stream_id: str, ledger: LedgerDep, key: KeyD
 
 
 @router.get("/events", response_model=EventPage)
-def all_events(request: Request, ledger: LedgerDep, key: KeyDep, after: After = 0,
+def all_events(request: Request, ledger: ReadLedgerDep, key: KeyDep, after: After = 0,
                limit: Limit = DEFAULT_PAGE) -> EventPage:
     """The whole log after a position, in position order (admin keys only); a page holds
     at most ``limit`` events and at most the server's page bytes of them."""

@@ -40,11 +40,19 @@ def serve(
         "--page-bytes", min=1, envvar="CTXLEDGER_SERVE_PAGE_BYTES", metavar="BYTES",
         help="A page of events holds at most this many bytes of them (and at most"
              " 'limit' events). Default: 4 MiB.")] = None,
+    replica_url: Annotated[str | None, typer.Option(
+        "--replica-url", envvar="CTXLEDGER_SERVE_REPLICA_URL", metavar="URL",
+        help="A read replica (a PostgreSQL hot standby of the database), opened"
+             " read-only: replay, why, audit, timelines, pages of events and the change"
+             " feed go there; writes and assemblies go to the primary. A request"
+             " sending Ctxledger-Min-Position: P is answered by the primary while the"
+             " replica has not reached P. /healthz reports its lag.")] = None,
 ) -> None:
     """Serve the ledger over HTTP (JSON; errors as application/problem+json).
 
     Every route but /healthz needs an API key ('ctxledger keys create'). The database is
-    created or migrated before the server starts. Stops on Ctrl-C."""
+    created or migrated before the server starts (and a replica checked: it must hold
+    the same schema and projection versions). Stops on Ctrl-C."""
     import os
 
     from ctxledger._config import resolve_db_url
@@ -53,19 +61,24 @@ def serve(
         import uvicorn
 
         from ctxledger._service import app as service
+        from ctxledger._service.replica import REPLICA_URL_ENV
     except ImportError as exc:
         raise fail(f"serve needs the serve extra (pip install 'ctxledger[serve]'):"
                    f" {exc}") from None
     url = resolve_db_url(db_of(ctx))
     with open_ledger(url, load_vocabulary=False):
         pass  # migrate once here, not in every worker at the same time
+    if replica_url is not None:
+        with open_ledger(replica_url, read_only=True, load_vocabulary=False):
+            pass  # a replica it cannot answer for is one line now, not in each worker
     body = max_body_bytes or service.DEFAULT_MAX_BODY_BYTES
     timeout = request_timeout or service.DEFAULT_REQUEST_TIMEOUT
     expensive = max_expensive or service.DEFAULT_MAX_EXPENSIVE
     page = page_bytes or service.DEFAULT_PAGE_BYTES
     if workers == 1:
         uvicorn.run(service.create_app(url, max_body_bytes=body, request_timeout=timeout,
-                                       max_expensive=expensive, page_bytes=page),
+                                       max_expensive=expensive, page_bytes=page,
+                                       replica_url=replica_url),
                     host=host, port=port, timeout_graceful_shutdown=service.SHUTDOWN_GRACE)
         return
     # Workers are separate processes: they import the factory and read the environment.
@@ -73,6 +86,8 @@ def serve(
                        service.TIMEOUT_ENV: str(timeout),
                        service.MAX_EXPENSIVE_ENV: str(expensive),
                        service.PAGE_BYTES_ENV: str(page)})
+    if replica_url is not None:
+        os.environ[REPLICA_URL_ENV] = replica_url
     uvicorn.run("ctxledger._service.app:app_from_env", factory=True, host=host, port=port,
                 workers=workers, timeout_graceful_shutdown=service.SHUTDOWN_GRACE)
 

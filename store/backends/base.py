@@ -196,6 +196,11 @@ class Backend(ABC):
         (None: the head), lowered to ``settled_position`` where appends commit out of
         position order."""
 
+    def replay_lag(self, conn: sa.Connection) -> float | None:
+        """Seconds a read replica's copy of the log is behind its primary (0.0 when it has
+        replayed everything it received), or None when the database is no replica."""
+        return None
+
     # -- rebuilding and reading ------------------------------------------------------------
 
     @abstractmethod

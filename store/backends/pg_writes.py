@@ -95,15 +95,19 @@ _RUNNING = (
 )
 # A reader's limit (see settled_position): below every *other* append in progress in this
 # schema, and below any id handed out after the lock table was read (above every id
-# running then, and the statement snapshot's xmax, taken before that read).
+# running then, and the statement snapshot's xmax, taken before that read). A standby's
+# pg_locks holds none of the primary's transactions: there the limit is the xmin of its
+# own snapshot, below every primary transaction its replay has not seen end (appends
+# or not: it cannot tell them apart).
 _LIMIT = (
-    "WITH " + _RUNNING + " SELECT least("
+    "WITH " + _RUNNING + " SELECT CASE WHEN pg_is_in_recovery()"
+    " THEN pg_snapshot_xmin(pg_current_snapshot())::text::bigint ELSE least("
     "(SELECT min(x) FROM xids WHERE pid <> pg_backend_pid() AND pid IN ("
     "SELECT pid FROM locks WHERE locktype = 'advisory' AND granted"
     " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
     " AND classid = %(appending)s::integer::oid"
     " AND objid = hashtext(current_schema())::oid AND objsubid = 2)),"
-    " greatest(m.xmax, (SELECT max(x) + 1 FROM xids))) FROM m"
+    " greatest(m.xmax, (SELECT max(x) + 1 FROM xids))) END FROM m"
 )
 # Run in a later statement than _LIMIT (a later snapshot): every append that had an id
 # below the limit and was in progress then has ended and is visible now.
@@ -245,7 +249,9 @@ def settled_position(conn: sa.Connection) -> int:
     """The highest position below which no transaction can still commit an event.
 
     Every event up to it is committed (or its position is a hole for good); a reader
-    that reads only up to it never skips an event that commits later.
+    that reads only up to it never skips an event that commits later. On a hot standby
+    too: there it waits for every transaction of the primary still open in the replayed
+    log, appends or not.
     """
     cursor = _cursor(conn)
     cursor.execute(_LIMIT, {"appending": APPENDING})

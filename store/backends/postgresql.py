@@ -149,6 +149,17 @@ class PostgreSQLBackend(Backend):
         settled = pg_writes.settled_position(conn)
         return settled if until_position is None else min(until_position, settled)
 
+    def replay_lag(self, conn: sa.Connection) -> float | None:
+        # The usual measure: nothing received is left to replay, or else the time since
+        # the last transaction replayed committed on the primary (both clocks: one host,
+        # or NTP on every host).
+        lag = conn.exec_driver_sql(
+            "SELECT CASE WHEN NOT pg_is_in_recovery() THEN NULL"
+            " WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn()"
+            " THEN 0.0 ELSE greatest(0.0, extract(epoch FROM"
+            " clock_timestamp() - pg_last_xact_replay_timestamp()))::float8 END").scalar_one()
+        return None if lag is None else float(lag)
+
     # -- rebuilding and reading ------------------------------------------------------------
 
     def bulk_writes(self, conn: sa.Connection) -> AbstractContextManager[None]:

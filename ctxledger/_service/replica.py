@@ -14,10 +14,11 @@ answered in ``Ctxledger-Served-By``; ``/healthz`` reports the replica's lag.
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
 import sqlalchemy as sa
 from fastapi import Depends, Header, Request
+from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ctxledger._ledger import Ledger
@@ -97,10 +98,28 @@ ReadLedgerDep = Annotated[Ledger, Depends(read_ledger)]
 """A read the replica may answer."""
 
 
-def replica_health(request: Request) -> dict[str, Any] | None:
-    """The replica's part of ``/healthz``: ``lag_seconds`` (time behind its primary, 0
-    when it has replayed all it received) and ``lag_positions`` (the primary's head
-    minus the replica's); None without a replica."""
+class ReplicaHealth(BaseModel):
+    """The read replica as ``/healthz`` reports it."""
+
+    status: Literal["ok", "unreachable"]
+    lag_seconds: float | None = Field(default=None, description=(
+        "Seconds behind its primary: 0 when it has replayed all the WAL it received,"
+        " else the time since the last transaction it replayed committed; absent when"
+        " unreachable or not a standby."))
+    lag_positions: int | None = Field(default=None, description=(
+        "The primary's head position minus the replica's; absent when unreachable."))
+
+
+class HealthOut(BaseModel):
+    """``/healthz``: the process is up; with a read replica, how far behind it is."""
+
+    status: Literal["ok"] = "ok"
+    replica: ReplicaHealth | None = Field(
+        default=None, description="Only when the service has a read replica.")
+
+
+def replica_health(request: Request) -> ReplicaHealth | None:
+    """The replica's part of ``/healthz``; None without a replica."""
     replica = replica_of(request)
     if replica is None:
         return None
@@ -108,8 +127,8 @@ def replica_health(request: Request) -> dict[str, Any] | None:
         lag = replica.replay_lag()
         behind = max(0, _primary(request).head() - replica.head())
     except sa.exc.SQLAlchemyError:
-        return {"status": "unreachable", "lag_seconds": None, "lag_positions": None}
-    return {"status": "ok", "lag_seconds": lag, "lag_positions": behind}
+        return ReplicaHealth(status="unreachable")
+    return ReplicaHealth(status="ok", lag_seconds=lag, lag_positions=behind)
 
 
 class ServedBy:

@@ -7,19 +7,18 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from ctxledger._service.auth import KeyDep, LedgerDep, require_admin
-from ctxledger._service.replica import replica_health
+from ctxledger._service.replica import HealthOut, replica_health
 
 router = APIRouter(tags=["admin"])
 
 
-@router.get("/healthz")
-def healthz(request: Request) -> dict[str, Any]:
+@router.get("/healthz", response_model=HealthOut, response_model_exclude_none=True)
+def healthz(request: Request) -> HealthOut:
     """The process is up and its ledger open (no key needed, nothing revealed). With a
     read replica (``serve --replica-url``), ``replica`` holds its ``status`` (ok or
     unreachable), ``lag_seconds`` (behind its primary; 0 when it has replayed all it
     received) and ``lag_positions`` (the primary's head minus its own)."""
-    replica = replica_health(request)
-    return {"status": "ok"} if replica is None else {"status": "ok", "replica": replica}
+    return HealthOut(replica=replica_health(request))
 
 
 @router.get("/verify")

@@ -13,7 +13,10 @@ export interface paths {
         };
         /**
          * Healthz
-         * @description The process is up and its ledger open (no key needed, nothing revealed).
+         * @description The process is up and its ledger open (no key needed, nothing revealed). With a
+         *     read replica (``serve --replica-url``), ``replica`` holds its ``status`` (ok or
+         *     unreachable), ``lag_seconds`` (behind its primary; 0 when it has replayed all it
+         *     received) and ``lag_positions`` (the primary's head minus its own).
          */
         get: operations["healthz_healthz_get"];
         put?: never;
@@ -551,6 +554,20 @@ export interface components {
             /** Arguments */
             arguments: string;
         };
+        /**
+         * HealthOut
+         * @description ``/healthz``: the process is up; with a read replica, how far behind it is.
+         */
+        HealthOut: {
+            /**
+             * Status
+             * @default ok
+             * @constant
+             */
+            status: "ok";
+            /** @description Only when the service has a read replica. */
+            replica?: components["schemas"]["ReplicaHealth"] | null;
+        };
         ImagePart: {
             /**
              * @description discriminator enum property added by openapi-typescript
@@ -585,6 +602,27 @@ export interface components {
          * @description The report of the assembly's profile.
          */
         ProfileReport: components["schemas"]["BriefReport"] | components["schemas"]["CardReport"] | components["schemas"]["NovelReport"] | components["schemas"]["SessionReport"];
+        /**
+         * ReplicaHealth
+         * @description The read replica as ``/healthz`` reports it.
+         */
+        ReplicaHealth: {
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "ok" | "unreachable";
+            /**
+             * Lag Seconds
+             * @description Seconds behind its primary: 0 when it has replayed all the WAL it received, else the time since the last transaction it replayed committed; absent when unreachable or not a standby.
+             */
+            lag_seconds?: number | null;
+            /**
+             * Lag Positions
+             * @description The primary's head position minus the replica's; absent when unreachable.
+             */
+            lag_positions?: number | null;
+        };
         /**
          * Section
          * @description A named part of the context; ``tokens`` = its items plus its framing text.
@@ -1140,9 +1178,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: string;
-                    };
+                    "application/json": components["schemas"]["HealthOut"];
                 };
             };
             /** @description application/problem+json */
@@ -1213,7 +1249,10 @@ export interface operations {
                 /** @description At most this many events. */
                 limit?: number;
             };
-            header?: never;
+            header?: {
+                /** @description The last log position the caller saw (digits): with a read replica that has not reached it, the primary answers. */
+                "Ctxledger-Min-Position"?: string | null;
+            };
             path: {
                 stream_id: string;
             };
@@ -1305,7 +1344,10 @@ export interface operations {
                 /** @description At most this many events. */
                 limit?: number;
             };
-            header?: never;
+            header?: {
+                /** @description The last log position the caller saw (digits): with a read replica that has not reached it, the primary answers. */
+                "Ctxledger-Min-Position"?: string | null;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1539,7 +1581,10 @@ export interface operations {
                 /** @description The assembly after each message instead. */
                 timeline?: boolean;
             };
-            header?: never;
+            header?: {
+                /** @description The last log position the caller saw (digits): with a read replica that has not reached it, the primary answers. */
+                "Ctxledger-Min-Position"?: string | null;
+            };
             path: {
                 session: string;
             };
@@ -1587,7 +1632,10 @@ export interface operations {
                 /** @description The profile; default: the session's 'profile' setting, else card. */
                 profile?: string | null;
             };
-            header?: never;
+            header?: {
+                /** @description The last log position the caller saw (digits): with a read replica that has not reached it, the primary answers. */
+                "Ctxledger-Min-Position"?: string | null;
+            };
             path: {
                 session: string;
             };
@@ -1629,7 +1677,10 @@ export interface operations {
     audit_sessions__session__audit_get: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The last log position the caller saw (digits): with a read replica that has not reached it, the primary answers. */
+                "Ctxledger-Min-Position"?: string | null;
+            };
             path: {
                 session: string;
             };

@@ -244,6 +244,12 @@ def test_serve_sends_reads_to_the_replica_and_writes_to_the_primary(
             assert beyond.headers[SERVED_BY_HEADER] == "primary"
             bad = http.get("/sessions/lamp/replay", headers={MIN_POSITION_HEADER: "-1"})
             assert bad.status_code == 400 and MIN_POSITION_HEADER in bad.json()["detail"]
+            bad_until = http.get("/sessions/lamp/replay?until=soon")
+            assert bad_until.status_code == 400 and "until" in bad_until.json()["detail"]
+            by_time = read("/sessions/lamp/replay?until="
+                           + datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+            assert by_time.headers[SERVED_BY_HEADER] == "primary"
+            assert by_time.json()["position"] == position
         finally:
             standby.set_replay(paused=False)
         standby.catch_up(pg_url)

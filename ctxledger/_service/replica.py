@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ctxledger._ledger import Ledger
 from ctxledger._times import parse_position, parse_until
+from ctxledger.store.errors import InvalidArgument
 
 MIN_POSITION_HEADER = "Ctxledger-Min-Position"
 """The last log position the caller saw: the answer must hold it (read-your-writes)."""
@@ -76,10 +77,14 @@ def read_ledger(request: Request, min_position: Annotated[str | None, Header(
     caller needs (``Ctxledger-Min-Position``, an ``until`` position), else the primary."""
     needed = 0 if min_position is None else parse_position(min_position,
                                                            MIN_POSITION_HEADER)
-    until = request.query_params.get("until")
-    cut = parse_until(until, "until") if until is not None else None
     replica = replica_of(request)
-    if replica is None or not isinstance(cut, int | None):
+    if replica is None:
+        return primary_ledger(request)
+    try:
+        cut = parse_until(request.query_params.get("until"), "until")
+    except InvalidArgument:
+        return primary_ledger(request)  # the route says what is wrong, if it reads one
+    if not isinstance(cut, int | None):
         return primary_ledger(request)  # a time: the replica's prefix may be shorter
     needed = max(needed, cut or 0)
     if needed > 0:

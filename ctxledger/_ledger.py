@@ -185,7 +185,11 @@ class Ledger:
             ledger = cls(engine, clock=clock, max_event_bytes=max_event_bytes,
                          read_only=True)
             for status in ledger.projection_status():
-                if status.needs_rebuild or status.stored_version is None:
+                if status.stored_version is None:
+                    raise ReplicaNotReady(
+                        f"{where}: projection {status.name} has never been built there;"
+                        " open the primary with this release first (it builds it)")
+                if status.needs_rebuild:
                     raise ReplicaNotReady(
                         f"{where}: projection {status.name} was built by version"
                         f" {status.stored_version}, this release has {status.version};"

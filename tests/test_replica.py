@@ -20,12 +20,15 @@ import pytest
 import sqlalchemy as sa
 from conftest import PG_URL, REQUIRE_PG, require_postgres
 from helpers.card_sessions import card_session
+from helpers.databases import sibling_database
 from helpers.scenario import CARD, StepClock
 from helpers.service import client, make_key, serve_process
 from helpers.standby import Standby, StandbyUnavailable
+from typer.testing import CliRunner
 
 from ctxledger import Ledger, ReadOnlyLedger, ReplicaNotReady
 from ctxledger._service.replica import MIN_POSITION_HEADER, SERVED_BY_HEADER
+from ctxledger.cli import app
 from ctxledger.projections.token_cache import token_counts
 
 T0 = datetime(2025, 6, 1, 9, 0, tzinfo=UTC)
@@ -172,6 +175,8 @@ def test_read_only_open_refuses_a_standby_it_cannot_answer_for(standby: Standby,
         ("UPDATE projection_checkpoints SET version = version + 100"
          " WHERE name = 'session_stats'",
          "projection session_stats was built by version"),
+        ("DELETE FROM projection_checkpoints WHERE name = 'session_stats'",
+         "projection session_stats has never been built there"),
         ("UPDATE alembic_version SET version_num = 'f00dfeed'",
          "the schema is at revision f00dfeed"),
     ]
@@ -189,6 +194,18 @@ def test_read_only_open_refuses_a_standby_it_cannot_answer_for(standby: Standby,
 
 
 # -- ctxledger serve --replica-url, over real HTTP ---------------------------------------
+
+
+def test_serve_refuses_a_replica_it_cannot_answer_for_in_one_line(
+        db_url: str, tmp_path: Path) -> None:
+    with Ledger.open(db_url, load_vocabulary=False):
+        pass
+    with sibling_database(db_url, tmp_path) as nothing_there:
+        result = CliRunner().invoke(app, ["--db", db_url, "serve", "--port", "0",
+                                          "--replica-url", nothing_there])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "no ctxledger database" in lines[0], result.output
 
 
 @pytest.mark.postgres

@@ -10,6 +10,7 @@ port. PostgreSQL refuses to run as root, so when the tests run as root both run 
 
 from __future__ import annotations
 
+import atexit
 import os
 import pwd
 import shutil
@@ -96,6 +97,7 @@ class Standby:
             os.chown(folder, owner.pw_uid, owner.pw_gid)
             as_user = ["runuser", "-u", "postgres", "--"]
         standby = cls(primary_url, folder, _free_port(), as_user)
+        atexit.register(standby.stop)  # also when the session ends without the fixture's end
         try:
             standby._start(url, settings)
         except BaseException:

@@ -122,6 +122,7 @@ def test_replay_why_audit_on_the_standby_equal_the_primary(standby: Standby,
             # A fresh process: every text is new to its counter, and nothing is saved.
             assert (replica.assemble("lamp", "card", now=later).model_dump_json()
                     == primary.assemble("lamp", "card", now=later).model_dump_json())
+            assert _settles(replica, primary.head())
             assert [e.position for e in replica.events()] == [
                 e.position for e in primary.events()]
 
@@ -138,6 +139,7 @@ def test_the_standby_feed_never_skips_a_late_commit(standby: Standby, pg_url: st
         standby.catch_up(pg_url)
         with Ledger.open(standby.url(pg_url), read_only=True) as replica:
             assert replica.head() == early  # the later position has arrived...
+            assert _settles(replica, before)
             assert replica.log.settled_position() == before  # ...but the feed waits
             assert [e.position for e in replica.events(after=before - 1)] == [before]
             late.close()  # commits the earlier position
@@ -147,8 +149,8 @@ def test_the_standby_feed_never_skips_a_late_commit(standby: Standby, pg_url: st
 
 
 def _settles(replica: Ledger, position: int, timeout: float = 60.0) -> bool:
-    """Whether the standby's settled position reaches ``position`` (any other client's
-    transaction still open on the shared server holds it back a moment)."""
+    """Whether the standby's settled position reaches ``position``: any transaction
+    open on the primary, in any database (other tests'), holds it back a moment."""
     import time
 
     deadline = time.monotonic() + timeout
@@ -270,9 +272,25 @@ def test_serve_sends_reads_to_the_replica_and_writes_to_the_primary(
         finally:
             standby.set_replay(paused=False)
         standby.catch_up(pg_url)
-        caught = read("/sessions/lamp/replay", **{MIN_POSITION_HEADER: str(position)})
-        assert caught.headers[SERVED_BY_HEADER] == "replica"
+        caught = _from_replica(http, "/sessions/lamp/replay",
+                               **{MIN_POSITION_HEADER: str(position)})
         assert caught.json() == fresh.json()
+
+
+def _from_replica(http: httpx.Client, path: str, timeout: float = 60.0,
+                  **headers: str) -> httpx.Response:
+    """``path`` once the replica answers it (its settled position, like a follower's,
+    waits for every transaction open on the primary's server)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = http.get(path, headers=headers)
+        assert answer.status_code == 200, answer.text
+        if answer.headers[SERVED_BY_HEADER] == "replica":
+            return answer
+        assert time.monotonic() < deadline, "the replica never reached the position"
+        time.sleep(0.05)
 
 
 def _lagging(http: httpx.Client, timeout: float = 60.0) -> dict[str, Any]:

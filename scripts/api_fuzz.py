@@ -1,8 +1,9 @@
 """Fuzz the running HTTP service with schemathesis, from its own OpenAPI document.
 
-    python scripts/api_fuzz.py [--backend sqlite|postgres] [--examples N]
+    python scripts/api_fuzz.py [--backend sqlite|postgres ...] [--examples N]
 
-Starts ``ctxledger serve`` on a free loopback port over a fresh database (a temporary
+For each backend named (``--backend sqlite --backend postgres`` fuzzes both, at the same
+time), starts ``ctxledger serve`` on a free loopback port over a fresh database (a temporary
 SQLite file, or a throwaway schema of ``$CTXLEDGER_TEST_PG_URL``), creates an admin key
 and a session with messages (so routes with a session reach their logic instead of a
 404), then runs ``schemathesis run`` against ``/openapi.json`` with the checks that the
@@ -10,14 +11,18 @@ service answers user input without a server error and as its schema says (status
 content type, body). It runs twice: with the admin key on the seeded session, then with
 a scoped key (the seeded scope only, not admin) on the ids schemathesis makes up, so the
 scope checks (404 for what the key may not see, 403 for admin routes) are fuzzed too.
-Exit status: 0 when every case of both runs passed, else the first failing run's. The
-live change feed's routes do not end a response by themselves, so they are left out
-here; their own tests cover them.
+The two runs go side by side, and so do the backends: a run spends most of its time
+waiting for the server's answer, so on two cores four runs take little longer than one.
+Schemathesis makes each case once (``--generation-unique-inputs``): no operation is
+sent a case it was already sent. Exit status: 0 when every case of every run passed,
+else the first failing run's. The live change feed's routes do not end a response by
+themselves, so they are left out here; their own tests cover them.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import shutil
@@ -38,6 +43,7 @@ PG_URL = os.environ.get("CTXLEDGER_TEST_PG_URL",
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,"
           "response_schema_conformance")
 SESSION, SCOPE = "fuzz-1", "fuzz"
+STARTUP = 300
 CONFIG = f"""
 [parameters]
 "path.session" = "{SESSION}"
@@ -94,56 +100,95 @@ def seed(url: str) -> tuple[str, str]:
     return token, scoped
 
 
-def fuzz(base: str, token: str, examples: int, config: Path | None) -> int:
-    """One ``schemathesis run`` with ``token`` (``config``: its path parameters pinned,
-    else the ids it generates); its exit status."""
-    pinned = ["--config-file", str(config)] if config is not None else []
-    return subprocess.run(
-        [str(BIN / "schemathesis"), *pinned, "run", f"{base}/openapi.json",
-         "--header", f"Authorization: Bearer {token}", "--checks", CHECKS,
-         "--max-examples", str(examples), "--phases", "examples,fuzzing",
-         "--exclude-path-regex", "/stream$", "--generation-deterministic",
-         "--request-timeout", "60", "--no-color"], check=False).returncode
+def wait_until_up(base: str, server: subprocess.Popen[bytes]) -> None:
+    """Return once ``base`` answers its health check; raise if the server exits or has
+    not answered within ``STARTUP`` seconds (a busy machine starts it slowly)."""
+    deadline = time.monotonic() + STARTUP
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"ctxledger serve exited with status {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"ctxledger serve did not answer {base}/healthz in {STARTUP} s")
+
+
+def fuzz(base: str, token: str, examples: int, config: Path, output: Path) -> int:
+    """One ``schemathesis run`` with ``token`` (``config``: its path parameters pinned, or
+    empty for the ids it generates), its report written to ``output``; its exit status."""
+    with output.open("w") as report:
+        return subprocess.run(
+            [str(BIN / "schemathesis"), "--config-file", str(config), "run",
+             f"{base}/openapi.json", "--header", f"Authorization: Bearer {token}",
+             "--checks", CHECKS, "--max-examples", str(examples),
+             "--phases", "examples,fuzzing", "--generation-unique-inputs",
+             # How fast hypothesis makes cases is no property of the service; on a busy
+             # machine (the runs share it) the timing check fails operations at random.
+             "--suppress-health-check", "too_slow",
+             "--exclude-path-regex", "/stream$", "--generation-deterministic",
+             "--request-timeout", "60", "--no-color"],
+            stdout=report, stderr=subprocess.STDOUT, check=False).returncode
+
+
+def fuzz_backend(backend: str, examples: int, folder: Path) -> tuple[int, str]:
+    """Serve a fresh ``backend`` database and run both fuzz runs against it at once;
+    their exit status (the first failing one's) and their reports."""
+    folder.mkdir()
+    with database(backend, folder) as url:
+        token, scoped = seed(url)
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        log = (folder / "serve.log").open("w")
+        server = subprocess.Popen([str(BIN / "ctxledger"), "--db", url, "serve",
+                                   "--port", str(port)], stdout=log, stderr=log)
+        try:
+            wait_until_up(base, server)
+            (folder / "schemathesis.toml").write_text(CONFIG)
+            # The empty config file: nothing pinned, so the ids are schemathesis's own.
+            (folder / "random.toml").write_text("")
+            runs = [("admin key, seeded session", token, folder / "schemathesis.toml"),
+                    ("scoped key, generated ids", scoped, folder / "random.toml")]
+            with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+                statuses = list(pool.map(
+                    lambda run: fuzz(base, run[1], examples, run[2],
+                                     folder / f"{run[2].stem}.out"), runs))
+        finally:
+            server.terminate()
+            server.wait(30)
+            log.close()
+    reports = "".join(f"\n===== {backend}: {name} =====\n"
+                      f"{(folder / f'{config.stem}.out').read_text()}"
+                      for (name, _, config) in runs)
+    status = next((code for code in statuses if code != 0), 0)
+    if status != 0:
+        reports += f"\n===== {backend}: server log =====\n"
+        reports += (folder / "serve.log").read_text()[-4000:]
+    return status, reports
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve a fresh database and fuzz it; schemathesis's exit status."""
+    """Serve a fresh database per backend and fuzz them all at once; the first failing
+    run's exit status, or 0."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), action="append",
+                        help="a backend to fuzz (repeat for both; default sqlite)")
     parser.add_argument("--examples", type=int, default=25,
                         help="cases generated per operation (default 25)")
     args = parser.parse_args(argv)
+    backends = list(dict.fromkeys(args.backend or ["sqlite"]))
     folder = Path(tempfile.mkdtemp(prefix="ctxledger-fuzz-"))
     try:
-        with database(args.backend, folder) as url:
-            token, scoped = seed(url)
-            port = free_port()
-            base = f"http://127.0.0.1:{port}"
-            log = (folder / "serve.log").open("w")
-            server = subprocess.Popen([str(BIN / "ctxledger"), "--db", url, "serve",
-                                       "--port", str(port)], stdout=log, stderr=log)
-            try:
-                for _ in range(300):
-                    try:
-                        with urllib.request.urlopen(f"{base}/healthz", timeout=1):
-                            break
-                    except OSError:
-                        time.sleep(0.1)
-                (folder / "schemathesis.toml").write_text(CONFIG)
-                status = fuzz(base, token, args.examples, folder / "schemathesis.toml")
-                # The empty config file: nothing pinned, so the ids are schemathesis's own.
-                (folder / "random.toml").write_text("")
-                scoped_status = fuzz(base, scoped, args.examples, folder / "random.toml")
-                status = status or scoped_status
-            finally:
-                server.terminate()
-                server.wait(30)
-                log.close()
-            if status != 0:
-                print((folder / "serve.log").read_text()[-4000:], file=sys.stderr)
-            return status
+        with concurrent.futures.ThreadPoolExecutor(len(backends)) as pool:
+            results = list(pool.map(
+                lambda backend: fuzz_backend(backend, args.examples, folder / backend),
+                backends))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    for _, reports in results:
+        print(reports)
+    return next((status for status, _ in results if status != 0), 0)
 
 
 if __name__ == "__main__":

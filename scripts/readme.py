@@ -12,6 +12,14 @@ line right before a fenced block:
   command followed by what it printed (stdout and stderr).
 - ``<!-- readme: python-output -->``: the block becomes what the nearest ``python`` block
   above it, on the same page, printed.
+- ``<!-- readme: pytest -->``: the block (a test module) is run by pytest.
+
+Every ``python`` block of docs/*.md runs, marked or not, twice in a row: both runs must
+succeed and print the same (masked) output, so a snippet that works only once (a stream
+it creates, a row it expects to be alone) fails here as it would for a reader who runs it
+again. A line ending in ``# not run: WHY`` is the one that calls a model provider (a
+network service needing an API key): it is replaced by ``pass`` and the rest of the block
+runs. README.md's Python blocks run once, for their outputs.
 
 All pages share one temporary folder, page after page and top to bottom, so a database
 that an earlier block creates (the README's ``demo.db``) is there for a later block of any
@@ -44,7 +52,9 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 CLI_REFERENCE = DOCS / "cli.md"
-MARKER = re.compile(r"^<!-- readme: (shell|python-output|file) ?([^ ]*) -->$")
+MARKER = re.compile(r"^<!-- readme: (shell|python-output|file|pytest) ?([^ ]*) -->$")
+# The line of a Python block that calls a provider: not run (see the module's docstring).
+NOT_RUN = re.compile(r"^(\s*)\S.*#\s*not run: .+$")
 VOLATILE = (
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),
     (re.compile(r"\b[0-9a-f]{64}\b"), "<sha256>"),
@@ -145,14 +155,54 @@ def run_shell(body: list[str], folder: Path) -> list[str]:
     return result
 
 
-def run_python(code: list[str], folder: Path, page: Path) -> list[str]:
-    """What the Python code printed."""
-    done = subprocess.run([sys.executable, "-c", "\n".join(code)], cwd=folder,
+def runnable(code: list[str]) -> list[str]:
+    """``code`` with each line marked ``# not run: ...`` replaced by ``pass``."""
+    return [(f"{match.group(1)}pass" if (match := NOT_RUN.match(line)) else line)
+            for line in code]
+
+
+def run_python(code: list[str], folder: Path, page: Path, line: int = 0) -> list[str]:
+    """What the Python code printed (its ``# not run:`` lines left out)."""
+    done = subprocess.run([sys.executable, "-c", "\n".join(runnable(code))], cwd=folder,
                           env=environment(folder), capture_output=True, text=True,
                           timeout=TIMEOUT, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"a python block of {shown(page)} failed:\n{done.stderr}")
+        where = f" (line {line})" if line else ""
+        raise SystemExit(f"a python block of {shown(page)}{where} failed:\n{done.stderr}")
     return [line.rstrip() for line in done.stdout.rstrip("\n").split("\n")]
+
+
+def run_python_twice(code: list[str], folder: Path, page: Path, line: int) -> list[str]:
+    """What the Python code printed, run twice in a row in ``folder``; the second run must
+    succeed and print the same (masked) output as the first."""
+    first = run_python(code, folder, page, line)
+    second = run_python(code, folder, page, line)
+    if masked("\n".join(first)) != masked("\n".join(second)):
+        diff = "\n".join(difflib.unified_diff(first, second, "first run", "second run",
+                                              lineterm=""))
+        raise SystemExit(f"the python block of {shown(page)} at line {line} prints "
+                         f"differently when run a second time:\n{diff}")
+    return first
+
+
+def run_pytest(code: list[str], folder: Path, page: Path, line: int) -> None:
+    """Run the test module ``code`` with pytest, twice, in a folder of its own."""
+    tests = folder / f"pytest-{page.stem}-{line}"
+    tests.mkdir(exist_ok=True)
+    (tests / "test_docs_example.py").write_text("\n".join(code) + "\n", encoding="utf-8")
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "test_docs_example.py"], cwd=tests, env=environment(tests),
+                              capture_output=True, text=True, timeout=TIMEOUT, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"the pytest block of {shown(page)} at line {line} failed:\n"
+                             f"{done.stdout[-3000:]}{done.stderr[-2000:]}")
+
+
+def runs_every_python_block(page: Path) -> bool:
+    """Whether every Python block of ``page`` runs (docs/), or only those whose output
+    is shown (README.md)."""
+    return page != README
 
 
 def regenerate(text: str, page: Path, folder: Path) -> str:
@@ -164,10 +214,17 @@ def regenerate(text: str, page: Path, folder: Path) -> str:
     replacements: list[tuple[Block, list[str]]] = []
     python_folder = folder / "python"
     python_folder.mkdir(exist_ok=True)
-    last_python: list[str] | None = None
+    last_python: Block | None = None
+    outputs: dict[int, list[str]] = {}
+    every = runs_every_python_block(page)
     for block in blocks(lines):
-        if block.language == "python":
-            last_python = block.body
+        if block.kind == "pytest":
+            run_pytest(block.body, folder, page, block.start + 1)
+        elif block.language == "python":
+            last_python = block
+            if every:
+                outputs[block.start] = run_python_twice(block.body, python_folder, page,
+                                                        block.start + 1)
         if block.kind == "file":
             (folder / block.argument).write_text("\n".join(block.body) + "\n",
                                                  encoding="utf-8")
@@ -177,7 +234,11 @@ def regenerate(text: str, page: Path, folder: Path) -> str:
             if last_python is None:
                 raise SystemExit(f"{shown(page)} line {block.start + 1}: python-output "
                                  "with no python block above it")
-            replacements.append((block, run_python(last_python, python_folder, page)))
+            output = outputs.get(last_python.start)
+            if output is None:
+                output = run_python(last_python.body, python_folder, page,
+                                    last_python.start + 1)
+            replacements.append((block, output))
     for block, body in reversed(replacements):
         lines[block.start + 1:block.end] = body
     return "\n".join(lines)

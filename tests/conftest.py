@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from helpers.templates import Templates
+from helpers.templates import shared as shared_templates
 
 from ctxledger import Ledger
 
@@ -93,13 +94,10 @@ BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 @pytest.fixture(scope="session")
-def templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Templates]:
-    """The session's migrated template databases (each built on first use)."""
-    found = Templates(tmp_path_factory.mktemp("templates"), PG_URL)
-    try:
-        yield found
-    finally:
-        found.close()
+def templates() -> Templates:
+    """The session's migrated template databases (each built on first use), shared with
+    ``helpers.databases.module_database``."""
+    return shared_templates(PG_URL)
 
 
 @contextmanager

@@ -3,8 +3,14 @@ heading of it, and it announces nothing as arriving later that has shipped."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "docs" / "SPEC.md"
@@ -121,3 +127,61 @@ def test_every_path_the_layout_page_names_exists() -> None:
     assert len(named) > 20
     missing = [path for path in named if not (ROOT / path).exists()]
     assert not missing, f"docs/layout.md names paths that do not exist: {missing}"
+
+
+# -- the code blocks of docs/ run (scripts/readme.py runs each twice; test_readme.py runs it)
+
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def _readme_script() -> ModuleType:
+    if "readme_script" in sys.modules:
+        return sys.modules["readme_script"]
+    spec = importlib.util.spec_from_file_location("readme_script",
+                                                  ROOT / "scripts" / "readme.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["readme_script"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_python_block_of_the_docs_is_whole(tmp_path: Path) -> None:
+    # No fragment: every name defined in the block, no await outside a function, once the
+    # lines that call a provider (``# not run:``) are left out as the docs runner does.
+    script = _readme_script()
+    files: list[Path] = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert script.runs_every_python_block(page)
+        for number, code in enumerate(PYTHON_BLOCK.findall(page.read_text(encoding="utf-8"))):
+            path = tmp_path / f"{page.stem.replace('-', '_')}_{number}.py"
+            path.write_text("\n".join(script.runnable(code.split("\n"))), encoding="utf-8")
+            files.append(path)
+    assert len(files) >= 8
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache",
+                           "--select", "F821,F822,F704,PLE1142", *map(str, files)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_provider_call_is_left_out_with_its_indentation() -> None:
+    script = _readme_script()
+    code = ["async def main():",
+            "    await Runner.run(agent, 'hi')  # not run: calls OpenAI",
+            "x = 1  # not a marker: kept"]
+    assert script.runnable(code) == ["async def main():", "    pass",
+                                     "x = 1  # not a marker: kept"]
+
+
+def test_a_block_that_works_only_once_fails_the_docs_run(tmp_path: Path) -> None:
+    script = _readme_script()
+    page = ROOT / "docs" / "python.md"
+    once = ["from pathlib import Path", "Path('made').mkdir()", "print('made')"]
+    with pytest.raises(SystemExit, match=r"docs/python\.md \(line 7\) failed"):
+        script.run_python_twice(once, tmp_path, page, 7)
+    drift = ["from pathlib import Path", "p = Path('n')",
+             "p.write_text(str(int(p.read_text()) + 1) if p.exists() else '1')",
+             "print(p.read_text())"]
+    with pytest.raises(SystemExit, match="prints differently when run a second time"):
+        script.run_python_twice(drift, tmp_path, page, 9)
+    assert script.run_python_twice(["print('same')"], tmp_path, page, 1) == ["same"]

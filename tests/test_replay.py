@@ -4,6 +4,7 @@ live assembly at every position, for every registered profile, on SQLite and Pos
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import datetime, timedelta
 
 import pytest
@@ -21,11 +22,26 @@ from ctxledger.timetravel._replay import ReplayError, read_prefix
 SESSIONS = ("chat-1", "alice-2", "mover")
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="session")
+def recordings() -> Iterator[tuple[ExitStack, dict[str, tuple[Ledger, Recorded]]]]:
+    """Where ``recorded`` keeps what it built, for the whole session: xdist's work
+    stealing runs this module's tests in pieces, and a module-scoped fixture would be
+    built again each time a worker comes back to the module."""
+    with ExitStack() as stack:
+        yield stack, {}
+
+
+@pytest.fixture(params=BACKENDS)
 def recorded(request: pytest.FixtureRequest, templates: Templates,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ledger, Recorded]]:
+             tmp_path_factory: pytest.TempPathFactory,
+             recordings: tuple[ExitStack, dict[str, tuple[Ledger, Recorded]]],
+             ) -> tuple[Ledger, Recorded]:
     """The scenario, with every profile's live assembly of every session after each event;
-    built once per backend (its tests only read it: a replay writes to a scratch store)."""
+    built once per backend and worker (its tests only read it: a replay writes to a
+    scratch store)."""
+    stack, built = recordings
+    if request.param in built:
+        return built[request.param]
     clock = StepClock()
     found = Recorded()
 
@@ -42,10 +58,12 @@ def recorded(request: pytest.FixtureRequest, templates: Templates,
                 assert assembly.position == position
                 found.digests[(profile, session, position)] = (now, assembly.digest)
 
-    with (fresh_database(request.param, templates, tmp_path_factory.mktemp("recorded")) as url,
-          Ledger.open(url, clock=clock) as ledger):
-        load_scenario(ledger, clock, observe)
-        yield ledger, found
+    url = stack.enter_context(
+        fresh_database(request.param, templates, tmp_path_factory.mktemp("recorded")))
+    ledger = stack.enter_context(Ledger.open(url, clock=clock))
+    load_scenario(ledger, clock, observe)
+    built[request.param] = (ledger, found)
+    return ledger, found
 
 
 @pytest.mark.parametrize("profile", profile_names())

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from helpers.templates import shared
+
 
 @contextmanager
 def pg_schema(base_url: str | sa.URL) -> Iterator[str]:
@@ -45,15 +47,14 @@ def sibling_database(db_url: str, directory: Path) -> Iterator[str]:
 
 @contextmanager
 def module_database(backend: str, directory: Path) -> Iterator[str]:
-    """A fresh database for a module-scoped fixture: ``"sqlite"`` or ``"postgres"``.
+    """A fresh, migrated database for a module-scoped fixture: ``"sqlite"`` or
+    ``"postgres"``, a copy of the session's template (``helpers.templates``).
 
     For PostgreSQL it skips (or, with ``CTXLEDGER_REQUIRE_PG=1``, fails) like ``pg_url``.
     """
-    if backend == "sqlite":
-        yield f"sqlite:///{directory / 'module.db'}"
-        return
     from conftest import PG_URL, require_postgres  # the one place the server is configured
 
-    require_postgres()
-    with pg_schema(PG_URL) as url:
+    if backend == "postgres":
+        require_postgres()
+    with shared(PG_URL).database(backend, directory) as url:
         yield url

@@ -18,8 +18,10 @@ projection's checkpoint), so a copy is a fresh, fully migrated, empty database.
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import sqlite3
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -141,3 +143,23 @@ class Templates:
         if self._admin is not None:
             self._admin.dispose()
             self._admin = None
+
+
+_shared: Templates | None = None
+
+
+def shared(pg_url: str) -> Templates:
+    """The process's templates (one per xdist worker), for the ``templates`` fixture and
+    for helpers used outside fixtures (``helpers.databases.module_database``); removed
+    when the process exits."""
+    global _shared
+    if _shared is None:
+        directory = Path(tempfile.mkdtemp(prefix="ctxledger-templates-"))
+        _shared = Templates(directory, pg_url)
+
+        def remove(found: Templates = _shared) -> None:
+            found.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+        atexit.register(remove)
+    return _shared

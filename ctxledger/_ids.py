@@ -1,5 +1,5 @@
 """Derived event ids, in a module of its own: ``ctxledger hook`` derives a tool use's id
-in a process that imports nothing but the standard library (see ``ctxledger._spool``)."""
+in a process that imports nothing but the standard library (see ``ctxledger._hook._spool``)."""
 
 from __future__ import annotations
 

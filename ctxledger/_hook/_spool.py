@@ -163,7 +163,7 @@ def start_drainer(url: str, environ: Mapping[str, str] | None = None, *,
     """Start ``ctxledger hook --drain`` for ``url`` in the background, detached (its own
     session, no standard streams), so the hook exits without waiting for it; with
     ``worker``, ``--worker`` too: it stays on as the database's worker
-    (``ctxledger._hook_worker``). The URL goes in ``$CTXLEDGER_DB``, not on a command line
+    (``_worker``). The URL goes in ``$CTXLEDGER_DB``, not on a command line
     others can read."""
     env = dict(os.environ if environ is None else environ)
     env[DB_ENV] = absolute_url(url)

@@ -5,7 +5,7 @@ row: most of a second, where a session start takes about 10 ms in a process that
 them loaded. So the background drainer a hook starts (``ctxledger hook --drain``) stays
 on after its drain as the database's worker: it listens on a Unix socket in the per-user
 data folder and runs each event it is sent through the code the hook runs in-process
-(``ctxledger._hook.act``), at the time the hook saw it, until it has been idle for
+(``_handle.LedgerRunner``), at the time the hook saw it, until it has been idle for
 ``$CTXLEDGER_HOOK_WORKER_IDLE`` seconds (default 1800; ``0``: no worker). A hook asks
 the worker first and does the work itself when there is none, or the worker is of
 another build, does not answer in time, or goes away; derived event ids make a repeat
@@ -36,8 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from ctxledger._hook._spool import Spool
 from ctxledger._project import private_folder, user_data_dir
-from ctxledger._spool import Spool
 from ctxledger.io._bounded import BoundedInputError, loads_bounded
 from ctxledger.store.errors import LedgerError
 
@@ -230,7 +230,7 @@ def _file_identity(path: Path | None) -> tuple[int, int] | None:
 
 
 class Runner(Protocol):
-    """What a worker does with the ledger open (``ctxledger._hook`` implements it)."""
+    """What a worker does with the ledger open (``_handle.LedgerRunner`` implements it)."""
 
     def act(self, raw: bytes, scope: str, agent: str | None, at: datetime,
             report: Callable[[str], None]) -> str | None:

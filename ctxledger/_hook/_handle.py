@@ -173,8 +173,10 @@ def handle(event: HookEvent, ledger: Ledger, scope: str, agent: str | None = Non
         return None
     if name == "SessionEnd":
         record_transcript(ledger, event, scope, report)
-        end(ledger, session, scope, event.cwd,
-            derived_event_id(session, "session.ended", event_key(event)))
+        # Ended already and nothing since (a retry, or a later start ended it): no end.
+        for _, position in open_sessions(ledger, scope, only=session):
+            end(ledger, session, scope, event.cwd,
+                derived_event_id(session, "session.ended", str(position)))
         return None
     return None  # PreToolUse, Notification: nothing to record
 
@@ -209,7 +211,12 @@ def catch_up(ledger: Ledger, session: str, scope: str, path: str, report: Report
             pending.pop(0)
             return True
         return False
-    events = message_events(session, read, skip)
+    def stored(ids: list[str]) -> set[str]:
+        from ctxledger.store.read import stored_event_ids
+
+        with ledger.log.connection() as conn:
+            return stored_event_ids(conn, ids)
+    events = message_events(session, read, skip, stored)
     if events:
         ledger.record_in_session(session, scope, events)
     return True
@@ -265,28 +272,36 @@ def end_open_sessions(ledger: Ledger, scope: str, starting: str, cwd: str,
                       report: Report) -> None:
     """End every session of ``scope`` but ``starting`` that is open (never ended, or
     written to since it last ended), after reading the rest of its transcript."""
-    for session, position in open_sessions(ledger, scope, starting):
+    for session, _ in open_sessions(ledger, scope, besides=starting):
         mark, _ = _mark_and_pending(_recent_messages(ledger, session))
         if mark is not None:
             catch_up(ledger, session, scope, mark.path, report)
-        end(ledger, session, scope, cwd,
-            derived_event_id(session, "session.ended", "superseded", str(position)))
+        # The end's id: the session's last event before it (read after the catch-up).
+        for _, position in open_sessions(ledger, scope, only=session):
+            end(ledger, session, scope, cwd,
+                derived_event_id(session, "session.ended", str(position)))
 
 
-def open_sessions(ledger: Ledger, scope: str, besides: str) -> list[tuple[str, int]]:
-    """The sessions of ``scope`` other than ``besides`` that are open, with the position
-    of their last event, oldest first."""
+def open_sessions(ledger: Ledger, scope: str, *, besides: str | None = None,
+                  only: str | None = None) -> list[tuple[str, int]]:
+    """The open sessions of ``scope`` (never ended, or written to since they last
+    ended), each with the position of its last event, oldest first: all but
+    ``besides``, or ``only`` that one."""
     import sqlalchemy as sa
 
     from ctxledger.projections.session_stats import sessions
 
+    query = (sa.select(sessions.c.stream_id, sessions.c.last_position)
+             .where(sessions.c.scope == scope,
+                    sa.or_(sessions.c.ended_position.is_(None),
+                           sessions.c.last_position > sessions.c.ended_position))
+             .order_by(sessions.c.last_position, sessions.c.stream_id))
+    if besides is not None:
+        query = query.where(sessions.c.stream_id != besides)
+    if only is not None:
+        query = query.where(sessions.c.stream_id == only)
     with ledger.log.connection() as conn:
-        rows = conn.execute(
-            sa.select(sessions.c.stream_id, sessions.c.last_position)
-            .where(sessions.c.scope == scope, sessions.c.stream_id != besides,
-                   sa.or_(sessions.c.ended_position.is_(None),
-                          sessions.c.last_position > sessions.c.ended_position))
-            .order_by(sessions.c.last_position, sessions.c.stream_id)).all()
+        rows = conn.execute(query).all()
     return [(str(row[0]), int(row[1])) for row in rows]
 
 

@@ -13,8 +13,8 @@ conversation.
 A read starts at the byte offset the previous one reached (``TranscriptMark``, kept in
 the metadata of the messages it recorded, so it survives processes and a replay needs no
 file), takes whole lines only (a partial last line waits for the next read), at most
-``$CTXLEDGER_MAX_INPUT_BYTES`` at a time (a longer line is skipped, with one line
-saying so), and starts again from 0 when the file is shorter than the mark or its first
+``$CTXLEDGER_MAX_INPUT_BYTES`` at a time and at most that much in one read (a longer
+line is skipped, with one line saying so), and starts again from 0 when the file is shorter than the mark or its first
 line changed (rotated, rewritten). Each line's messages get ids derived from its
 ``uuid``, so a line read twice is written once.
 """
@@ -93,31 +93,37 @@ class TranscriptRead:
 def read_transcript(path: str, since: TranscriptMark | None,
                     limits: InputLimits | None = None) -> TranscriptRead:
     """The messages of the lines of ``path`` after ``since`` (its mark when it names
-    this file; else from the start). Raises ``OSError`` when the file cannot be read."""
+    this file; else from the start): whole lines, read ``limits.max_bytes`` at a time,
+    until the end of the file or that many bytes taken. Raises ``OSError`` when the file
+    cannot be read."""
     limit = (limits or InputLimits.from_env()).max_bytes
     with open(path, "rb") as file:
         size = os.fstat(file.fileno()).st_size
-        head = hashlib.sha256(file.read(_HEAD_BYTES)).hexdigest()[:16]
+        first = file.read(_HEAD_BYTES)
+        # The first line (or what of it fits): it never changes while the file grows.
+        head = hashlib.sha256(first[:first.find(b"\n") + 1 or len(first)]).hexdigest()[:16]
         offset = 0
         if since is not None and since.path == path and since.head == head \
                 and since.offset <= size:
             offset = since.offset
         found = TranscriptRead(TranscriptMark(path, offset, head))
-        file.seek(offset)
-        data = file.read(limit)
-        end = data.rfind(b"\n")
-        if end < 0:
-            if len(data) >= limit:  # one line longer than the limit: step over it
-                skipped = _skip_line(file, offset + len(data))
-                found.notes.append(f"{path}: the line at byte {offset} is larger than the"
-                                   f" input limit; skipped")
-                found.mark = TranscriptMark(path, skipped, head)
-            return found
-        position = offset
-        for raw in data[:end + 1].split(b"\n")[:-1]:
-            position += len(raw) + 1
-            messages = _line_messages(raw, found.notes, path)
-            found.lines.append((messages, position))
+        position, taken = offset, 0
+        while taken < limit:  # bytes of whole lines taken; a skipped line is not held
+            file.seek(position)
+            data = file.read(limit)
+            end = data.rfind(b"\n")
+            if end < 0:
+                if len(data) < limit:
+                    break  # a partial last line: Claude Code is still writing it
+                skipped = _skip_line(file, position + len(data))
+                found.notes.append(f"{path}: the line at byte {position} is larger than"
+                                   f" the input limit; skipped")
+                position = skipped
+                continue
+            taken += end + 1
+            for raw in data[:end + 1].split(b"\n")[:-1]:
+                position += len(raw) + 1
+                found.lines.append((_line_messages(raw, found.notes, path), position))
         found.mark = TranscriptMark(path, position, head)
         return found
 
@@ -239,12 +245,13 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())[:200]
 
 
-def message_events(session: str, read: TranscriptRead,
-                   skip_prompt: Callable[[str], bool]) -> list[dict[str, Any]]:
+def message_events(session: str, read: TranscriptRead, skip_prompt: Callable[[str], bool],
+                   stored: Callable[[list[str]], set[str]]) -> list[dict[str, Any]]:
     """The ``message.appended`` events of ``read`` for ``session``: ids derived from each
     line's ``uuid``; the last carries the read's mark, so the next read starts there. A
-    user prompt ``skip_prompt`` takes (one recorded from its hook event already) is left
-    out."""
+    user prompt ``skip_prompt`` takes (one recorded from its hook event already) and the
+    messages whose ids ``stored`` says the log holds (a file read again from its start)
+    are left out."""
     events: list[dict[str, Any]] = []
     for messages, _ in read.lines:
         for message in messages:
@@ -253,6 +260,8 @@ def message_events(session: str, read: TranscriptRead,
             events.append({"type": "message.appended", "data": message,
                            "id": derived_event_id(session, MARK_KEY,
                                                   str(message["message_id"]))})
+    known = stored([event["id"] for event in events]) if events else set()
+    events = [event for event in events if event["id"] not in known]
     if events:
         events[-1]["metadata"] = read.mark.as_metadata()
     return events

@@ -186,22 +186,29 @@ def handle(event: HookEvent, ledger: Ledger, scope: str, agent: str | None = Non
 
 def record_transcript(ledger: Ledger, event: HookEvent, scope: str, report: Report) -> bool:
     """Record the messages of the lines of the event's transcript not read yet; False
-    when it has none or it cannot be read (said on one ``report`` line)."""
+    when it has none or it cannot be read (said on one ``report`` line, except for a
+    file not made yet at a session start or a first prompt: Claude Code writes it with
+    the session's first message)."""
     path = event.text("transcript_path")
     if path is None:
         return False
-    return catch_up(ledger, event.session, scope, path, report)
+    early = event.name in ("SessionStart", "UserPromptSubmit")
+    return catch_up(ledger, event.session, scope, path, report, quiet_missing=early)
 
 
-def catch_up(ledger: Ledger, session: str, scope: str, path: str, report: Report) -> bool:
+def catch_up(ledger: Ledger, session: str, scope: str, path: str, report: Report, *,
+             quiet_missing: bool = False) -> bool:
     """Record the messages of ``path`` (``session``'s transcript) after the mark the
-    last read left; False when the file cannot be read (one ``report`` line)."""
+    last read left; False when the file cannot be read (one ``report`` line; none for a
+    missing file with ``quiet_missing``)."""
     recent = _recent_messages(ledger, session)
     mark, pending = _mark_and_pending(recent)
     try:
         read = read_transcript(path, mark)
     except OSError as exc:
-        report(f"transcript {path}: {exc.strerror or exc}; the event is recorded without it")
+        if not (quiet_missing and isinstance(exc, FileNotFoundError)):
+            report(f"transcript {path}: {exc.strerror or exc}; the event is recorded"
+                   " without it")
         return False
     for note in read.notes:
         report(note)
@@ -247,11 +254,11 @@ def _mark_and_pending(recent: list[RecordedEvent]) -> tuple[TranscriptMark | Non
 
 
 def _newest_prompt_is(ledger: Ledger, session: str, prompt: str) -> bool:
-    """The session's newest user message is ``prompt``, read from the transcript."""
+    """The session's newest user message is ``prompt``, read from the transcript (not
+    recorded from an earlier hook event)."""
     for each in reversed(ledger.messages(session, last=16)):
         if each.data.get("role") == "user":
-            return (each.data.get("content") == prompt
-                    and TranscriptMark.of(each.metadata) is not None)
+            return each.data.get("content") == prompt and not hook_prompt(each.metadata)
     return False
 
 

@@ -14,9 +14,9 @@ A read starts at the byte offset the previous one reached (``TranscriptMark``, k
 the metadata of the messages it recorded, so it survives processes and a replay needs no
 file), takes whole lines only (a partial last line waits for the next read), at most
 ``$CTXLEDGER_MAX_INPUT_BYTES`` at a time and at most that much in one read (a longer
-line is skipped, with one line saying so), and starts again from 0 when the file is shorter than the mark or its first
-line changed (rotated, rewritten). Each line's messages get ids derived from its
-``uuid``, so a line read twice is written once.
+line is skipped, with one line saying so), and starts again from 0 when the file is
+shorter than the mark or its first line changed (rotated, rewritten). Each line's
+messages get ids derived from its ``uuid``, so a line read twice is written once.
 """
 
 from __future__ import annotations

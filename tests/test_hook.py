@@ -670,6 +670,25 @@ print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
         assert _types(ledger, "cc-1") == ["session.started", "tool.used"]
 
 
+def test_the_typer_route_runs_the_same_hook(db_url: str, tmp_path: Path) -> None:
+    """The Typer app's ``hook`` command (what ``--help`` and callers of the app reach), in
+    a process of its own: the same ``run_hook``, every event in that process."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("CTXLEDGER_DB", "CTXLEDGER_SCOPE", "CTXLEDGER_AGENT")}
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    command = [sys.executable, "-c", "from ctxledger.cli import app; app()",
+               "--db", db_url, "hook"]
+    done = subprocess.run(command, input=json.dumps(_event("SessionStart")),
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert (done.returncode, done.stderr) == (0, ""), done
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("[ctxledger] First session detected.")
+    bad = subprocess.run(command, input="{", capture_output=True, text=True, env=env,
+                         timeout=120, check=False)
+    assert (bad.returncode, bad.stdout) == (0, "")
+    assert bad.stderr.startswith("ctxledger hook: the event is not JSON")
+
+
 # -- the spool ---------------------------------------------------------------------------------
 
 def _line(call: str, at: datetime, session: str = "cc-1") -> dict[str, Any]:

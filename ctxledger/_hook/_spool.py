@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -38,6 +37,8 @@ from ctxledger.store.clock import system_clock
 from ctxledger.store.errors import LedgerError
 
 if TYPE_CHECKING:
+    import subprocess
+
     from ctxledger._ledger import Ledger
 
 SPOOL_VERSION = 1
@@ -155,7 +156,7 @@ def _append_durably(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-_DRAINERS: list[subprocess.Popen[bytes]] = []
+_DRAINERS: list[subprocess.Popen[bytes]] = []  # subprocess: imported when one starts
 
 
 def start_drainer(url: str, environ: Mapping[str, str] | None = None, *,
@@ -165,6 +166,8 @@ def start_drainer(url: str, environ: Mapping[str, str] | None = None, *,
     ``worker``, ``--worker`` too: it stays on as the database's worker
     (``_worker``). The URL goes in ``$CTXLEDGER_DB``, not on a command line
     others can read."""
+    import subprocess  # not at the top: a tool use told to a worker starts no process
+
     env = dict(os.environ if environ is None else environ)
     env[DB_ENV] = absolute_url(url)
     # Reap the drainers this process started before (a long-lived caller, such as tests).

@@ -357,6 +357,9 @@ def _answer(conn: socket.socket, runner: Runner, own_build: str) -> bool:
         return False
     if op == "drain":
         _send(conn, {"taken": True})
+        # The hook waits for the end of the answer: end it now, not after the drain.
+        with suppress(OSError):
+            conn.shutdown(socket.SHUT_RDWR)
         _drain_quietly(runner)
         return True
     if op != "event":

@@ -638,7 +638,8 @@ def test_the_plugin_runs_the_hook_on_every_handled_event() -> None:
 
 HEAVY = ("sqlalchemy", "pydantic", "typer", "click", "rich", "tiktoken", "numpy", "alembic",
          "ctxledger._ledger", "ctxledger.store.log", "ctxledger.store.catalog",
-         "ctxledger.projections", "ctxledger.assembler")
+         "ctxledger.projections", "ctxledger.assembler", "ctxledger._hook._handle",
+         "ctxledger._hook._transcript", "dataclasses", "inspect", "uuid")
 
 
 def test_a_tool_use_imports_only_the_standard_library(tmp_path: Path) -> None:

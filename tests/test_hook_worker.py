@@ -22,6 +22,7 @@ from helpers.hook_events import PROJECT, SCRIPT, Run
 from helpers.hook_events import hook_event as _event
 
 from ctxledger import Ledger
+from ctxledger._hook._handle import RETURNING
 from ctxledger._hook._worker import (
     IDLE_ENV,
     PROTOCOL,
@@ -162,7 +163,10 @@ def test_the_worker_answers_as_the_hook_would_in_process(
         started = list(ledger.events("cc-at"))
         assert [(event.type, event.recorded_at) for event in started] == [
             ("session.started", at)]
-        expected = ledger.assemble("cc-at", "session", now=at).text
+        # A new session in a project with history: greeted as such, not as the first.
+        policy = ledger.policy("cc-at", "session").model_copy(
+            update={"welcome_message": RETURNING})
+        expected = ledger.assemble("cc-at", "session", now=at, policy=policy).text
     assert json.loads(answer.stdout)["hookSpecificOutput"]["additionalContext"] == expected
     # A retried start writes nothing new and says the same.
     again = ask_event(db_url, raw, scope, None, at, env)
@@ -175,8 +179,9 @@ def test_a_bad_event_gets_the_in_process_line_and_writes_nothing(
     _wait(lambda: _listening(db_url, env), "the worker to listen")
     with Ledger.open(db_url, load_vocabulary=False) as ledger:
         before = ledger.head()
-    through_worker = hook(_event("UserPromptSubmit", "cc-1"))  # no prompt
-    in_process = hook(_event("UserPromptSubmit", "cc-1"), extra_env={IDLE_ENV: "0"})
+    through_worker = hook(_event("UserPromptSubmit", "cc-1", prompt=None))
+    in_process = hook(_event("UserPromptSubmit", "cc-1", prompt=None),
+                      extra_env={IDLE_ENV: "0"})
     assert through_worker.returncode == 0 and through_worker.stdout == ""
     assert through_worker.stderr == in_process.stderr == (
         "ctxledger hook: UserPromptSubmit has no prompt\n")

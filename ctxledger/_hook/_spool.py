@@ -176,7 +176,9 @@ def start_drainer(url: str, environ: Mapping[str, str] | None = None, *,
     private_folder(folder)
     # At a low priority where nice(1) is at hand: the drainer's start-up then does not
     # compete with the agent (and the hook that started it) for the CPU.
-    nice = ["/usr/bin/nice", "-n", "10"] if os.access("/usr/bin/nice", os.X_OK) else []
+    # A worker is not: it answers session starts, which wait for it.
+    nice = (["/usr/bin/nice", "-n", "10"]
+            if not worker and os.access("/usr/bin/nice", os.X_OK) else [])
     _DRAINERS.append(subprocess.Popen(
         [*nice, sys.executable, "-m", "ctxledger.cli", "hook", "--drain",
          *(["--worker"] if worker else [])], env=env,

@@ -149,10 +149,12 @@ def ask_event(url: str, raw: bytes, scope: str, agent: str | None, at: datetime,
 
 
 def ask_drain(url: str, environ: Mapping[str, str] | None = None) -> bool:
-    """Tell the worker of ``url`` to drain the spool; False when no worker took it (the
-    hook then starts a drainer)."""
+    """Tell the worker of ``url`` to drain the spool; False when no worker listens (the
+    hook then starts a drainer). The hook does not wait for the worker to answer: the
+    tool use is on disk already, and a busy worker (or one of another build, which
+    leaves) only delays it to the next drain, at the latest the next other event's."""
     return _exchange(Place.of(url, environ), {"op": "drain"}, ACK_TIMEOUT,
-                     environ) is not None
+                     environ, wait=False) is not None
 
 
 def stop_worker(url: str, environ: Mapping[str, str] | None = None) -> bool:
@@ -163,11 +165,13 @@ def stop_worker(url: str, environ: Mapping[str, str] | None = None) -> bool:
 
 
 def _exchange(place: Place, request: dict[str, Any], timeout: float,
-              environ: Mapping[str, str] | None, *,
-              even_off: bool = False) -> dict[str, Any] | None:
+              environ: Mapping[str, str] | None, *, even_off: bool = False,
+              wait: bool = True) -> dict[str, Any] | None:
     """Send ``request`` and read the answer; None when there is no worker, it is of
     another build, or it does not answer within ``timeout`` seconds. With workers off
-    nothing is sent, unless ``even_off`` (a stop reaches a worker started before)."""
+    nothing is sent, unless ``even_off`` (a stop reaches a worker started before).
+    Without ``wait`` the request is only delivered (a listening worker took the
+    connection): ``{"taken": true}`` then, without waiting for the worker's turn."""
     if (idle_seconds(environ) <= 0 and not even_off) or not place.usable():
         return None
     request = {"v": PROTOCOL, "build": build(), **request}
@@ -178,6 +182,8 @@ def _exchange(place: Place, request: dict[str, Any], timeout: float,
             conn.connect(os.fspath(place.socket))
             conn.sendall(data)
             conn.shutdown(socket.SHUT_WR)
+            if not wait:
+                return {"taken": True}
             answer = json.loads(_read_all(conn))
     except (OSError, ValueError):
         return None  # no worker, a stale socket, a worker that went away or is stuck

@@ -122,7 +122,7 @@ class Ledger:
              **engine_kwargs: Any) -> Ledger:
         """Open (creating or migrating) the database at ``url``.
 
-        ``url`` defaults to ``$CTXLEDGER_DB`` or ``sqlite:///ctxledger.db``. Projections
+        ``url`` defaults as the command line's does (``ctxledger._config``). Projections
         that are new, changed or behind are brought up to date before returning.
         ``seal`` says when appends seal the log on their own (default: every 10,000).
         With ``load_vocabulary`` the assembler is made ready now (``prepare_assembler``), so

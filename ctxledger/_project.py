@@ -46,16 +46,30 @@ def user_data_dir(environ: Mapping[str, str] | None = None) -> Path:
     return root / "ctxledger"
 
 
-def user_db_url(environ: Mapping[str, str] | None = None) -> str:
-    """The database of the coding-agent surfaces: ``$CTXLEDGER_DB`` when set, otherwise a
-    SQLite file in the per-user data folder (created on first use)."""
+PROJECT_DB_FILE = "ctxledger.db"
+"""A project's own database: this file in the project's folder, when it exists."""
+USER_DB_FILE = "ledger.db"
+"""The per-user database's file name, in ``user_data_dir()``."""
+
+
+def default_db_url(folder: str | os.PathLike[str] | None = None, *,
+                   environ: Mapping[str, str] | None = None) -> str:
+    """The one default database of every surface (command line, hook, MCP server,
+    ``Ledger.open``), in this order: ``$CTXLEDGER_DB`` when set; else the project's
+    ``ctxledger.db`` in ``folder`` (None: the working folder) when that file exists; else
+    ``ledger.db`` in the per-user data folder (``user_data_dir``, made owner-only). So
+    the hook, run by a coding agent in a project, and a command run in that project's
+    folder find the same database without flags."""
     env = os.environ if environ is None else environ
     explicit = env.get(DB_ENV, "").strip()
     if explicit:
         return explicit
-    folder = user_data_dir(env)
-    private_folder(folder)
-    return f"sqlite:///{folder / 'ledger.db'}"
+    project = Path(os.getcwd() if folder is None else folder) / PROJECT_DB_FILE
+    if project.is_file():
+        return f"sqlite:///{project.absolute()}"
+    data = user_data_dir(env)
+    private_folder(data)
+    return f"sqlite:///{data / USER_DB_FILE}"
 
 
 def private_folder(folder: Path) -> Path:

@@ -138,8 +138,12 @@ def test_read_commands_refuse_a_postgres_schema_without_a_log(
 def test_the_default_database_is_not_created_by_a_read(
         runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    one_error_line(runner.invoke(app, ["events"]), "sqlite:///ctxledger.db")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    one_error_line(runner.invoke(app, ["events"]),
+                   f"sqlite:///{tmp_path / 'data' / 'ctxledger' / 'ledger.db'}")
     assert not (tmp_path / "ctxledger.db").exists()
+    assert not (tmp_path / "data" / "ctxledger" / "ledger.db").exists()
 
 
 def test_write_commands_still_create_the_database(runner: CliRunner,

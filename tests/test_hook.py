@@ -1,9 +1,12 @@
-"""``ctxledger hook``: Claude Code hook events on stdin, as Claude Code runs them (a new
-process per event), on SQLite and PostgreSQL; and a transcript of two sessions over nine
-days, in process under a frozen clock."""
+"""``ctxledger hook``: Claude Code's documented hook events, run in this process through
+``run_hook`` (the function every route calls), on SQLite and PostgreSQL: what each event
+writes, a three-turn session recorded from its transcript, resume, compact and clear, a
+transcript read from where the last read stopped, and one process test per route (the
+console script's fast route, the Typer command; the worker's is in test_hook_worker.py)."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -18,17 +21,33 @@ from typing import Any
 
 import pytest
 from freezegun import freeze_time
-from helpers.hook_events import PROJECT, SCRIPT, Run
+from helpers.hook_events import (
+    PROJECT,
+    SCRIPT,
+    TRANSCRIPT_SESSION,
+    GrowingTranscript,
+    Run,
+)
 from helpers.hook_events import hook_event as _event
 from typer.testing import CliRunner
 
 from ctxledger import Ledger
-from ctxledger._hook import HookEvent, drain_spool, mcp_server, tool_registration, tool_use
+from ctxledger._hook import hook_arguments, run_hook
+from ctxledger._hook._events import (
+    HANDLED,
+    QUIET_EVENTS,
+    HookEvent,
+    tool_registration,
+    tool_use,
+)
+from ctxledger._hook._handle import CONTINUING, RETURNING
+from ctxledger._hook._route import drain_spool
+from ctxledger._hook._spool import Spool, append, claim, tool_use_line
 from ctxledger._project import project_scope
-from ctxledger._spool import Spool, append, claim, tool_use_line
 from ctxledger.assembler.profiles.base import report_of
 from ctxledger.assembler.profiles.session.report import SessionReport
 from ctxledger.cli import app
+from ctxledger.store.tool_names import mcp_server
 
 
 def _tool(name: str, call: str, session: str = "cc-1", **fields: Any) -> dict[str, Any]:
@@ -37,24 +56,32 @@ def _tool(name: str, call: str, session: str = "cc-1", **fields: Any) -> dict[st
 
 
 @pytest.fixture
-def hook(db_url: str, tmp_path: Path) -> Iterator[Run]:
-    """Run ``ctxledger hook`` as Claude Code does: a new process, the event on stdin."""
-    assert SCRIPT is not None, "the ctxledger console script is not installed"
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("CTXLEDGER_DB", "CTXLEDGER_SCOPE", "CTXLEDGER_AGENT",
-                          "CTXLEDGER_DEBUG")}
-    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+def hook(db_url: str, tmp_path: Path) -> Run:
+    """Run ``ctxledger hook`` in this process, through ``run_hook`` as both routes do: a
+    tool use is spooled (no drainer process), and the next other event drains it."""
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "CTXLEDGER_HOOK_WORKER_IDLE": "0"}
+    transcripts = tmp_path / "transcripts"
+    transcripts.mkdir()
 
     def run(event: dict[str, Any] | str, *args: str, db: str | None = db_url,
             extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        if isinstance(event, dict) and str(event.get("transcript_path")).startswith(
+                "/nonexistent/"):
+            # The helper's placeholder: an empty transcript, as Claude Code's first event
+            # of a session finds it (a test of a missing one names a path of its own).
+            path = transcripts / Path(str(event["transcript_path"])).name
+            path.touch()
+            event = {**event, "transcript_path": str(path)}
         text = event if isinstance(event, str) else json.dumps(event)
-        command = [SCRIPT, *(("--db", db) if db else ()), "hook", *args]
-        return subprocess.run(command, input=text, capture_output=True, text=True,
-                              env={**env, **(extra_env or {})}, timeout=120, check=False)
-    yield run
-    # The background drainers queue behind this one and then find nothing to do: none
-    # touches the database after the test.
-    run("", "--drain")
+        environ = {**env, **(extra_env or {})}
+        arguments = hook_arguments([*(("--db", db) if db else ()), "hook", *args], environ)
+        assert arguments is not None, args
+        out, err = io.StringIO(), io.StringIO()
+        run_hook(arguments, io.BytesIO(text.encode("utf-8", "surrogatepass")), out, err,
+                 worker=False, environ=environ, drainer=False)
+        return subprocess.CompletedProcess(["ctxledger", "hook", *args], 0, out.getvalue(),
+                                           err.getvalue())
+    return run
 
 
 def _spool_files(tmp_path: Path) -> list[str]:
@@ -93,13 +120,12 @@ def test_each_event_kind(hook: Run, read: Ledger) -> None:
     _quiet(hook(_event("PostToolUseFailure", tool_name="Bash", tool_use_id="toolu_03",
                        tool_input={"command": "false"}, error="exit 1")))
     _quiet(hook(_event("UserPromptSubmit", prompt="Fix the login bug, please.")))
-    _quiet(hook(_event("Stop", stop_hook_active=False, summary="Fixed the login bug.")))
+    _quiet(hook(_event("Stop")))  # the turn: nothing in the (empty) transcript
     _quiet(hook(_event("SessionEnd", reason="prompt_input_exit")))
 
     events = read.events("cc-1")
     assert [e.type for e in events] == ["session.started", "tool.used", "tool.used",
-                                        "tool.used", "message.appended", "session.ended",
-                                        "session.ended"]
+                                        "tool.used", "message.appended", "session.ended"]
     assert [e.data for e in events[1:4]] == [
         {"tool_name": "mcp__github__create_issue", "server_name": "github", "ok": True,
          "call_id": "toolu_01"},
@@ -107,8 +133,7 @@ def test_each_event_kind(hook: Run, read: Ledger) -> None:
         {"tool_name": "Bash", "ok": False, "call_id": "toolu_03"}]
     assert events[4].data["role"] == "user"
     assert events[4].data["content"] == "Fix the login bug, please."
-    # The end without a summary keeps the one the session ended with.
-    assert [e.data for e in events[5:]] == [{"summary": "Fixed the login bug."}] * 2
+    assert events[5].data == {"summary": "Asked:\n- Fix the login bug, please."}
     registered = {e.data["name"]: e.data for e in read.events(f"scope:{scope}")}
     assert registered == {
         "mcp__github__create_issue": {"name": "mcp__github__create_issue",
@@ -118,7 +143,7 @@ def test_each_event_kind(hook: Run, read: Ledger) -> None:
 
     second = json.loads(hook(_event("SessionStart", "cc-2", source="startup")).stdout)
     context = second["hookSpecificOutput"]["additionalContext"]
-    assert "## Previous Session\nFixed the login bug." in context
+    assert "## Previous Session\nAsked:\n- Fix the login bug, please." in context
     assert "## Available Tools\n- MCP: github (1x)" in context
     assert "Read" not in context  # builtins are not ranked
     assert read.view("cc-2").scope == scope
@@ -126,7 +151,8 @@ def test_each_event_kind(hook: Run, read: Ledger) -> None:
 
 def test_retried_events_are_written_once(hook: Run, read: Ledger) -> None:
     events = [_event("SessionStart", source="startup"), _tool("mcp__srv__tool", "toolu_9"),
-              _event("UserPromptSubmit", prompt="again"), _event("Stop", summary="done")]
+              _event("UserPromptSubmit", prompt="again"), _event("Stop"),
+              _event("SessionEnd")]
     for event in events:
         assert hook(event).returncode == 0
     before = [(e.event_id, e.type) for e in read.events()]
@@ -148,8 +174,8 @@ def test_fail_open(hook: Run, read: Ledger, tmp_path: Path) -> None:
             ("{not json", "not JSON"),
             ("[1, 2]", "not a JSON object"),
             (json.dumps({"hook_event_name": "Stop", "cwd": PROJECT}), "no session_id"),
-            (_event("Notification", message="hi"), "unhandled hook event 'Notification'"),
-            (_event("PostToolUse"), "PostToolUse has no tool_name"),
+            (_event("Elicitation", message="hi"), "unhandled hook event 'Elicitation'"),
+            (_event("PostToolUse", tool_name=None), "PostToolUse has no tool_name"),
             (_event("UserPromptSubmit", prompt="x" * (1 << 20)), "")]:
         result = hook(bad)
         assert result.returncode == 0 and result.stdout == ""
@@ -177,7 +203,11 @@ def test_agent_scopes_the_injection(hook: Run, read: Ledger) -> None:
     result = hook(_event("SessionStart", source="resume"), "--agent", "executor")
     context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
     text, _, block = context.partition("\n\n[ctxledger - Agent state: executor]\n")
-    assert text == read.assemble("cc-1", "session").text
+    # The session profile's injection, greeting a resumed session as going on.
+    going_on = read.policy("cc-1", "session").model_copy(
+        update={"welcome_message": CONTINUING.format(source="resume")})
+    assert text == read.assemble("cc-1", "session", policy=going_on).text
+    assert "First session" not in text
     state = json.loads(block)
     assert state == read.state("cc-1", agent="executor")
     assert state["_agent"] == "executor" and "_warning" not in state
@@ -191,7 +221,7 @@ def test_agent_scopes_the_injection(hook: Run, read: Ledger) -> None:
     header, _, body = output["additionalContext"].partition("\n")
     assert header == "[ctxledger - Agent state: planner]"
     assert json.loads(body) == read.state("cc-1", agent="planner")
-    nameless = hook(_event("SubagentStart", agent_id="a-2"))
+    nameless = hook(_event("SubagentStart", agent_id="a-2", agent_type=None))
     assert (nameless.returncode, nameless.stdout) == (0, "")
     assert nameless.stderr.strip().endswith("SubagentStart has no agent_type"
                                             " (and no --agent was given)")
@@ -205,6 +235,33 @@ def test_scope_and_database_defaults(hook: Run, tmp_path: Path) -> None:
         assert ledger.view("cc-1").scope == "mine"
 
 
+def test_the_hook_and_the_command_line_find_one_database(
+        hook: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No flags: the hook (in the project's folder, its events' cwd) and a command run in
+    that folder use the project's ctxledger.db when it exists, else the user's one."""
+    project = tmp_path / "webapp"
+    project.mkdir()
+    event = {**_event("UserPromptSubmit", prompt="where am I?"), "cwd": str(project)}
+    _quiet(hook(event, db=None))
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("CTXLEDGER_DB", raising=False)
+    runner = CliRunner()
+    state = runner.invoke(app, ["state", "cc-1"])
+    assert state.exit_code == 0, state.output
+    assert json.loads(state.stdout)["messages"]["user"] == 1
+    assert (tmp_path / "data" / "ctxledger" / "ledger.db").is_file()
+    # A project database of its own comes first, for both.
+    assert runner.invoke(app, ["init", "--db", f"sqlite:///{project / 'ctxledger.db'}"]
+                         ).exit_code == 0
+    _quiet(hook({**event, "session_id": "cc-2"}, db=None))
+    listed = runner.invoke(app, ["events", "cc-2"])
+    assert listed.exit_code == 0 and "session.started" in listed.stdout
+    with Ledger.open(f"sqlite:///{project / 'ctxledger.db'}", load_vocabulary=False) as own:
+        assert [e.type for e in own.events("cc-2")] == ["session.started",
+                                                        "message.appended"]
+
+
 def test_mcp_server_names() -> None:
     assert mcp_server("mcp__srv__tool") == "srv"
     assert mcp_server("mcp__my_server__do_it") == "my_server"
@@ -214,6 +271,244 @@ def test_mcp_server_names() -> None:
         "name": "mcp__srv__tool", "tool_type": "mcp_tool", "server_name": "srv"}
     assert tool_registration("WebFetch")["tool_type"] == "builtin"
     assert tool_registration("my-script")["tool_type"] == "other"
+
+
+# -- Claude Code's sessions, recorded from their transcripts -----------------------------------
+
+S1 = TRANSCRIPT_SESSION
+# The fixture's conversation as it is recorded: the caveat Claude Code notes for itself,
+# the thinking-only line, the snapshot, system and summary lines and the sub-agent's line
+# are not the session's messages.
+RECORDED = [
+    ("user", "Fix the login redirect: after signing in, users land on /home instead of the"
+             " page they came from."),
+    ("assistant", "I'll look at the login view first."),
+    ("assistant", "call Read"),
+    ("tool", "     1\tdef login(request):\n     2\t    ...\n     3\t    return"
+             " redirect('/home')\n"),
+    ("assistant", "call Edit"),
+    ("tool", f"The file {PROJECT}/app/auth.py has been updated."),
+    ("assistant", "Fixed: the login view now redirects to the `next` parameter when it is a"
+                  " safe local path, else to /home."),
+    ("user", "Add a test for it."),
+    ("assistant", "call Write"),
+    ("tool", f"File created successfully at: {PROJECT}/tests/test_auth.py"),
+    ("assistant", "Added tests/test_auth.py with a test that the login follows `next`."),
+    ("user", "Run the tests."),
+    ("assistant", "call Bash"),
+    ("tool", "...\n3 passed in 0.41s"),
+    ("assistant", "All 3 tests pass; the redirect fix is ready for review."),
+]
+SUMMARY = ("Asked:\n"
+           "- Fix the login redirect: after signing in, users land on /home instead of the"
+           " page they came from.\n"
+           "- Add a test for it.\n"
+           "- Run the tests.\n"
+           "Files changed: app/auth.py, tests/test_auth.py\n"
+           "Last reply: All 3 tests pass; the redirect fix is ready for review.")
+
+
+def _recorded(ledger: Ledger, session: str = S1) -> list[tuple[str, str]]:
+    found = []
+    for each in ledger.messages(session):
+        data = each.data
+        calls = data.get("tool_calls") or []
+        text = (" ".join(f"call {call['function']['name']}" for call in calls) if calls
+                else str(data["content"]))
+        found.append((str(data["role"]), text))
+    return found
+
+
+def _context(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.stderr == "", result.stderr
+    return str(json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"])
+
+
+def _ends(ledger: Ledger, session: str = S1) -> list[dict[str, Any]]:
+    return [e.data for e in ledger.events(session) if e.type == "session.ended"]
+
+
+def _turn(hook: Run, transcript: GrowingTranscript, turn: int, **stop: Any) -> None:
+    """One turn as Claude Code runs it: the prompt's hook, the turn written to the
+    transcript (with a tool use's hook), then Stop."""
+    path = transcript.path
+    _quiet(hook(_event("UserPromptSubmit", S1, transcript=path,
+                       prompt=transcript.prompt(turn))))
+    transcript.write_turn(turn)
+    _quiet(hook(_event("PostToolUse", S1, transcript=path, tool_use_id=f"toolu_turn{turn}")))
+    _quiet(hook(_event("Stop", S1, transcript=path, **stop)))
+
+
+def test_a_three_turn_session_is_recorded_from_its_transcript(
+        hook: Run, read: Ledger, tmp_path: Path) -> None:
+    transcript = GrowingTranscript(tmp_path / "session.jsonl")
+    first = _context(hook(_event("SessionStart", S1, transcript=transcript.path)))
+    assert first.startswith("[ctxledger] First session detected.")
+    # Newer Claude Code sends the reply with Stop, older only stop_hook_active: the
+    # transcript is read either way.
+    _turn(hook, transcript, 0)
+    _turn(hook, transcript, 1, last_assistant_message=RECORDED[10][1])
+    assert _ends(read) == []  # a Stop is a turn, not the session's end
+    _turn(hook, transcript, 2, stop_hook_active=True)
+    _quiet(hook(_event("SessionEnd", S1, transcript=transcript.path)))
+
+    assert _recorded(read) == RECORDED  # each prompt once, though its hook recorded it
+    assert _ends(read) == [{"summary": SUMMARY}]
+    assert [e.type for e in read.events(S1)].count("tool.used") == 3
+    second = _context(hook(_event("SessionStart", "cc-2")))
+    assert second.startswith(f"[ctxledger - Session Context]\n\n## Previous Session\n"
+                             f"{SUMMARY}")
+    # The log holds it all: without the file the injection is the same, and a retried end
+    # says the file is gone (one line) and writes nothing.
+    transcript.path.unlink()
+    head = read.head()
+    assert _context(hook(_event("SessionStart", "cc-2"))) == second
+    again = hook(_event("SessionEnd", S1, transcript=transcript.path))
+    assert again.stdout == "" and len(again.stderr.splitlines()) == 1
+    assert str(transcript.path) in again.stderr and "No such file" in again.stderr
+    assert read.head() == head and _recorded(read) == RECORDED
+
+
+def test_resume_and_compact_go_on_with_the_session(hook: Run, read: Ledger,
+                                                    tmp_path: Path) -> None:
+    transcript = GrowingTranscript(tmp_path / "session.jsonl")
+    path = transcript.path
+    _context(hook(_event("SessionStart", S1, transcript=path)))
+    _turn(hook, transcript, 0)
+    _quiet(hook(_event("SessionEnd", S1, transcript=path)))
+    resumed = _context(hook(_event("SessionStart", S1, transcript=path, source="resume")))
+    assert resumed == CONTINUING.format(source="resume")  # not "First session detected"
+    _turn(hook, transcript, 1)
+    transcript.write_turn(2)
+    # Before compacting, the transcript's new lines are recorded; after, the session goes on.
+    _quiet(hook(_event("PreCompact", S1, transcript=path, trigger="auto")))
+    assert _recorded(read) == RECORDED
+    compacted = _context(hook(_event("SessionStart", S1, transcript=path, source="compact")))
+    assert compacted == CONTINUING.format(source="compact")
+    _quiet(hook(_event("SessionEnd", S1, transcript=path)))
+    types = [e.type for e in read.events(S1)]
+    assert types.count("session.started") == 1
+    assert [end["summary"].splitlines()[1:2] for end in _ends(read)] == [
+        [f"- {transcript.prompt(0)}"]] * 2
+    assert _ends(read)[-1] == {"summary": SUMMARY}
+
+
+def test_clear_starts_a_new_session_and_ends_one_left_open(hook: Run, read: Ledger,
+                                                          tmp_path: Path) -> None:
+    transcript = GrowingTranscript(tmp_path / "session.jsonl")
+    _context(hook(_event("SessionStart", S1, transcript=transcript.path)))
+    _turn(hook, transcript, 0)
+    transcript.write_turn(2)  # two more turns, then Claude Code is killed: no SessionEnd
+    assert _ends(read) == []
+    # /clear: a new session id. Its start finds the first one open and ends it, with the
+    # rest of its transcript read first.
+    cleared = _context(hook(_event("SessionStart", "cc-clear", source="clear")))
+    assert _recorded(read) == RECORDED
+    assert _ends(read) == [{"summary": SUMMARY}]
+    assert cleared.startswith(f"[ctxledger - Session Context]\n\n## Previous Session\n"
+                              f"{SUMMARY}")
+    # An ended session is not ended again; a later start of a session with history is
+    # never told it is the first.
+    _quiet(hook(_event("SessionEnd", "cc-clear")))
+    _context(hook(_event("SessionStart", "cc-3")))
+    assert _ends(read) == [{"summary": SUMMARY}]
+    assert read.head() > 0
+
+
+def test_a_new_session_in_a_scope_with_history_is_not_the_first(hook: Run,
+                                                                 read: Ledger) -> None:
+    _quiet(hook(_tool("Read", "toolu_1")))
+    _quiet(hook(_event("SessionEnd")))  # nothing said: no summary
+    context = _context(hook(_event("SessionStart", "cc-2")))
+    assert context == RETURNING
+    # A retried start of a project's very first session is still its first.
+    first = _context(hook(_event("SessionStart", "elsewhere",
+                                 cwd="/work/projects/other")))
+    again = _context(hook(_event("SessionStart", "elsewhere",
+                                 cwd="/work/projects/other")))
+    assert first == again and first.startswith("[ctxledger] First session detected.")
+
+
+def test_without_a_transcript_a_stop_records_its_reply(hook: Run, read: Ledger,
+                                                       tmp_path: Path) -> None:
+    gone = tmp_path / "gone.jsonl"
+    # Claude Code writes the file with the session's first message: a start does not
+    # miss it; a stop does, with one line.
+    start = hook(_event("SessionStart", transcript=gone))
+    assert json.loads(start.stdout) and start.stderr == ""
+    # An older Claude Code sends no reply: nothing to record, one line.
+    older = hook(_event("Stop", transcript=gone))
+    assert older.stdout == "" and len(older.stderr.splitlines()) == 1
+    assert older.stderr.startswith(f"ctxledger hook: transcript {gone}: No such file")
+    newer = hook(_event("Stop", transcript=gone, last_assistant_message="Done: PR 42."))
+    assert newer.stdout == "" and len(newer.stderr.splitlines()) == 1
+    hook(_event("Stop", transcript=gone, last_assistant_message="Done: PR 42."))  # a retry
+    hook(_event("SessionEnd", transcript=gone))
+    assert _recorded(read, "cc-1") == [("assistant", "Done: PR 42.")]
+    assert _ends(read, "cc-1") == [{"summary": "Last reply: Done: PR 42."}]
+
+
+def test_a_transcript_is_read_from_where_the_last_read_stopped(
+        hook: Run, read: Ledger, tmp_path: Path) -> None:
+    transcript = GrowingTranscript(tmp_path / "session.jsonl")
+    path = transcript.path
+    lines = transcript.lines
+    _context(hook(_event("SessionStart", S1, transcript=path)))
+    # A partial last line (Claude Code still writing it) waits for the next read.
+    transcript.write_through(3)
+    with path.open("a", encoding="utf-8") as file:
+        file.write(lines[3][:40])
+    _quiet(hook(_event("Stop", S1, transcript=path)))
+    assert _recorded(read) == RECORDED[:1]
+    with path.open("a", encoding="utf-8") as file:
+        file.write(lines[3][40:])
+    transcript.written = 4
+    transcript.write_through(8)
+    _quiet(hook(_event("Stop", S1, transcript=path)))
+    assert _recorded(read) == RECORDED[:5]
+    # A line that is not JSON is skipped with one line, a line past the input limit is
+    # stepped over with one line, and the read goes on after both.
+    with path.open("a", encoding="utf-8") as file:
+        file.write("{torn\n")
+        file.write(json.dumps({"type": "system", "content": "x" * 5000}) + "\n")
+    transcript.write_through(12)
+    with pytest.MonkeyPatch.context() as patch:  # read by the process that reads the file
+        patch.setenv("CTXLEDGER_MAX_INPUT_BYTES", "4096")
+        small = hook(_event("Stop", S1, transcript=path))
+    assert small.stdout == "" and len(small.stderr.splitlines()) == 2
+    assert "a line is not JSON" in small.stderr
+    assert "is larger than the input limit; skipped" in small.stderr
+    assert _recorded(read) == RECORDED[:8]
+    _quiet(hook(_event("Stop", S1, transcript=path)))
+    assert _recorded(read) == RECORDED[:8]
+    # Rotated (another first line) or truncated: read again from the start; the lines
+    # read before are not recorded twice.
+    path.write_text("".join(lines[2:]), encoding="utf-8")
+    _quiet(hook(_event("Stop", S1, transcript=path)))
+    assert _recorded(read) == RECORDED
+    path.write_text("".join(lines[:3]), encoding="utf-8")
+    _quiet(hook(_event("Stop", S1, transcript=path)))
+    assert _recorded(read) == RECORDED
+
+
+def test_every_documented_event_is_taken(hook: Run, read: Ledger) -> None:
+    """Each event with the fields Claude Code documents for it: exit 0, no stderr line;
+    SessionStart and SubagentStart print; PreToolUse and Notification write nothing."""
+    head = read.head()
+    for name in ("PreToolUse", "Notification"):
+        _quiet(hook(_event(name)))
+    assert read.head() == head
+    printed = {name: hook(_event(name, agent_type="planner", agent_id="a-1"))
+               for name in HANDLED}
+    for name, result in printed.items():
+        assert result.stderr == "", (name, result.stderr)
+        if name in ("SessionStart", "SubagentStart"):
+            assert json.loads(result.stdout)["hookSpecificOutput"]["hookEventName"] == name
+        else:
+            assert result.stdout == "", name
+    for source in ("startup", "resume", "clear", "compact"):
+        assert _context(hook(_event("SessionStart", source=source)))
+    assert _ends(read, "cc-1") == [{"summary": "Asked:\n- Hello"}]
 
 
 # -- a transcript over nine days, under a frozen clock ----------------------------------------
@@ -268,8 +563,11 @@ def test_a_transcript_over_nine_days(db_url: str, tmp_path: Path,
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     runner = CliRunner()
     start = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+    transcript = tmp_path / "cc-1.jsonl"
+    transcript.touch()
 
     def send(event: dict[str, Any], when: datetime) -> str:
+        event = {**event, "transcript_path": str(transcript)}
         with freeze_time(when):
             result = runner.invoke(app, ["--db", db_url, "hook"], input=json.dumps(event))
         assert (result.exit_code, result.stderr) == (0, ""), result.output
@@ -283,8 +581,8 @@ def test_a_transcript_over_nine_days(db_url: str, tmp_path: Path,
             send(_event("UserPromptSubmit", prompt=f"step {index}"), when)
         send(_tool(name, f"toolu_{index:03d}"), when)
     end = start + timedelta(days=9)
-    summary = "Moved the billing flow to Stripe; the Sentry alerts are quiet again."
-    send(_event("Stop", stop_hook_active=False, summary=summary), end)
+    send(_event("SessionEnd"), end)
+    summary = "Asked:\n- step 0\n- step 10\n- step 20\n- step 30"
     with freeze_time(end), Ledger.open(db_url, load_vocabulary=False) as ledger:
         scope = ledger.view("cc-1").scope
         # Enough long observations that the 6,000-character cap must trim.
@@ -325,14 +623,14 @@ def test_a_transcript_over_nine_days(db_url: str, tmp_path: Path,
 def test_the_plugin_runs_the_hook_on_every_handled_event() -> None:
     import tomllib
 
-    from ctxledger._hook import HANDLED
-
     root = Path(__file__).resolve().parent.parent / "plugin"
     manifest = json.loads((root / ".claude-plugin" / "plugin.json").read_text())
     project = tomllib.loads((root.parent / "pyproject.toml").read_text())["project"]
     assert (manifest["name"], manifest["version"]) == (project["name"], project["version"])
     config = json.loads((root / "hooks" / "hooks.json").read_text())["hooks"]
-    assert sorted(config) == sorted(HANDLED)
+    # Every event the hook takes but ignores (PreToolUse, Notification) is left out: each
+    # would cost a process per tool call for nothing.
+    assert sorted(config) == sorted(set(HANDLED) - set(QUIET_EVENTS))
     for groups in config.values():
         commands = [hook for group in groups for hook in group["hooks"]]
         assert [(c["type"], c["command"]) for c in commands] == [("command", "ctxledger hook")]
@@ -340,7 +638,8 @@ def test_the_plugin_runs_the_hook_on_every_handled_event() -> None:
 
 HEAVY = ("sqlalchemy", "pydantic", "typer", "click", "rich", "tiktoken", "numpy", "alembic",
          "ctxledger._ledger", "ctxledger.store.log", "ctxledger.store.catalog",
-         "ctxledger.projections", "ctxledger.assembler")
+         "ctxledger.projections", "ctxledger.assembler", "ctxledger._hook._handle",
+         "ctxledger._hook._transcript", "dataclasses", "inspect", "uuid")
 
 
 def test_a_tool_use_imports_only_the_standard_library(tmp_path: Path) -> None:
@@ -370,6 +669,25 @@ print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
         time.sleep(0.1)
     with Ledger.open(url, load_vocabulary=False) as ledger:
         assert _types(ledger, "cc-1") == ["session.started", "tool.used"]
+
+
+def test_the_typer_route_runs_the_same_hook(db_url: str, tmp_path: Path) -> None:
+    """The Typer app's ``hook`` command (what ``--help`` and callers of the app reach), in
+    a process of its own: the same ``run_hook``, every event in that process."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("CTXLEDGER_DB", "CTXLEDGER_SCOPE", "CTXLEDGER_AGENT")}
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    command = [sys.executable, "-c", "from ctxledger.cli import app; app()",
+               "--db", db_url, "hook"]
+    done = subprocess.run(command, input=json.dumps(_event("SessionStart")),
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert (done.returncode, done.stderr) == (0, ""), done
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("[ctxledger] First session detected.")
+    bad = subprocess.run(command, input="{", capture_output=True, text=True, env=env,
+                         timeout=120, check=False)
+    assert (bad.returncode, bad.stdout) == (0, "")
+    assert bad.stderr.startswith("ctxledger hook: the event is not JSON")
 
 
 # -- the spool ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The hook's warm worker (``ctxledger._hook_worker``), as the console script uses it:
+"""The hook's warm worker (``ctxledger._hook._worker``), as the console script uses it:
 real ``ctxledger hook`` processes, a real worker process on a Unix socket, on SQLite and
 PostgreSQL. What it answers must be what the hook would have printed in-process."""
 
@@ -22,7 +22,8 @@ from helpers.hook_events import PROJECT, SCRIPT, Run
 from helpers.hook_events import hook_event as _event
 
 from ctxledger import Ledger
-from ctxledger._hook_worker import (
+from ctxledger._hook._handle import RETURNING
+from ctxledger._hook._worker import (
     IDLE_ENV,
     PROTOCOL,
     Place,
@@ -60,6 +61,13 @@ def hook(db_url: str, env: dict[str, str]) -> Iterator[Run]:
 
     def run(event: dict[str, Any] | str, *args: str,
             extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        if isinstance(event, dict) and str(event.get("transcript_path")).startswith(
+                "/nonexistent/"):
+            # The helper's placeholder: an empty transcript, as a session's first event
+            # finds it.
+            path = Path(env["XDG_DATA_HOME"]) / Path(str(event["transcript_path"])).name
+            path.touch()
+            event = {**event, "transcript_path": str(path)}
         text = event if isinstance(event, str) else json.dumps(event)
         return subprocess.run([SCRIPT, "--db", db_url, "hook", *args], input=text,
                               capture_output=True, text=True,
@@ -79,7 +87,7 @@ def _wait(condition: Callable[[], bool], what: str, seconds: float = 60.0) -> No
 
 def _listening(url: str, env: dict[str, str]) -> bool:
     """The worker answers (a drain request is harmless)."""
-    from ctxledger._hook_worker import ask_drain
+    from ctxledger._hook._worker import ask_drain
 
     return ask_drain(url, env)
 
@@ -117,12 +125,14 @@ def test_the_first_event_starts_a_worker_and_the_next_ones_use_it(
                            tool_use_id=f"toolu_{index}", tool_input={}, tool_response={}),
                     extra_env=poisoned)
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    hook_done = hook(_event("Stop", "cc-1", summary="Triaged the open PRs."),
-                     extra_env=poisoned)
-    assert (hook_done.returncode, hook_done.stdout, hook_done.stderr) == (0, "", "")
+    for name, fields in (("UserPromptSubmit", {"prompt": "Triage the open PRs."}),
+                         ("Stop", {}), ("SessionEnd", {})):
+        hook_done = hook(_event(name, "cc-1", **fields), extra_env=poisoned)
+        assert (hook_done.returncode, hook_done.stdout, hook_done.stderr) == (0, "", "")
     started = hook(_event("SessionStart", "cc-2", source="startup"), extra_env=poisoned)
     text = _context(started)
-    assert "Triaged the open PRs." in text and "- MCP: github (1x)" in text
+    assert "## Previous Session\nAsked:\n- Triage the open PRs." in text
+    assert "- MCP: github (1x)" in text
     with Ledger.open(db_url, load_vocabulary=False) as ledger:
         calls = [event.data["call_id"] for event in ledger.events("cc-1")
                  if event.type == "tool.used"]
@@ -153,7 +163,10 @@ def test_the_worker_answers_as_the_hook_would_in_process(
         started = list(ledger.events("cc-at"))
         assert [(event.type, event.recorded_at) for event in started] == [
             ("session.started", at)]
-        expected = ledger.assemble("cc-at", "session", now=at).text
+        # A new session in a project with history: greeted as such, not as the first.
+        policy = ledger.policy("cc-at", "session").model_copy(
+            update={"welcome_message": RETURNING})
+        expected = ledger.assemble("cc-at", "session", now=at, policy=policy).text
     assert json.loads(answer.stdout)["hookSpecificOutput"]["additionalContext"] == expected
     # A retried start writes nothing new and says the same.
     again = ask_event(db_url, raw, scope, None, at, env)
@@ -166,8 +179,9 @@ def test_a_bad_event_gets_the_in_process_line_and_writes_nothing(
     _wait(lambda: _listening(db_url, env), "the worker to listen")
     with Ledger.open(db_url, load_vocabulary=False) as ledger:
         before = ledger.head()
-    through_worker = hook(_event("UserPromptSubmit", "cc-1"))  # no prompt
-    in_process = hook(_event("UserPromptSubmit", "cc-1"), extra_env={IDLE_ENV: "0"})
+    through_worker = hook(_event("UserPromptSubmit", "cc-1", prompt=None))
+    in_process = hook(_event("UserPromptSubmit", "cc-1", prompt=None),
+                      extra_env={IDLE_ENV: "0"})
     assert through_worker.returncode == 0 and through_worker.stdout == ""
     assert through_worker.stderr == in_process.stderr == (
         "ctxledger hook: UserPromptSubmit has no prompt\n")
@@ -277,7 +291,7 @@ def test_idle_setting(raw: str, seconds: float) -> None:
 ])
 def test_the_fast_route_reads_the_worker_options(argv: list[str],
                                                  expected: tuple[Any, ...] | None) -> None:
-    from ctxledger.cli._fast import hook_arguments
+    from ctxledger._hook import hook_arguments
 
     found = hook_arguments(argv, environ={})
     if expected is None:
@@ -355,7 +369,7 @@ def _send_raw(place: Place, data: bytes) -> dict[str, Any] | None:
 
 def test_the_worker_survives_bad_requests(hook: Run, db_url: str,
                                           env: dict[str, str]) -> None:
-    from ctxledger._hook_worker import build
+    from ctxledger._hook._worker import build
 
     _context(hook(_event("SessionStart", "warm")))
     _wait(lambda: _listening(db_url, env), "the worker to listen")

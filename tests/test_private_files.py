@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from ctxledger import Ledger
 from ctxledger._config import ENV_VAR
-from ctxledger._hook_worker import IDLE_ENV, Place, stop_worker, worker_alive
+from ctxledger._hook._worker import IDLE_ENV, Place, stop_worker, worker_alive
 from ctxledger.cli import app
 from ctxledger.cli._errors import DEBUG_ENV_VAR
 from ctxledger.store.errors import ReadableDatabaseWarning
@@ -80,7 +80,10 @@ def test_the_hooks_default_database_is_private(data_home: Path, umask: int) -> N
         assert _hook(["hook"], tool, env, umask).stderr == ""
         # The worker holds the database open: its WAL and shm files exist now.
         _wait(lambda: worker_alive(url, env) and Place.of(url, env).socket.exists())
-        assert _hook(["hook"], hook_event("Stop", "cc-1"), env, umask).stderr == ""
+        transcript = data_home / "cc-1.jsonl"
+        transcript.touch()
+        stop = hook_event("Stop", "cc-1", transcript=transcript)
+        assert _hook(["hook"], stop, env, umask).stderr == ""
         files = sorted(path.name for path in folder.iterdir() if path.is_file())
         assert {"ledger.db", "ledger.db-wal", "ledger.db-shm"} <= set(files), files
         for name in files:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ctxledger._project import project_scope, user_data_dir, user_db_url
+from ctxledger._project import default_db_url, project_scope, user_data_dir
 
 
 def test_scope_is_stable_and_names_the_folder(tmp_path: Path) -> None:
@@ -35,7 +35,17 @@ def test_environment_overrides_the_scope(tmp_path: Path) -> None:
 def test_database_defaults_to_the_user_data_folder(tmp_path: Path) -> None:
     env = {"XDG_DATA_HOME": str(tmp_path / "data")}
     assert user_data_dir(env) == tmp_path / "data" / "ctxledger"
-    url = user_db_url(env)
+    url = default_db_url(tmp_path, environ=env)
     assert url == f"sqlite:///{tmp_path / 'data' / 'ctxledger' / 'ledger.db'}"
     assert (tmp_path / "data" / "ctxledger").is_dir()
-    assert user_db_url({"CTXLEDGER_DB": "sqlite:///x.db"}) == "sqlite:///x.db"
+    assert default_db_url(tmp_path, environ={"CTXLEDGER_DB": "sqlite:///x.db"}) \
+        == "sqlite:///x.db"
+
+
+def test_a_project_database_comes_before_the_user_one(tmp_path: Path) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    (tmp_path / "ctxledger.db").write_bytes(b"")
+    assert default_db_url(tmp_path, environ=env) == f"sqlite:///{tmp_path / 'ctxledger.db'}"
+    # The environment still wins over the project's file.
+    assert default_db_url(tmp_path, environ={**env, "CTXLEDGER_DB": "sqlite:///x.db"}) \
+        == "sqlite:///x.db"

@@ -1,7 +1,7 @@
 """The ``ctxledger`` command line (``ctxledger.cli:main``); ``app`` is its Typer app.
 
 ``app`` is imported on first use (PEP 562): ``main`` runs ``ctxledger hook`` without
-importing Typer at all (``ctxledger.cli._fast``).
+importing Typer at all (``ctxledger._hook.fast_main``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ __all__ = ["app", "main"]
 def main() -> None:
     """Console-script entry point (``ctxledger``): the hook through its fast route,
     every other command through the Typer app."""
-    from ctxledger.cli._fast import fast_main
+    from ctxledger._hook import fast_main
 
     if fast_main():
         return

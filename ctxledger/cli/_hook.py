@@ -2,12 +2,13 @@
 
 It runs on every tool call and must never block the agent: whatever goes wrong, it
 prints one line on stderr and exits 0, having written nothing half-done. The console
-script runs it without importing Typer (``ctxledger.cli._fast``); this command is the same
-hook for ``--help`` and for callers of the Typer app.
+script runs it without importing Typer (``ctxledger._hook.fast_main``); this command is the
+same hook (``ctxledger._hook.run_hook``) for ``--help`` and for callers of the Typer app.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Annotated
 
@@ -45,37 +46,23 @@ def hook(
     hookSpecificOutput.additionalContext; SubagentStart the state scoped by the spawned
     agent's manifest; PostToolUse and PostToolUseFailure spool tool.used (a background
     drainer, or the next other event, appends it); UserPromptSubmit records the prompt;
-    Stop and SessionEnd end the session. The scope is the project
-    ($CTXLEDGER_SCOPE, else a hash of cwd); the database --db, else $CTXLEDGER_DB, else
-    $XDG_DATA_HOME/ctxledger/ledger.db. The console script hands events to the
-    database's warm worker when one runs (and starts one in the background): a session
-    start then skips loading the database stack. Always exits 0: an error is one line on
-    stderr."""
-    from ctxledger._hook import drain_spool, fail_open_message, read_event, run, stop
-    from ctxledger._warnings import one_line_warnings
+    Stop records the turn (the transcript's new messages); SessionEnd ends the session
+    with the summary its transcript gives. The scope is the project ($CTXLEDGER_SCOPE,
+    else a hash of cwd); the database --db, else $CTXLEDGER_DB, else the project's
+    ./ctxledger.db when it exists, else $XDG_DATA_HOME/ctxledger/ledger.db. The console
+    script hands events to the database's warm worker when one runs (and starts one in
+    the background): a session start then skips loading the database stack. Always
+    exits 0: an error is one line on stderr."""
+    from ctxledger._hook import HookArguments, run_hook
 
-    def report(line: str) -> None:
-        typer.echo(f"ctxledger hook: {line}", err=True)
     if worker and not drain:
         raise typer.BadParameter("--worker goes with --drain", param_hint="--worker")
     if stop_worker and (drain or worker):
         raise typer.BadParameter("--stop-worker goes alone", param_hint="--stop-worker")
-    try:
-        with one_line_warnings(report):
-            if stop_worker:
-                typer.echo(stop(db_of(ctx)))
-                return
-            if drain:
-                drain_spool(db_of(ctx), report=report, worker=worker)
-                return
-            output = run(read_event(typer.get_binary_stream("stdin")), db_of(ctx),
-                         agent.strip() or None if agent is not None else None,
-                         report=report)
-    except Exception as exc:  # fail open: the agent must go on
-        typer.echo(fail_open_message(exc), err=True)
-        return
-    if output is not None:
-        typer.echo(output)
+    arguments = HookArguments(db_of(ctx), agent.strip() or None if agent is not None else None,
+                              drain, worker, stop_worker)
+    run_hook(arguments, typer.get_binary_stream("stdin"), sys.stdout, sys.stderr,
+             worker=False)
 
 
 COMMANDS: dict[str, Callable[..., None]] = {"hook": hook}

@@ -48,8 +48,9 @@ def mcp(
     HTTP is served at /mcp. Stops when the client closes stdin, or on Ctrl-C."""
     import os
 
+    from ctxledger._config import resolve_db_url
     from ctxledger._open import open_ledger
-    from ctxledger._project import project_scope, user_db_url
+    from ctxledger._project import project_scope
 
     try:
         from ctxledger._mcp.server import build_server
@@ -61,7 +62,7 @@ def mcp(
     # carry the same folder as their cwd, so both surfaces derive one scope.
     folder = os.environ.get(PROJECT_DIR_ENV, "").strip() or os.getcwd()
     project = scope.strip() if scope is not None else project_scope(folder)
-    url = db_of(ctx) or user_db_url()
+    url = resolve_db_url(db_of(ctx), folder=folder)
     with open_ledger(url) as ledger:
         server = build_server(ledger, project)
         if transport is Transport.stdio:

@@ -16,8 +16,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import IO, Any, Final
+from typing import IO, Any, Final, NamedTuple
 
 from ctxledger.store.errors import LedgerError
 
@@ -41,9 +40,9 @@ class BoundedInputError(LedgerError):
     """An input passes a limit (size, nesting, a number's range) or cannot be read."""
 
 
-@dataclass(frozen=True, slots=True)
-class InputLimits:
-    """The size and nesting limits of an input."""
+class InputLimits(NamedTuple):
+    """The size and nesting limits of an input (a named tuple, not a dataclass: the
+    hook's tool use imports this module, and ``dataclasses`` imports ``inspect``)."""
 
     max_bytes: int = DEFAULT_MAX_BYTES
     max_depth: int = DEFAULT_MAX_DEPTH

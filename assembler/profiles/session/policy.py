@@ -11,8 +11,9 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ctxledger.assembler.policy import Policy
-from ctxledger.assembler.profiles.session.tool_ranking import MCP_SERVER_PATTERN, RankingWeights
+from ctxledger.assembler.profiles.session.tool_ranking import RankingWeights
 from ctxledger.projections.tool_window import TOOL_WINDOW_DAYS
+from ctxledger.store.tool_names import MCP_SERVER_PATTERN
 
 SECTION_PREVIOUS = "previous_session"
 SECTION_TOOLS = "tools"

@@ -32,8 +32,6 @@ from datetime import datetime, timedelta
 from ctxledger.assembler.ranking import ranked, round_score
 from ctxledger.projections.view import Tool, ToolUsage
 
-MCP_SERVER_PATTERN = r"^mcp__([^_]+(?:_[^_]+)*)__"
-
 
 @dataclass(frozen=True, slots=True)
 class ToolEntry:

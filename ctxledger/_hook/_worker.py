@@ -5,7 +5,7 @@ row: most of a second, where a session start takes about 10 ms in a process that
 them loaded. So the background drainer a hook starts (``ctxledger hook --drain``) stays
 on after its drain as the database's worker: it listens on a Unix socket in the per-user
 data folder and runs each event it is sent through the code the hook runs in-process
-(``ctxledger._hook.act``), at the time the hook saw it, until it has been idle for
+(``_handle.LedgerRunner``), at the time the hook saw it, until it has been idle for
 ``$CTXLEDGER_HOOK_WORKER_IDLE`` seconds (default 1800; ``0``: no worker). A hook asks
 the worker first and does the work itself when there is none, or the worker is of
 another build, does not answer in time, or goes away; derived event ids make a repeat
@@ -36,8 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from ctxledger._hook._spool import Spool
 from ctxledger._project import private_folder, user_data_dir
-from ctxledger._spool import Spool
 from ctxledger.io._bounded import BoundedInputError, loads_bounded
 from ctxledger.store.errors import LedgerError
 
@@ -149,10 +149,12 @@ def ask_event(url: str, raw: bytes, scope: str, agent: str | None, at: datetime,
 
 
 def ask_drain(url: str, environ: Mapping[str, str] | None = None) -> bool:
-    """Tell the worker of ``url`` to drain the spool; False when no worker took it (the
-    hook then starts a drainer)."""
+    """Tell the worker of ``url`` to drain the spool; False when no worker listens (the
+    hook then starts a drainer). The hook does not wait for the worker to answer: the
+    tool use is on disk already, and a busy worker (or one of another build, which
+    leaves) only delays it to the next drain, at the latest the next other event's."""
     return _exchange(Place.of(url, environ), {"op": "drain"}, ACK_TIMEOUT,
-                     environ) is not None
+                     environ, wait=False) is not None
 
 
 def stop_worker(url: str, environ: Mapping[str, str] | None = None) -> bool:
@@ -163,11 +165,13 @@ def stop_worker(url: str, environ: Mapping[str, str] | None = None) -> bool:
 
 
 def _exchange(place: Place, request: dict[str, Any], timeout: float,
-              environ: Mapping[str, str] | None, *,
-              even_off: bool = False) -> dict[str, Any] | None:
+              environ: Mapping[str, str] | None, *, even_off: bool = False,
+              wait: bool = True) -> dict[str, Any] | None:
     """Send ``request`` and read the answer; None when there is no worker, it is of
     another build, or it does not answer within ``timeout`` seconds. With workers off
-    nothing is sent, unless ``even_off`` (a stop reaches a worker started before)."""
+    nothing is sent, unless ``even_off`` (a stop reaches a worker started before).
+    Without ``wait`` the request is only delivered (a listening worker took the
+    connection): ``{"taken": true}`` then, without waiting for the worker's turn."""
     if (idle_seconds(environ) <= 0 and not even_off) or not place.usable():
         return None
     request = {"v": PROTOCOL, "build": build(), **request}
@@ -178,6 +182,8 @@ def _exchange(place: Place, request: dict[str, Any], timeout: float,
             conn.connect(os.fspath(place.socket))
             conn.sendall(data)
             conn.shutdown(socket.SHUT_WR)
+            if not wait:
+                return {"taken": True}
             answer = json.loads(_read_all(conn))
     except (OSError, ValueError):
         return None  # no worker, a stale socket, a worker that went away or is stuck
@@ -230,7 +236,7 @@ def _file_identity(path: Path | None) -> tuple[int, int] | None:
 
 
 class Runner(Protocol):
-    """What a worker does with the ledger open (``ctxledger._hook`` implements it)."""
+    """What a worker does with the ledger open (``_handle.LedgerRunner`` implements it)."""
 
     def act(self, raw: bytes, scope: str, agent: str | None, at: datetime,
             report: Callable[[str], None]) -> str | None:
@@ -357,6 +363,9 @@ def _answer(conn: socket.socket, runner: Runner, own_build: str) -> bool:
         return False
     if op == "drain":
         _send(conn, {"taken": True})
+        # The hook waits for the end of the answer: end it now, not after the drain.
+        with suppress(OSError):
+            conn.shutdown(socket.SHUT_RDWR)
         _drain_quietly(runner)
         return True
     if op != "event":

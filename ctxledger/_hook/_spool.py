@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -38,6 +37,8 @@ from ctxledger.store.clock import system_clock
 from ctxledger.store.errors import LedgerError
 
 if TYPE_CHECKING:
+    import subprocess
+
     from ctxledger._ledger import Ledger
 
 SPOOL_VERSION = 1
@@ -155,7 +156,7 @@ def _append_durably(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-_DRAINERS: list[subprocess.Popen[bytes]] = []
+_DRAINERS: list[subprocess.Popen[bytes]] = []  # subprocess: imported when one starts
 
 
 def start_drainer(url: str, environ: Mapping[str, str] | None = None, *,
@@ -163,8 +164,10 @@ def start_drainer(url: str, environ: Mapping[str, str] | None = None, *,
     """Start ``ctxledger hook --drain`` for ``url`` in the background, detached (its own
     session, no standard streams), so the hook exits without waiting for it; with
     ``worker``, ``--worker`` too: it stays on as the database's worker
-    (``ctxledger._hook_worker``). The URL goes in ``$CTXLEDGER_DB``, not on a command line
+    (``_worker``). The URL goes in ``$CTXLEDGER_DB``, not on a command line
     others can read."""
+    import subprocess  # not at the top: a tool use told to a worker starts no process
+
     env = dict(os.environ if environ is None else environ)
     env[DB_ENV] = absolute_url(url)
     # Reap the drainers this process started before (a long-lived caller, such as tests).
@@ -173,7 +176,9 @@ def start_drainer(url: str, environ: Mapping[str, str] | None = None, *,
     private_folder(folder)
     # At a low priority where nice(1) is at hand: the drainer's start-up then does not
     # compete with the agent (and the hook that started it) for the CPU.
-    nice = ["/usr/bin/nice", "-n", "10"] if os.access("/usr/bin/nice", os.X_OK) else []
+    # A worker is not: it answers session starts, which wait for it.
+    nice = (["/usr/bin/nice", "-n", "10"]
+            if not worker and os.access("/usr/bin/nice", os.X_OK) else [])
     _DRAINERS.append(subprocess.Popen(
         [*nice, sys.executable, "-m", "ctxledger.cli", "hook", "--drain",
          *(["--worker"] if worker else [])], env=env,

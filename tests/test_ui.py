@@ -195,7 +195,7 @@ def test_timeline_one_step_per_message_markers_and_step_assembly(
     scope = f"ui-{uuid.uuid4().hex[:8]}"
     token = make_key(served.url, [scope])
     session = f"chat-{uuid.uuid4().hex[:8]}"
-    messages = 7
+    messages = 45  # more than a page of the 20 steps the view once drew at most
     events = [{"type": "session.started", "data": {"scope": scope}}] + [
         {"type": "message.appended",
          "data": {"role": "user" if i % 2 else "assistant", "content": f"line {i} " * i}}
@@ -209,6 +209,7 @@ def test_timeline_one_step_per_message_markers_and_step_assembly(
     assert len(steps) == messages
     assert page.locator("svg.timeline-chart a.step").count() == messages
     assert page.locator("table.steps-table tbody tr").count() == messages
+    assert page.get_by_test_id("window").count() == 0  # every step drawn: no paging
     # Click the third column: the page shows that step's assembly, equal to the replay
     # at its position.
     page.locator('svg.timeline-chart a.step[data-step="3"] rect.hit').click()

@@ -209,10 +209,13 @@ def timeline_page(request: Request, session: str, profile: ProfileQuery = None,
         number = total if step is None else step
         if not 1 <= number <= total:
             raise Problem(404, f"the timeline has steps 1 to {total}, not {number}")
-        start = max(1, min(number - STEP_WINDOW // 2, total - STEP_WINDOW + 1))
-        chart = ledger.timeline_chart(session, profile=chosen,
-                                      steps=range(start, min(start + STEP_WINDOW, total + 1)),
-                                      cancel=cancel_of(request))
+        # Pages end at the last step (the default), then every STEP_PAGE steps before it.
+        start = max(1, total - ((total - number) // STEP_PAGE + 1) * STEP_PAGE + 1)
+        chart = ledger.timeline_chart(
+            session, profile=chosen,
+            steps=None if total <= STEP_PAGE else range(start, min(start + STEP_PAGE,
+                                                                   total + 1)),
+            cancel=cancel_of(request))
         picked = chart.steps[number - start]
         assembly = ledger.replay(session, picked.position, profile=context["profile"])
         href = f"?profile={quote(context['profile'])}&step="
@@ -264,9 +267,11 @@ def audit_page(request: Request, session: str, profile: ProfileQuery = None,
     return _page(request, build)
 
 
-STEP_WINDOW = 20
-"""Steps the timeline page draws at once, around the step picked: each step is an
-assembly of the context at that point, so a long session is drawn a window at a time."""
+STEP_PAGE = 500
+"""Steps the timeline page draws at once: every step of a timeline up to this many, else
+the page of them that holds the step picked (the last 500 steps, the 500 before them,
+...), with links to the pages before and after. The timeline is one fold whatever the
+page; a page bounds the assemblies one request makes and the columns one chart draws."""
 HEAD_ROWS = 20
 TAIL_ROWS = 180
 """A long list shows its first and last rows (a card's memory, the summary, the newest

@@ -45,6 +45,12 @@ class Settings:
     """Steps of the langgraph leg's chat graph (each checkpointer)."""
     bounded_messages: int = 5_000
     """Messages of the session whose timeline and ``why`` the bounded leg asks for."""
+    timeline_why: int = 10_000
+    """Messages of the live turns the timeline leg asks ``why`` over."""
+    timeline_messages: int = 2_000
+    """Messages of the timeline leg's long timeline (no context limit)."""
+    timeline_records: int = 1_000
+    """Recorded assemblies the timeline leg audits."""
 
 
 @dataclass

@@ -187,6 +187,26 @@ class AtMostTimesPeer:
 
 
 @dataclass(frozen=True)
+class AtMostTimesPeerPlus:
+    """ours <= factor x peer + constant (memory: a multiple of a peer's, plus a stated
+    allowance for what the peer does not hold). The ratio shown is ours over that bound."""
+
+    factor: float
+    constant: float
+    unit: str
+
+    def describe(self) -> str:
+        """e.g. '<= 1.2x + 32 MB'."""
+        return f"<= {self.factor:g}x + {self.constant:g} {self.unit}"
+
+    def judge(self, ours: Measure, peer: Measure | None) -> tuple[float | None, bool]:
+        """The figure against the bound (the ratio is ours / bound)."""
+        assert peer is not None
+        bound = self.factor * peer.value + self.constant
+        return ours.value / bound, ours.value <= bound
+
+
+@dataclass(frozen=True)
 class TimesLessThanPeer:
     """peer / ours >= factor (times or sizes: lower is better), e.g. '>= 10x faster'.
 

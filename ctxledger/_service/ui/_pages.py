@@ -267,11 +267,13 @@ def audit_page(request: Request, session: str, profile: ProfileQuery = None,
     return _page(request, build)
 
 
-STEP_PAGE = 500
+STEP_PAGE = 100
 """Steps the timeline page draws at once: every step of a timeline up to this many, else
-the page of them that holds the step picked (the last 500 steps, the 500 before them,
+the page of them that holds the step picked (the last 100 steps, the 100 before them,
 ...), with links to the pages before and after. The timeline is one fold whatever the
-page; a page bounds the assemblies one request makes and the columns one chart draws."""
+page; a page bounds the assemblies one request makes (a step without a context limit is
+an assembly of the whole session at that point), so a page of a long session still
+answers within the request's time limit."""
 HEAD_ROWS = 20
 TAIL_ROWS = 180
 """A long list shows its first and last rows (a card's memory, the summary, the newest

@@ -324,6 +324,23 @@ def test_other_profiles_breakdowns(served: Served, browser: Any, backend: str,
     _shot(page, f"session-{profile}", backend)
 
 
+def test_timeline_pages_partition_the_steps_and_end_at_the_last() -> None:
+    """Every step is on exactly one page; a page is at most STEP_PAGE steps; the default
+    page (the last step's) ends at the last step; the page before a page ends right
+    before it (the "earlier steps" link)."""
+    from ctxledger._service.ui._pages import STEP_PAGE, step_page
+
+    for total in (1, STEP_PAGE - 1, STEP_PAGE, STEP_PAGE + 1, 5 * STEP_PAGE // 2, 1_000):
+        pages = {step_page(number, total) for number in range(1, total + 1)}
+        assert sorted(n for page in pages for n in page) == list(range(1, total + 1))
+        assert all(0 < len(page) <= STEP_PAGE for page in pages)
+        assert step_page(total, total)[-1] == total
+        for page in pages:
+            assert all(step_page(n, total) == page for n in page)
+            if page.start > 1:
+                assert step_page(page.start - 1, total)[-1] == page.start - 1
+
+
 def test_a_window_of_the_timeline_has_the_whole_timelines_markers_and_sizes(
         served: Served) -> None:
     with Ledger.open(served.url, load_vocabulary=False) as ledger:

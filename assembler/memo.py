@@ -5,8 +5,9 @@ whole content, a report row by its fields, a profile's per-item work by the item
 policy and the context it read), so an assembly with a memo is byte for byte the one
 without it; the memo only saves rebuilding, and re-serializing for the digest, what did
 not change. It is never persisted and never enters a digest. The facade (``Ledger``) owns
-one ``SessionMemos`` per open ledger and hands it to the engine; replay, why and audit
-assemble without one (cold), which is how warm and cold results are compared.
+one ``SessionMemos`` per open ledger and hands it to the engine; a timeline (and so
+``why``) and an audit's fold keep one for their steps, as live turns do; a replay
+assembles without one (cold), which is how warm and cold results are compared.
 """
 
 from __future__ import annotations

@@ -45,6 +45,12 @@ class Settings:
     """Steps of the langgraph leg's chat graph (each checkpointer)."""
     bounded_messages: int = 5_000
     """Messages of the session whose timeline and ``why`` the bounded leg asks for."""
+    timeline_why: int = 10_000
+    """Messages of the live turns the timeline leg asks ``why`` over."""
+    timeline_messages: int = 2_000
+    """Messages of the timeline leg's long timeline (no context limit)."""
+    timeline_records: int = 1_000
+    """Recorded assemblies the timeline leg audits."""
 
 
 @dataclass
@@ -178,6 +184,26 @@ class AtMostTimesPeer:
         assert peer is not None and peer.value > 0
         ratio = ours.value / peer.value
         return ratio, ratio <= self.factor
+
+
+@dataclass(frozen=True)
+class AtMostTimesPeerPlus:
+    """ours <= factor x peer + constant (memory: a multiple of a peer's, plus a stated
+    allowance for what the peer does not hold). The ratio shown is ours over that bound."""
+
+    factor: float
+    constant: float
+    unit: str
+
+    def describe(self) -> str:
+        """e.g. '<= 1.2x + 32 MB'."""
+        return f"<= {self.factor:g}x + {self.constant:g} {self.unit}"
+
+    def judge(self, ours: Measure, peer: Measure | None) -> tuple[float | None, bool]:
+        """The figure against the bound (the ratio is ours / bound)."""
+        assert peer is not None
+        bound = self.factor * peer.value + self.constant
+        return ours.value / bound, ours.value <= bound
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble", "legs_turnloop", 
                "legs_rollup", "legs_seal",
                "legs_brief", "legs_replay", "legs_novel", "legs_lorebook",
                "legs_startup", "legs_pg_writers", "legs_serve", "legs_erase",
-               "legs_witness", "legs_langgraph", "legs_ui", "legs_hook", "legs_bounded")
+               "legs_witness", "legs_langgraph", "legs_ui", "legs_hook", "legs_bounded",
+               "legs_timeline")
 """Modules whose import registers legs, in the order their legs run."""
 
 QUICK = Settings(events=3_000, single_events=600, batch_size=1_000, rounds=1, quick=True,
@@ -71,12 +72,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--bounded-messages", type=int, default=5_000, metavar="N",
                         help="messages of the session the bounded leg asks the timeline and"
                              " why of, through the service")
+    parser.add_argument("--timeline-why", type=int, default=10_000, metavar="N",
+                        help="messages of the live turns the timeline leg asks why over")
+    parser.add_argument("--timeline-messages", type=int, default=2_000, metavar="N",
+                        help="messages of the timeline leg's long timeline (no context "
+                             "limit)")
+    parser.add_argument("--timeline-records", type=int, default=1_000, metavar="N",
+                        help="recorded assemblies of the session the timeline leg audits")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--json", type=Path, default=None, metavar="FILE",
                         help="also write every figure (each round too) to FILE")
     args = parser.parse_args(argv)
     for name in ("events", "single", "rounds", "batch_size", "rollup_events", "replay_log",
-                 "checkpoint_steps", "bounded_messages"):
+                 "checkpoint_steps", "bounded_messages", "timeline_why",
+                 "timeline_messages", "timeline_records"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     for name in ("turns", "peer_turns"):
@@ -94,7 +103,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     turns=args.turns, peer_turns=min(args.peer_turns, args.turns),
                     rollup_events=args.rollup_events, replay_log=args.replay_log,
                     checkpoint_steps=args.checkpoint_steps,
-                    bounded_messages=args.bounded_messages)
+                    bounded_messages=args.bounded_messages,
+                    timeline_why=args.timeline_why,
+                    timeline_messages=args.timeline_messages,
+                    timeline_records=args.timeline_records)
 
 
 def environment() -> dict[str, str]:

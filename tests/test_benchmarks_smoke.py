@@ -123,7 +123,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "session page, 200 messages, context limit 8,192",
         "timeline of 202 steps: scratch folds",
         "timeline of 202 steps vs a replay per step",
-        "timeline page, 202 steps (the last 20 drawn)",
+        "timeline page, 202 steps (the last 100 drawn)",
         # The hook leg: process wall times, and the import floors beside them.
         "PostToolUse, worker (spools; the worker drains)",
         "SessionStart, worker (it drains and assembles)",
@@ -138,6 +138,13 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "why of 40 messages through the service: peak RSS above idle",
         "timeline of 40 messages: service vs in process",
         "why of 40 messages: service vs in process",
+        # The timeline leg (--quick: why over 60 messages, a 30-message timeline, 20
+        # recorded assemblies).
+        "why over 60 messages vs the live turns",
+        "why over 60 messages: peak memory vs one replay's",
+        "timeline of 30 messages (32 steps), no context limit",
+        "audit of 20 recorded assemblies in one session vs the fold alone",
+        "... the audit vs the live turns that recorded them",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -161,6 +168,9 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit in ("ms", "s", "folds")
         elif row["leg"] == "bounded":  # memory above idle, times against in process
             assert unit == ("MB" if row["peer"] is None else "s")
+        elif row["leg"] == "timeline":  # times, and why's peak memory against a replay's
+            assert unit in ("s", "MB") and (row["peer"] is None
+                                            or row["peer"]["unit"] == unit)
         elif row["leg"] in ("assemble", "replay", "startup", "lorebook") or (
                 row["peer"] is not None):
             assert unit == "ms" and (row["peer"] is None or row["peer"]["unit"] == "ms")
@@ -168,14 +178,14 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit == "calls"
         # A tokenizer call count may be 0; rates and times may not.
         # Memory above idle may be none at all.
-        assert row["ours"]["value"] >= 0 if unit in ("calls", "MB") and row["peer"] is None \
-            else row["ours"]["value"] > 0
+        assert row["ours"]["value"] >= 0 if unit == "MB" or (
+            unit == "calls" and row["peer"] is None) else row["ours"]["value"] > 0
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
                 "rollup", "seal", "brief", "replay",
                 "novel", "lorebook", "startup", "pg_writers", "erase", "serve", "serve_memory",
-                "witness", "langgraph", "ui", "hook", "bounded"):
+                "witness", "langgraph", "ui", "hook", "bounded", "timeline"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

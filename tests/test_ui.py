@@ -195,7 +195,7 @@ def test_timeline_one_step_per_message_markers_and_step_assembly(
     scope = f"ui-{uuid.uuid4().hex[:8]}"
     token = make_key(served.url, [scope])
     session = f"chat-{uuid.uuid4().hex[:8]}"
-    messages = 7
+    messages = 45  # more than a page of the 20 steps the view once drew at most
     events = [{"type": "session.started", "data": {"scope": scope}}] + [
         {"type": "message.appended",
          "data": {"role": "user" if i % 2 else "assistant", "content": f"line {i} " * i}}
@@ -209,6 +209,7 @@ def test_timeline_one_step_per_message_markers_and_step_assembly(
     assert len(steps) == messages
     assert page.locator("svg.timeline-chart a.step").count() == messages
     assert page.locator("table.steps-table tbody tr").count() == messages
+    assert page.get_by_test_id("window").count() == 0  # every step drawn: no paging
     # Click the third column: the page shows that step's assembly, equal to the replay
     # at its position.
     page.locator('svg.timeline-chart a.step[data-step="3"] rect.hit').click()
@@ -321,6 +322,23 @@ def test_other_profiles_breakdowns(served: Served, browser: Any, backend: str,
         names = page.locator("table.tools tbody tr td:nth-child(2)").all_inner_texts()
         assert names == [t["name"] for t in report["tools"]]
     _shot(page, f"session-{profile}", backend)
+
+
+def test_timeline_pages_partition_the_steps_and_end_at_the_last() -> None:
+    """Every step is on exactly one page; a page is at most STEP_PAGE steps; the default
+    page (the last step's) ends at the last step; the page before a page ends right
+    before it (the "earlier steps" link)."""
+    from ctxledger._service.ui._pages import STEP_PAGE, step_page
+
+    for total in (1, STEP_PAGE - 1, STEP_PAGE, STEP_PAGE + 1, 5 * STEP_PAGE // 2, 1_000):
+        pages = {step_page(number, total) for number in range(1, total + 1)}
+        assert sorted(n for page in pages for n in page) == list(range(1, total + 1))
+        assert all(0 < len(page) <= STEP_PAGE for page in pages)
+        assert step_page(total, total)[-1] == total
+        for page in pages:
+            assert all(step_page(n, total) == page for n in page)
+            if page.start > 1:
+                assert step_page(page.start - 1, total)[-1] == page.start - 1
 
 
 def test_a_window_of_the_timeline_has_the_whole_timelines_markers_and_sizes(

@@ -183,6 +183,47 @@ def test_audit_fails_on_a_tampered_digest(loaded: Any, db_url: str) -> None:
     assert json.loads(result.stdout)["records"][2]["derived_digest"] == real.digest
 
 
+def test_audit_derives_a_sessions_records_by_one_fold_as_a_replay_each_would(
+        loaded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many records of one session (turns apart, a custom policy, a forged digest, one
+    from before the session began): one scratch fold per session and profile, and each
+    entry is the one a replay of its own gives."""
+    from ctxledger.timetravel import _audit, _replay
+
+    ledger, clock = loaded
+    for turn in range(4):
+        ledger.append("chat-1", {"type": "message.appended",
+                                 "data": {"role": "user", "content": f"turn {turn}"}})
+        now = clock()
+        ledger.record_assembly("chat-1", ledger.assemble("chat-1", "card", now=now))
+        if turn % 2:
+            custom = ledger.assemble("chat-1", "card", now=now, policy=CUSTOM)
+            ledger.record_assembly("chat-1", custom, policy=CUSTOM)
+    ledger.record_assembly("chat-1", ledger.assemble("chat-1", "session", now=clock()))
+    real = ledger.assemble("chat-1", "card", now=clock())
+    for position, digest in ((real.position, real.digest[::-1]), (1, real.digest)):
+        ledger.append("chat-1", {"type": "context.assembled", "data": {
+            "profile": "card", "policy_version": real.policy_version, "position": position,
+            "now": real.now.isoformat(), "digest": digest}})
+    folds = []
+    made = _replay.ScratchProjections.__init__
+
+    def counted(scratch: Any) -> None:
+        folds.append(1)
+        made(scratch)
+
+    monkeypatch.setattr(_replay.ScratchProjections, "__init__", counted)
+    report = ledger.audit("chat-1")
+    # One per profile; the record from before the session is replayed alone, which finds
+    # no session and folds nothing.
+    assert len(folds) == 2
+    with ledger.engine.connect() as conn:
+        alone = [_audit.audit_record(conn, record, clock_now=ledger.clock())
+                 for record in ledger.events("chat-1") if record.type == "context.assembled"]
+    assert report.entries == alone
+    assert [e.status for e in report.entries] == ["match"] * 7 + ["digest_mismatch", "error"]
+
+
 def test_an_old_record_without_its_custom_policy_is_a_policy_mismatch(loaded: Any) -> None:
     ledger, clock = loaded
     custom = ledger.assemble("chat-1", "card", now=clock(), policy=CUSTOM)

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from ctxledger._cancel import CancelToken, check
+from ctxledger._cancel import Cancelled, CancelToken, check
 from ctxledger.assembler.api import parse_policy
 from ctxledger.assembler.model import Assembly, Decision
 from ctxledger.assembler.policy import Policy
@@ -48,6 +48,7 @@ from ctxledger.timetravel._replay import (
     ErasedHistory,
     ReplayError,
     TimelineStep,
+    fold_assemblies,
     policy_data,
     replay,
 )
@@ -132,9 +133,18 @@ def _is_record(event: RecordedEvent) -> bool:
         event.type == ERASED_TYPE and event.data.get("erased_type") == RECORD_TYPE)
 
 
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """What an audit compares of an assembly derived again (the rest is not kept)."""
+
+    digest: str
+    policy_version: str
+    format_version: int
+
+
 def audit_record(conn: sa.Connection, record: RecordedEvent, *,
-                 clock_now: datetime) -> AuditEntry:
-    """Derive one record again and compare it."""
+                 clock_now: datetime, derived: Derived | None = None) -> AuditEntry:
+    """Derive one record again (or take ``derived``, found by a fold) and compare it."""
     data = record.data
     if record.type == ERASED_TYPE:
         return AuditEntry(
@@ -154,16 +164,28 @@ def audit_record(conn: sa.Connection, record: RecordedEvent, *,
                           detail=f"copied from {record.metadata['forked_from']}")
     try:
         policy = None if data.get("policy") is None else parse_policy(data["policy"])
-        derived = replay(conn, record.stream_id, profile=base["profile"],
-                         until=base["position"], policy=policy,
-                         now=datetime.fromisoformat(base["now"].replace("Z", "+00:00")),
-                         clock_now=clock_now)
+        derived = derived or _derive(conn, record, base, policy, clock_now)
     except ErasedHistory as exc:
         return AuditEntry(**base, status="erased", derived_digest=None,
                           derived_policy_version=None, detail=str(exc))
     except (LedgerError, ValueError) as exc:
         return AuditEntry(**base, status="error", derived_digest=None,
                           derived_policy_version=None, detail=str(exc))
+    return _compared(base, data, derived)
+
+
+def _derive(conn: sa.Connection, record: RecordedEvent, base: dict[str, Any],
+            policy: Policy | None, clock_now: datetime) -> Derived:
+    """One record derived again by a replay of its own."""
+    found = replay(conn, record.stream_id, profile=base["profile"],
+                         until=base["position"], policy=policy,
+                         now=datetime.fromisoformat(base["now"].replace("Z", "+00:00")),
+                         clock_now=clock_now)
+    return Derived(found.digest, found.policy_version, found.format_version)
+
+
+def _compared(base: dict[str, Any], data: dict[str, Any], derived: Derived) -> AuditEntry:
+    """The entry of a record whose assembly was derived again."""
     status: AuditStatus = "match"
     detail = ""
     recorded_format = data.get("format_version") or derived.format_version
@@ -204,11 +226,50 @@ def audit_log(conn: sa.Connection, session: str | None, *, clock_now: datetime,
               cancel: CancelToken | None = None) -> AuditReport:
     """Audit every ``context.assembled`` of ``session`` (or of the whole log); ``cancel``
     is checked before each record."""
+    records = _records(conn, session)
+    folded = _fold_records(conn, records, clock_now, cancel)
     entries: list[AuditEntry] = []
-    for record in _records(conn, session):
+    for record in records:
         check(cancel)
-        entries.append(audit_record(conn, record, clock_now=clock_now))
+        entries.append(audit_record(conn, record, clock_now=clock_now,
+                                    derived=folded.get(record.position)))
     return AuditReport(session, entries)
+
+
+def _fold_records(conn: sa.Connection, records: Sequence[RecordedEvent],
+                  clock_now: datetime, cancel: CancelToken | None) -> dict[int, Derived]:
+    """The records derived again by one fold per session and profile (a timeline's fold,
+    assembled at each record's position and ``now``), by record position. A record the
+    fold cannot stand for (copied, erased, a bad policy or position, history an erasure
+    took) is left out: ``audit_record`` replays it alone and names what is wrong."""
+    groups: dict[tuple[str, str], list[tuple[int, datetime, Policy | None, int]]] = {}
+    for record in records:
+        data = record.data
+        if record.type != RECORD_TYPE or record.metadata.get("forked_from"):
+            continue
+        try:
+            policy = None if data.get("policy") is None else parse_policy(data["policy"])
+            now = datetime.fromisoformat(str(data["now"]).replace("Z", "+00:00"))
+            position = int(data["position"])
+        except (LedgerError, ValueError, KeyError, TypeError):
+            continue
+        if now.tzinfo is None or position < 1:
+            continue
+        groups.setdefault((record.stream_id, str(data["profile"])), []).append(
+            (position, now, policy, record.position))
+    derived: dict[int, Derived] = {}
+    for (session, profile), wanted in groups.items():
+        wanted.sort(key=lambda item: (item[0], item[3]))
+        try:
+            for at, assembly in fold_assemblies(conn, session, profile, wanted, clock_now,
+                                                cancel):
+                derived[at] = Derived(assembly.digest, assembly.policy_version,
+                                      assembly.format_version)
+        except Cancelled:
+            raise
+        except (LedgerError, ValueError):
+            continue  # the rest are replayed alone, and say why
+    return derived
 
 
 # -- what-if -------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ changes for all), so ``m`` steps cost O(n + m·A), not ``m`` replays.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import heapq
 import logging
@@ -35,7 +36,8 @@ from ctxledger._message_index import MessageIndex, message_id_of
 from ctxledger._scratch import scratch_engine
 from ctxledger._token_store import TableTokenStore
 from ctxledger.assembler.api import assemble_with_caches, policy_for, request_for
-from ctxledger.assembler.inputs import Inputs, Where
+from ctxledger.assembler.inputs import SETTING_EVENTS, Inputs, Where
+from ctxledger.assembler.memo import SessionMemos
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles import get_profile
@@ -270,30 +272,57 @@ class Assembler:
     """Assembles from a scratch store with token counts read from the live cache.
 
     One counter per encoding is shared by every step of a replay, so a timeline counts
-    each text once. Nothing is written back: new counts stay in memory.
+    each text once. Nothing is written back: new counts stay in memory. With ``warm``
+    (a timeline's steps), the steps share the live path's memos (``SessionMemos``: the
+    decisions, messages and report rows a step did not change are reused, with their
+    JSON) and the policy, derived again only after a fold that changed the settings.
     """
 
-    def __init__(self, live: sa.Connection, profile: str, policy: Policy | None) -> None:
+    def __init__(self, live: sa.Connection, profile: str, policy: Policy | None, *,
+                 warm: bool = False) -> None:
         self.profile = profile
         self.policy = policy
         self._store = TableTokenStore(live)
         self._counters: dict[str, TokenCounter] = {}
+        self._memos = SessionMemos() if warm else None
+        self._warm = warm
+        self._derived: Policy | None = None
+
+    def folded(self, events: Sequence[RecordedEvent]) -> None:
+        """Note ``events`` were folded: a setting or a scope move derives the policy
+        again at the next step (nothing else changes it)."""
+        if self._derived is not None and any(e.type in POLICY_EVENTS for e in events):
+            self._derived = None
 
     def policy_at(self, scratch: ScratchProjections, session: str) -> Policy:
         """The policy given, or the one the settings folded so far give."""
         if self.policy is not None:
             return self.policy
-        return policy_for(self.profile, scratch.view(session, ViewRequest()).settings)
+        if self._derived is not None:
+            return self._derived
+        derived = policy_for(self.profile, scratch.view(session, ViewRequest()).settings)
+        if self._warm:
+            self._derived = derived
+        return derived
 
-    def assemble(self, scratch: ScratchProjections, session: str, now: datetime) -> Assembly:
-        """The assembly of ``session`` at ``now`` from what ``scratch`` holds."""
-        policy = self.policy_at(scratch, session)
+    def assemble(self, scratch: ScratchProjections, session: str, now: datetime,
+                 policy: Policy | None = None) -> Assembly:
+        """The assembly of ``session`` at ``now`` from what ``scratch`` holds, under
+        ``policy`` (default: the one given, or the settings')."""
+        if policy is None:
+            policy = self.policy_at(scratch, session)
         counter = self._counters.get(policy.token_encoding)
         if counter is None:
             counter = self._counters[policy.token_encoding] = TokenCounter(
                 policy.token_encoding, store=self._store)
-        view = scratch.view(session, request_for(self.profile, policy, now, counter))
-        return assemble_with_caches(view, self.profile, now, policy, counter)[0]
+        memos = self._memos
+        view = scratch.view(session, request_for(self.profile, policy, now, counter, memos))
+        return assemble_with_caches(view, self.profile, now, policy, counter, memos)[0]
+
+
+POLICY_EVENTS: frozenset[str] = SETTING_EVENTS | {"session.started"}
+"""Events after which a timeline derives its policy again: the settings, and the scope
+whose defaults they fall back on."""
 
 
 def replay_prefix(live: sa.Connection, prefix: Prefix, profile: str, policy: Policy | None,
@@ -354,7 +383,7 @@ def iter_timeline(live: sa.Connection, session: str, *, profile: str,
     prefix = read_prefix(live, session, position, profile, every_scope=True)
     marks = step_indexes(prefix, get_profile(profile).inputs)
     index = MessageIndex(session, prefix.events)
-    assembler = Assembler(live, profile, policy)
+    assembler = Assembler(live, profile, policy, warm=True)
     messages = seq = 0
     with scratch_projections() as scratch:
         start = 0
@@ -362,6 +391,7 @@ def iter_timeline(live: sa.Connection, session: str, *, profile: str,
             _check_step(cancel, session, number, len(marks))
             batch = prefix.events[start:at + 1]
             scratch.fold(batch)
+            assembler.folded(batch)
             start = at + 1
             for event in batch:
                 if event.stream_id == session:
@@ -381,6 +411,42 @@ def iter_timeline(live: sa.Connection, session: str, *, profile: str,
             del assembly
             if progress is not None:
                 progress(number, len(marks))
+
+
+def fold_assemblies(live: sa.Connection, session: str, profile: str,
+                    wanted: Sequence[tuple[int, datetime, Policy | None, int]],
+                    clock_now: datetime, cancel: CancelToken | None = None
+                    ) -> Iterator[tuple[int, Assembly]]:
+    """Assemblies of ``session`` at many positions by one fold (an audit's records).
+
+    ``wanted``: (position, now, policy or None, key), by position; each is assembled as
+    ``replay(until=position, now=now, policy=policy)`` would, and comes back with its key.
+    One whose position is before the session, or whose assembly fails, is left out (a
+    replay of its own names what is wrong). Erased history raises ``ErasedHistory``."""
+    if not wanted:
+        return
+    position = resolve_until(live, wanted[-1][0], clock_now)
+    prefix = read_prefix(live, session, position, profile, every_scope=True)
+    first = next(e.position for e in prefix.events if e.stream_id == session)
+    positions = [event.position for event in prefix.events]
+    assembler = Assembler(live, profile, None, warm=True)
+    with scratch_projections() as scratch:
+        done = 0
+        for at, now, policy, key in wanted:
+            check(cancel)
+            if at < first:
+                continue
+            upto = bisect.bisect_right(positions, at, lo=done)
+            batch = prefix.events[done:upto]
+            scratch.fold(batch)
+            assembler.folded(batch)
+            done = upto
+            scratch.settle(at)
+            try:
+                assembly = assembler.assemble(scratch, session, _aware(now), policy)
+            except (LedgerError, ValueError):
+                continue
+            yield key, assembly
 
 
 def _check_step(cancel: CancelToken | None, session: str, number: int,

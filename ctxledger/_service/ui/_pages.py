@@ -209,11 +209,11 @@ def timeline_page(request: Request, session: str, profile: ProfileQuery = None,
         number = total if step is None else step
         if not 1 <= number <= total:
             raise Problem(404, f"the timeline has steps 1 to {total}, not {number}")
-        start = max(1, min(number - STEP_WINDOW // 2, total - STEP_WINDOW + 1))
+        page = step_page(number, total)
         chart = ledger.timeline_chart(session, profile=chosen,
-                                      steps=range(start, min(start + STEP_WINDOW, total + 1)),
+                                      steps=None if total <= STEP_PAGE else page,
                                       cancel=cancel_of(request))
-        picked = chart.steps[number - start]
+        picked = chart.steps[number - page.start]
         assembly = ledger.replay(session, picked.position, profile=context["profile"])
         href = f"?profile={quote(context['profile'])}&step="
         base = f"{_login.PREFIX}/sessions/{quote(session, safe='')}/why?profile=" \
@@ -264,9 +264,23 @@ def audit_page(request: Request, session: str, profile: ProfileQuery = None,
     return _page(request, build)
 
 
-STEP_WINDOW = 20
-"""Steps the timeline page draws at once, around the step picked: each step is an
-assembly of the context at that point, so a long session is drawn a window at a time."""
+STEP_PAGE = 100
+"""Steps the timeline page draws at once: every step of a timeline up to this many, else
+the page of them that holds the step picked (the last 100 steps, the 100 before them,
+...), with links to the pages before and after. The timeline is one fold whatever the
+page; a page bounds the assemblies one request makes (a step without a context limit is
+an assembly of the whole session at that point), so a page of a long session still
+answers within the request's time limit."""
+
+
+def step_page(number: int, total: int) -> range:
+    """The page of steps that holds step ``number`` of ``total``: pages end at the last
+    step (the default page), then every ``STEP_PAGE`` steps before it; the first page
+    holds what is left."""
+    end = total - (total - number) // STEP_PAGE * STEP_PAGE
+    return range(max(1, end - STEP_PAGE + 1), end + 1)
+
+
 HEAD_ROWS = 20
 TAIL_ROWS = 180
 """A long list shows its first and last rows (a card's memory, the summary, the newest

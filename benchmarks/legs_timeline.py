@@ -1,0 +1,168 @@
+"""Timeline leg: a timeline, ``why`` and ``audit`` against the work they derive again.
+
+Three figures, side by side in one run, each in its own SQLite log:
+
+- **why**: a card session built by live turns (``--timeline-why`` messages, default
+  10,000; each turn one ``append`` and one ``assemble`` with a 4,000-token context limit,
+  as an app makes them), then ``why`` of the card's ``description`` over its whole
+  timeline. Its time against the live turns' (<= 1.2x); its peak memory (the process's
+  ``VmHWM``, reset before each call) against that of one replay at the head (one
+  assembly derived from the log: the fold it needs plus one assembly), <= 1.2x plus
+  ``MEMORY_CONSTANT`` (the memos two steps share and the token counts of the session's
+  texts, which a lone assembly does not keep).
+- **timeline**: the timeline of a 2,000-message card session with no context limit
+  (``--timeline-messages``; the replay leg's session), every step read as it streams
+  (``iter_timeline``), <= 30 s.
+- **audit**: a session with 1,000 recorded assemblies (``--timeline-records``: one
+  message, one assembly and its record per turn, 4,000-token limit), audited
+  (``Ledger.audit``) against the fold alone (its events read and folded into a scratch
+  store once, no assembly), <= 2x.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from legs_append import ledger_url
+from legs_replay import SESSION, build
+from registry import (
+    AtMost,
+    AtMostTimesPeer,
+    AtMostTimesPeerPlus,
+    Comparison,
+    Context,
+    Measure,
+    Reported,
+    leg,
+)
+
+from ctxledger import Ledger
+from ctxledger.timetravel._replay import read_prefix, scratch_projections
+
+CONTEXT_LIMIT = 4_000
+MEMORY_CONSTANT = 32.0
+"""MB that ``why`` may hold beyond 1.2x one replay's peak (see the module docstring)."""
+QUICK = {"why": 60, "timeline": 30, "records": 20}
+CARD = {"name": "Elias", "description": "A lighthouse keeper.", "personality": "Gruff.",
+        "scenario": "A storm.", "mes_example": "{{char}}: Shut the door.",
+        "first_mes": "Inside, quick."}
+
+
+def _head(session: str) -> list[dict[str, Any]]:
+    return [{"type": "session.started", "data": {"scope": f"scope-{session}"}},
+            {"type": "card.set", "data": CARD},
+            {"type": "setting.changed", "data": {"key": "context_limit",
+                                                 "value": CONTEXT_LIMIT}}]
+
+
+def _message(n: int) -> dict[str, Any]:
+    return {"type": "message.appended",
+            "data": {"role": ("user", "assistant")[n % 2],
+                     "content": f"Turn {n}: the tide turns at six and the wind comes round "
+                                f"with it; the lamp needs oil before dark ({n})."}}
+
+
+def _kb(field: str) -> float:
+    """``VmRSS`` or ``VmHWM`` of this process, in kB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return float(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _peak_mb(call: Callable[[], object]) -> tuple[float, float]:
+    """(peak RSS above the RSS before, in MB; seconds) of ``call``: the peak is the
+    kernel's ``VmHWM``, reset first (``/proc/self/clear_refs``), so nothing is missed
+    between samples."""
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _kb("VmRSS")
+    started = time.perf_counter()
+    call()
+    elapsed = time.perf_counter() - started
+    return (_kb("VmHWM") - before) / 1024.0, elapsed
+
+
+def _live_turns(url: str, session: str, messages: int, *, record: bool) -> float:
+    """Seconds of ``messages`` live turns (append, assemble, and ``record`` it)."""
+    with Ledger.open(url) as ledger:
+        ledger.append(session, _head(session))
+        started = time.perf_counter()
+        for n in range(messages):
+            ledger.append(session, _message(n))
+            assembly = ledger.assemble(session, "card")
+            if record:
+                ledger.record_assembly(session, assembly)
+        return time.perf_counter() - started
+
+
+def _fold_alone(ledger: Ledger, session: str) -> float:
+    """Seconds to read the session's streams and fold them into a scratch store once."""
+    started = time.perf_counter()
+    with ledger.engine.connect() as conn:
+        prefix = read_prefix(conn, session, ledger.head(), "card", every_scope=True)
+        with scratch_projections() as scratch:
+            scratch.fold(prefix.events)
+            scratch.settle(prefix.position)
+    return time.perf_counter() - started
+
+
+@leg("timeline", "timeline, why and audit: one fold, each step what it changed")
+def timeline_leg(ctx: Context) -> list[Comparison]:
+    """``why`` vs the live turns, a long timeline's time, ``audit`` vs the fold alone."""
+    sizes = QUICK if ctx.settings.quick else {
+        "why": ctx.settings.timeline_why, "timeline": ctx.settings.timeline_messages,
+        "records": ctx.settings.timeline_records}
+    rows: list[Comparison] = []
+    with ctx.fresh_dir("timeline-why") as folder:
+        url = ledger_url(folder)
+        live = _live_turns(url, "why-chat", sizes["why"], record=False)
+        with Ledger.open(url) as ledger:
+            ledger.replay("why-chat")  # warm-up: statement caches, the vocabulary
+            one_mb, _ = _peak_mb(lambda: ledger.replay("why-chat"))
+            why_mb, why_s = _peak_mb(lambda: ledger.why("why-chat", "description"))
+        note = (f"{sizes['why']:,} messages, context limit {CONTEXT_LIMIT:,}; memory: "
+                f"VmHWM above VmRSS before the call")
+        rows += [
+            Comparison("timeline", f"why over {sizes['why']:,} messages vs the live turns",
+                       Measure(why_s, "s"), "live turns", Measure(live, "s"),
+                       AtMostTimesPeer(1.2), note=note),
+            Comparison("timeline", f"why over {sizes['why']:,} messages: peak memory vs one"
+                                   " replay's", Measure(why_mb, "MB"), "one replay",
+                       Measure(one_mb, "MB"), AtMostTimesPeerPlus(1.2, MEMORY_CONSTANT, "MB"),
+                       note=note),
+        ]
+    with ctx.fresh_dir("timeline-long") as folder:
+        messages = sizes["timeline"]
+        url = build(folder, messages + 3, messages + 3)
+        with Ledger.open(url) as ledger:
+            ledger.assemble(SESSION, "card")  # the token-count cache, as a live app has
+            started = time.perf_counter()
+            steps = sum(1 for _ in ledger.iter_timeline(SESSION, profile="card"))
+            elapsed = time.perf_counter() - started
+        rows.append(Comparison(
+            "timeline", f"timeline of {messages:,} messages ({steps:,} steps), no context"
+                        " limit", Measure(elapsed, "s"), None, None, AtMost(30, "s"),
+            note="every step read as it streams (iter_timeline)"))
+    with ctx.fresh_dir("timeline-audit") as folder:
+        url = ledger_url(folder)
+        records = sizes["records"]
+        built = _live_turns(url, "audited", records, record=True)
+        with Ledger.open(url) as ledger:
+            fold = min(_fold_alone(ledger, "audited") for _ in range(2))
+            started = time.perf_counter()
+            report = ledger.audit("audited")
+            audit = time.perf_counter() - started
+        assert report.ok and len(report.entries) == records, report.counts()
+        rows += [
+            Comparison("timeline", f"audit of {records:,} recorded assemblies in one session"
+                                   " vs the fold alone", Measure(audit, "s"), "fold alone",
+                       Measure(fold, "s"), AtMostTimesPeer(2.0),
+                       note=f"{records:,} turns of message, assembly and record, context "
+                            f"limit {CONTEXT_LIMIT:,}"),
+            Comparison("timeline", "... the audit vs the live turns that recorded them",
+                       Measure(audit, "s"), "live turns", Measure(built, "s"), Reported()),
+        ]
+    return rows

@@ -290,6 +290,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def sqlite_ledger(template: Path, clock: MovableClock) -> Iterator[Ledger]:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "ledger.db"
+        path.touch(mode=0o600)  # owner-only, as Ledger.open makes its files
         # The backup API copies committed pages wherever they are (main file or WAL).
         with closing(sqlite3.connect(template)) as source, \
                 closing(sqlite3.connect(path)) as target:

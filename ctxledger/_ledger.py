@@ -47,11 +47,13 @@ from ctxledger.store.verify import VerifyReport
 from ctxledger.store.witness import WITNESS_ENV, Witness, WitnessSettings, witness_from_spec
 
 if TYPE_CHECKING:
+    from ctxledger._agent_context import AgentContext
     from ctxledger._erase import ErasureReport
     from ctxledger._observations import ObservationHit
     from ctxledger.assembler import Assembly, Policy, TokenCounter
     from ctxledger.assembler.caches import CacheWrite
     from ctxledger.assembler.memo import SessionMemos
+    from ctxledger.assembler.setting_check import ProfileChoice
     from ctxledger.jobs._rollup import RollupPolicy, RollupReport
     from ctxledger.jobs._usage import UsageReport
     from ctxledger.projections.session_stats import SessionSummary
@@ -630,10 +632,12 @@ class Ledger:
 
     # -- assembling -----------------------------------------------------------------------
 
-    def assemble(self, session: str, profile: str = "card", *, now: datetime | None = None,
+    def assemble(self, session: str, profile: str | None = None, *, now: datetime | None = None,
                  policy: Policy | Mapping[str, Any] | str | None = None,
                  starting_in: str | None = None) -> Assembly:
-        """Build the context of ``session`` with ``profile`` (card, session, ...).
+        """Build the context of ``session`` with ``profile`` (card, session, ...): by
+        default the one the session's ``profile`` setting names, else ``card``
+        (``profile_of``).
 
         ``now`` defaults to the ledger's clock. ``policy`` replaces the policy the
         session's settings give (a ``Policy``, its JSON data, or JSON text). Reads one
@@ -653,11 +657,13 @@ class Ledger:
             policy_for,
             request_for,
         )
+        from ctxledger.assembler.setting_check import choose_profile
 
         when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn, prefix_snapshot(conn):
             settings = load_session_view(conn, session, ViewRequest(card=False),
                                          starting_in=starting_in).settings
+            profile = choose_profile(profile, settings).name
             chosen = (policy_for(profile, settings) if policy is None
                       else policy if isinstance(policy, Policy) else parse_policy(policy))
             counter = self._counter(chosen.token_encoding)
@@ -676,6 +682,28 @@ class Ledger:
         if new_counts or caches:
             self._save_caches(new_counts, caches)
         return result.with_message_seqs(self._message_seqs(session, result.position))
+
+    def context(self, session: str, profile: str | None = None, *, agent: str | None = None,
+                now: datetime | None = None,
+                policy: Policy | Mapping[str, Any] | str | None = None,
+                starting_in: str | None = None, default: str = "card") -> AgentContext:
+        """``assemble``, and with ``agent`` the session's state scoped by that agent's
+        manifest at the assembly's ``now`` (``ctxledger._agent_context``): what every
+        surface means by a context for an agent. ``default``: the profile when neither
+        ``profile`` nor the session's setting names one (``profile_of``). An empty agent
+        name raises ``InvalidArgument``."""
+        from ctxledger._agent_context import AgentContext
+
+        if agent is not None and not agent.strip():
+            raise InvalidArgument("agent must not be empty")
+        if profile is None:
+            profile = self.profile_of(session, None, default=default,
+                                      starting_in=starting_in).name
+        assembly = self.assemble(session, profile, now=now, policy=policy,
+                                 starting_in=starting_in)
+        state = None if agent is None else self.state(
+            session, now=assembly.now, agent=agent, starting_in=starting_in)
+        return AgentContext(session, assembly, agent, state)
 
     def _message_seqs(self, session: str, position: int) -> Callable[[str], int | None]:
         """The lookup ``Assembly.decision`` places a message with: the session's stream up
@@ -759,12 +787,29 @@ class Ledger:
             event["id"] = event_id
         return self.append(session, event)
 
-    def policy(self, session: str, profile: str = "card") -> Policy:
+    def policy(self, session: str, profile: str | None = None) -> Policy:
         """The policy ``session``'s settings give ``profile`` now: what ``assemble`` uses
-        when no policy is passed (a what-if starts from it)."""
+        when no policy is passed (a what-if starts from it); ``profile`` as ``profile_of``."""
         from ctxledger.assembler.api import policy_for
+        from ctxledger.assembler.setting_check import choose_profile
 
-        return policy_for(profile, self.view(session, ViewRequest(card=False)).settings)
+        settings = self.view(session, ViewRequest(card=False)).settings
+        return policy_for(choose_profile(profile, settings).name, settings)
+
+    def profile_of(self, session: str, profile: str | None = None, *,
+                   default: str | None = "card",
+                   starting_in: str | None = None) -> ProfileChoice:
+        """The profile an assembly of ``session`` uses, and where it comes from: the one
+        given, else the session's ``profile`` setting (its own or its scope's, at the
+        head), else ``default`` (``None``: none is an error). Every method that takes a
+        ``profile`` resolves it here; an unknown name, or a setting naming no profile,
+        raises a one-line ``LedgerError``."""
+        from ctxledger.assembler.setting_check import choose_profile
+
+        with self.log.connection() as conn:
+            settings = load_session_view(conn, session, ViewRequest(card=False),
+                                         starting_in=starting_in).settings
+        return choose_profile(profile, settings, default)
 
     def _settings_policy(self, session: str, profile: str) -> Policy | None:
         from ctxledger.assembler.api import policy_for
@@ -777,7 +822,7 @@ class Ledger:
     # -- replay, why, audit, fork (SPEC §4) -------------------------------------------------
 
     def replay(self, session: str, until: int | datetime | None = None, *,
-               profile: str = "card", policy: Policy | Mapping[str, Any] | str | None = None,
+               profile: str | None = None, policy: Policy | Mapping[str, Any] | str | None = None,
                now: datetime | None = None) -> Assembly:
         """The assembly of ``session`` derived again from the log prefix ending at ``until``
         (a position, a time, or the head), in a scratch store; live tables are untouched.
@@ -787,12 +832,13 @@ class Ledger:
         """
         from ctxledger.timetravel import _replay
 
+        name = self.profile_of(session, profile).name
         with self.log.connection() as conn, read_snapshot(conn):
-            return _replay.replay(conn, session, profile=profile, until=until,
+            return _replay.replay(conn, session, profile=name, until=until,
                                   policy=_as_policy(policy), now=now,
                                   clock_now=self.clock())
 
-    def timeline(self, session: str, *, profile: str = "card",
+    def timeline(self, session: str, *, profile: str | None = None,
                  until: int | datetime | None = None,
                  policy: Policy | Mapping[str, Any] | str | None = None,
                  progress: Progress | None = None,
@@ -805,7 +851,7 @@ class Ledger:
         return list(self.iter_timeline(session, profile=profile, until=until, policy=policy,
                                        progress=progress, only=only, cancel=cancel))
 
-    def iter_timeline(self, session: str, *, profile: str = "card",
+    def iter_timeline(self, session: str, *, profile: str | None = None,
                       until: int | datetime | None = None,
                       policy: Policy | Mapping[str, Any] | str | None = None,
                       progress: Progress | None = None,
@@ -819,21 +865,23 @@ class Ledger:
         from ctxledger.timetravel import _replay
 
         chosen = _as_policy(policy)
+        name = self.profile_of(session, profile).name
         with self.log.connection() as conn, read_snapshot(conn):
             yield from _replay.iter_timeline(
-                conn, session, profile=profile, until=until, policy=chosen,
+                conn, session, profile=name, until=until, policy=chosen,
                 clock_now=self.clock(), progress=progress, only=only, cancel=cancel)
 
-    def timeline_length(self, session: str, *, profile: str = "card",
+    def timeline_length(self, session: str, *, profile: str | None = None,
                         until: int | datetime | None = None) -> int:
         """How many steps ``timeline`` has: reads the events, folds and assembles nothing."""
         from ctxledger.timetravel import _replay
 
+        name = self.profile_of(session, profile).name
         with self.log.connection() as conn, read_snapshot(conn):
-            return _replay.timeline_length(conn, session, profile=profile, until=until,
+            return _replay.timeline_length(conn, session, profile=name, until=until,
                                            clock_now=self.clock())
 
-    def timeline_chart(self, session: str, *, profile: str = "card",
+    def timeline_chart(self, session: str, *, profile: str | None = None,
                        until: int | datetime | None = None,
                        steps: range | None = None,
                        cancel: CancelToken | None = None) -> TimelineChart:
@@ -843,6 +891,7 @@ class Ledger:
         assembly; a long session's chart is drawn a window at a time)."""
         from ctxledger.timetravel._markers import timeline_chart
 
+        profile = self.profile_of(session, profile).name
         total = self.timeline_length(session, profile=profile, until=until)
         # The step before a window too: its markers compare with it.
         before = None if steps is None else range(max(steps.start - 1, 1), steps.stop)
@@ -850,7 +899,7 @@ class Ledger:
                                         cancel=cancel)) as found:
             return timeline_chart(found, total, first=1 if steps is None else steps.start)
 
-    def why(self, session: str, item: str, *, profile: str = "card",
+    def why(self, session: str, item: str, *, profile: str | None = None,
             until: int | datetime | None = None,
             policy: Policy | Mapping[str, Any] | str | None = None,
             cancel: CancelToken | None = None) -> WhyReport:
@@ -859,6 +908,7 @@ class Ledger:
         from ctxledger.assembler.policy import PolicyError
         from ctxledger.timetravel._why import WhyError, explain_item
 
+        profile = self.profile_of(session, profile).name
         try:
             events = self.events(session, until=until)
         except LedgerError:

@@ -1,6 +1,6 @@
 """The immutable event log: append, read, verify. Knows nothing of projections.
 
-Names are imported on first use (PEP 562), so ``import store.errors`` stays cheap: the
+Names are imported on first use (PEP 562), so ``import ctxledger.store.errors`` stays cheap: the
 CLI's ``--help`` must not pay for SQLAlchemy and pydantic.
 """
 

@@ -62,11 +62,6 @@ class Profile(ABC):
 
         return Text(assembly.text)
 
-    def summary_line(self, assembly: Assembly) -> str:
-        """One line about ``assembly`` for listings (profile, tokens, digest)."""
-        return (f"{assembly.profile}: {assembly.tokens.total} tokens, "
-                f"digest {assembly.digest[:16]}")
-
 
 def report_of(assembly: Assembly, report_type: type[Any]) -> Any:
     """``assembly.report`` checked to be a ``report_type`` (a profile's own report)."""

@@ -88,8 +88,3 @@ class NovelProfile(Profile):
         from ctxledger.assembler.profiles.novel.view import novel_table
 
         return novel_table(report_of(assembly, NovelReport))
-
-    def summary_line(self, assembly: Assembly) -> str:
-        """The stats line and the digest."""
-        report = report_of(assembly, NovelReport)
-        return f"novel: {report.stats}, digest {assembly.digest[:16]}"

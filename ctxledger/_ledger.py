@@ -32,16 +32,16 @@ from ctxledger.projections.runner import Progress, ProjectionRunner, ProjectionS
 from ctxledger.projections.view import SessionView, ViewRequest
 from ctxledger.store.anchor import Anchor, read_anchor
 from ctxledger.store.clock import Clock, format_utc, system_clock
-from ctxledger.store.engine import (
+from ctxledger.store.errors import DatabaseMissing, InvalidArgument, LedgerError
+from ctxledger.store.log import EventInput, EventLog
+from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
+from ctxledger.store.seal import Seal, SealSettings
+from ctxledger.store.sql_engine import (
     create_engine,
     database_exists,
     require_schema,
     safe_url,
 )
-from ctxledger.store.errors import DatabaseMissing, InvalidArgument, LedgerError
-from ctxledger.store.log import EventInput, EventLog
-from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
-from ctxledger.store.seal import Seal, SealSettings
 from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES, INT64_MAX, check_time
 from ctxledger.store.verify import VerifyReport
 from ctxledger.store.witness import WITNESS_ENV, Witness, WitnessSettings, witness_from_spec

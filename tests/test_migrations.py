@@ -22,7 +22,7 @@ from ctxledger import Ledger
 from ctxledger._migrate import alembic_config, current_revision, head_revision, upgrade
 from ctxledger.projections.checkpoints import checkpoints
 from ctxledger.projections.view import ViewRequest
-from ctxledger.store.engine import create_engine
+from ctxledger.store.sql_engine import create_engine
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from rich.console import Console
 
 from ctxledger import Ledger
 from ctxledger.assembler.candidates import Frame, SectionLayout, joined
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.encodings import default_loader
-from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy

@@ -41,7 +41,7 @@ from ctxledger.assembler.candidates import (
     joined,
 )
 from ctxledger.assembler.chat_tokens import wrapper_tokens
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly

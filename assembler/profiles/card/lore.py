@@ -23,7 +23,7 @@ from functools import partial
 from typing import Any, Literal
 
 from ctxledger.assembler.candidates import Candidate
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.lorebook import (
     Activation,
     Book,

@@ -50,7 +50,7 @@ from ctxledger.assembler.candidates import (
     joined,
 )
 from ctxledger.assembler.chat_tokens import cost_key, wrapper_tokens
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.history_window import (
     Unit,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.profiles.novel.book import BookState
 from ctxledger.assembler.profiles.novel.policy import NovelPolicy

@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from operator import attrgetter
 
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.model import Decision, Section
 from ctxledger.assembler.profiles.novel.policy import NovelPolicy
 from ctxledger.assembler.profiles.novel.prepared import Prepared, prepare

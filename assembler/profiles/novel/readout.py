@@ -13,6 +13,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from ctxledger.assembler.chat_tokens import wrapper_tokens
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.digest import (
     Fragment,
     array_fragment,
@@ -21,7 +22,6 @@ from ctxledger.assembler.digest import (
     object_fragment,
     seal_known,
 )
-from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.model import (
     Assembly,
     ContextMessage,

@@ -34,7 +34,7 @@ from ctxledger.assembler.candidates import (
     SectionLayout,
     joined,
 )
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly, format_for

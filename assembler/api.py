@@ -36,7 +36,7 @@ from ctxledger.assembler.policy import Policy, PolicyError
 from ctxledger.assembler.profiles import get_profile
 from ctxledger.assembler.setting_check import unknown_setting_warnings
 from ctxledger.assembler.tokens import TokenCounter, TokenCountStore
-from ctxledger.projections.view import SessionView, ViewRequest
+from ctxledger.projections.session_view import SessionView, ViewRequest
 from ctxledger.store.clock import ensure_utc
 
 

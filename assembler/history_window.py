@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from ctxledger.assembler.candidates import Candidate
 from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.message_ranges import DROPPED_RANGE_ITEM
-from ctxledger.projections.view import Message
+from ctxledger.projections.session_view import Message
 
 
 def message_item(message: Message) -> str:

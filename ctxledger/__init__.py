@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ctxledger.jobs._usage import DayUsage, Series, UsageReport
     from ctxledger.projections.runner import ProjectionStatus
     from ctxledger.projections.session_stats import SessionSummary
-    from ctxledger.projections.view import SessionView, ViewRequest
+    from ctxledger.projections.session_view import SessionView, ViewRequest
     from ctxledger.store.anchor import Anchor
     from ctxledger.store.character_card import CardFileError
     from ctxledger.store.errors import (
@@ -86,7 +86,7 @@ _SOURCES = {
     **dict.fromkeys(["UsageReport", "DayUsage", "Series"], "ctxledger.jobs._usage"),
     **dict.fromkeys(["ProjectionStatus"], "ctxledger.projections.runner"),
     **dict.fromkeys(["SessionSummary"], "ctxledger.projections.session_stats"),
-    **dict.fromkeys(["SessionView", "ViewRequest"], "ctxledger.projections.view"),
+    **dict.fromkeys(["SessionView", "ViewRequest"], "ctxledger.projections.session_view"),
     **dict.fromkeys(["Anchor"], "ctxledger.store.anchor"),
     **dict.fromkeys(["CardFileError"], "ctxledger.store.character_card"),
     **dict.fromkeys(["ConcurrencyError", "DatabaseMissing", "EventValidationError",

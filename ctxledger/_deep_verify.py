@@ -17,8 +17,8 @@ import sqlalchemy as sa
 
 from ctxledger import _migrate as migrate
 from ctxledger.projections.base import Projection
-from ctxledger.projections.read_view import read_snapshot
 from ctxledger.projections.runner import ProjectionRunner
+from ctxledger.projections.view_loader import read_snapshot
 from ctxledger.store.clock import Clock
 from ctxledger.store.log import EventLog
 from ctxledger.store.read import head_position

@@ -21,15 +21,15 @@ from ctxledger._config import DEFAULT_USAGE_DAYS, resolve_db_url
 from ctxledger._ids import derived_event_id
 from ctxledger._setting_checks import check_event
 from ctxledger.projections.base import Projection
-from ctxledger.projections.read_view import (
+from ctxledger.projections.registry import builtin_projections
+from ctxledger.projections.runner import Progress, ProjectionRunner, ProjectionStatus
+from ctxledger.projections.session_view import SessionView, ViewRequest
+from ctxledger.projections.view_loader import (
     load_session_scope,
     load_session_view,
     prefix_snapshot,
     read_snapshot,
 )
-from ctxledger.projections.registry import builtin_projections
-from ctxledger.projections.runner import Progress, ProjectionRunner, ProjectionStatus
-from ctxledger.projections.view import SessionView, ViewRequest
 from ctxledger.store.anchor import Anchor, read_anchor
 from ctxledger.store.clock import Clock, format_utc, system_clock
 from ctxledger.store.errors import DatabaseMissing, InvalidArgument, LedgerError
@@ -581,7 +581,7 @@ class Ledger:
         sessions read it (the scope's card with the session's own fields over it), or a
         scope's own card. Exactly one of ``session``/``scope``; no card raises
         ``InvalidArgument``."""
-        from ctxledger.projections.read_view import load_card
+        from ctxledger.projections.view_loader import load_card
         from ctxledger.store.character_card import card_file
 
         stream = _card_stream(session, scope)
@@ -621,7 +621,7 @@ class Ledger:
     def remove_lorebook(self, scope: str, book_id: str) -> AppendResult:
         """Remove the lorebook ``book_id`` of ``scope`` (one ``lorebook.removed``); a book
         the scope does not have raises ``InvalidArgument``, writing nothing."""
-        from ctxledger.projections.read_view import load_lorebooks
+        from ctxledger.projections.view_loader import load_lorebooks
 
         with self.log.connection() as conn:
             books = [found.book_id for found in load_lorebooks(conn, scope)]

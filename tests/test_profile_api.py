@@ -29,7 +29,7 @@ from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles import _PROFILES, Profile
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import SessionView, ViewRequest
+from ctxledger.projections.session_view import SessionView, ViewRequest
 from ctxledger.render._assembly import assembly_view
 from ctxledger.store.errors import LedgerError
 

@@ -19,7 +19,7 @@ from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.profiles.card import LEVELS, CardPolicy, CardReport, render_message
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import (
+from ctxledger.projections.session_view import (
     History,
     HistorySummary,
     Message,
@@ -72,7 +72,7 @@ def load(messages: Sequence[Message], request: ViewRequest, *,
          settings: Mapping[str, Any] | None = None, card: Mapping[str, Any] = CARD,
          summary: HistorySummary | None = None, retracted: int = 0,
          memo: tuple[int, int] | None = None) -> SessionView:
-    """A read view as the loader builds it for ``request`` (see projections/view.py)."""
+    """A read view as the loader builds it for ``request`` (see projections/session_view.py)."""
     by_role = {role: sum(m.role == role for m in messages)
                for role in ("system", "user", "assistant", "tool")}
     counts = MessageCounts(**by_role, total=len(messages), retracted=retracted)

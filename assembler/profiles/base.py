@@ -19,7 +19,7 @@ from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import SessionView, ViewRequest
+from ctxledger.projections.session_view import SessionView, ViewRequest
 
 if TYPE_CHECKING:
     from rich.console import RenderableType

@@ -27,7 +27,7 @@ from ctxledger._config import DEFAULT_USAGE_DAYS
 from ctxledger._ledger import Ledger
 from ctxledger._open import explain, one_line
 from ctxledger.assembler.setting_check import CODING_AGENT_PROFILE
-from ctxledger.projections.view import ViewRequest
+from ctxledger.projections.session_view import ViewRequest
 from ctxledger.store.clock import format_utc
 from ctxledger.store.errors import InvalidArgument
 from ctxledger.store.streams import SCOPE_PREFIX

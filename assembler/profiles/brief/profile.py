@@ -59,7 +59,7 @@ from ctxledger.assembler.ranking import ranked, round_score
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.text import shorten_to
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import (
+from ctxledger.projections.session_view import (
     Message,
     SessionView,
     Snippet,
@@ -212,7 +212,7 @@ class BriefProfile(Profile):
 
     def render(self, assembly: Assembly) -> RenderableType:
         """The retrieved snippets (scores, provenance, decision) and the filter counts."""
-        from ctxledger.assembler.profiles.brief.view import brief_table
+        from ctxledger.assembler.profiles.brief.breakdown import brief_table
 
         return brief_table(report_of(assembly, BriefReport))
 

@@ -77,7 +77,7 @@ from ctxledger.assembler.profiles.card.report import (
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.template import Macros
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import History, Message, SessionView, ViewRequest
+from ctxledger.projections.session_view import History, Message, SessionView, ViewRequest
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -267,7 +267,7 @@ class CardProfile(Profile):
 
     def render(self, assembly: Assembly) -> RenderableType:
         """The card breakdown table (expired rows struck through) and the history line."""
-        from ctxledger.assembler.profiles.card.view import card_table
+        from ctxledger.assembler.profiles.card.breakdown import card_table
 
         return card_table(report_of(assembly, CardReport))
 

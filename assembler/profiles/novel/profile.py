@@ -53,7 +53,7 @@ from ctxledger.assembler.profiles.novel.policy import NovelPolicy
 from ctxledger.assembler.profiles.novel.report import NovelReport
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import SessionView, ViewRequest
+from ctxledger.projections.session_view import SessionView, ViewRequest
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -85,6 +85,6 @@ class NovelProfile(Profile):
 
     def render(self, assembly: Assembly) -> RenderableType:
         """Items by tier (rank order) with priority, tokens and placement; the stats line."""
-        from ctxledger.assembler.profiles.novel.view import novel_table
+        from ctxledger.assembler.profiles.novel.breakdown import novel_table
 
         return novel_table(report_of(assembly, NovelReport))

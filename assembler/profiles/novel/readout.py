@@ -46,7 +46,7 @@ from ctxledger.assembler.profiles.novel.sandwich import (
 )
 from ctxledger.assembler.profiles.novel.tiers import current_chapter, summary_window
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import SessionView
+from ctxledger.projections.session_view import SessionView
 from ctxledger.store.canonical import canonical_json
 
 if TYPE_CHECKING:

@@ -60,7 +60,12 @@ from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.text import ELLIPSIS, cut, one_line, shorten_to
 from ctxledger.assembler.timefmt import relative_time
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import Observation, PreviousSession, SessionView, ViewRequest
+from ctxledger.projections.session_view import (
+    Observation,
+    PreviousSession,
+    SessionView,
+    ViewRequest,
+)
 from ctxledger.store.clock import ensure_utc
 
 if TYPE_CHECKING:
@@ -197,7 +202,7 @@ class SessionProfile(Profile):
 
     def render(self, assembly: Assembly) -> RenderableType:
         """The ranked tools with their scores, window usage and whether they were shown."""
-        from ctxledger.assembler.profiles.session.view import session_table
+        from ctxledger.assembler.profiles.session.breakdown import session_table
 
         return session_table(report_of(assembly, SessionReport))
 

@@ -17,7 +17,7 @@ import tiktoken
 from ctxledger.assembler import assemble, counter_for, policy_for, request_for
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.model import Assembly
-from ctxledger.assembler.profiles.card import LEVELS, CardPolicy, CardReport, render_message
+from ctxledger.assembler.profiles.card import LEVELS, CardPolicy, CardReport, chat_line
 from ctxledger.assembler.tokens import TokenCounter
 from ctxledger.projections.session_view import (
     History,
@@ -285,7 +285,7 @@ def test_summary_plus_tail_with_no_gap_and_summarized_from() -> None:
     history = report.chat_history
     tail = messages[5:]
     summary_text = f"[Summary of the conversation so far]\n{summary.summary}"
-    lines = [render_message(m) for m in tail]
+    lines = [chat_line(m) for m in tail]
     assert assembly.text.endswith("\n\n" + "\n".join([summary_text, *lines]))
     for message in messages[:5]:
         assert message.content not in assembly.text

@@ -168,7 +168,7 @@ class BriefProfile(Profile):
             + policy.message_overhead.reply_priming
 
         def measure(kept: Sequence[Candidate]) -> int:
-            pieces = render(layout, {c.id: c for c in kept}, policy)
+            pieces = prompt_pieces(layout, {c.id: c for c in kept}, policy)
             return sending + sum(counter.count(piece.text) for piece in pieces if piece.text)
 
         kept = [*beliefs, *(b.line for b in entities), *(f for b in entities for f in b.facts),
@@ -182,7 +182,7 @@ class BriefProfile(Profile):
             used = {retrieved.rows[c.id].provenance for c in snippets if c.id in final}
             _check_fan([s for s in view.sources if f"{s.source_id}@{s.version}" in used],
                        policy)
-        pieces = render(layout, final, policy)
+        pieces = prompt_pieces(layout, final, policy)
         warnings = [] if shed.fits else [
             f"brief is {shed.size} tokens, over the {policy.max_tokens}-token budget after "
             "every drop step"]
@@ -436,7 +436,8 @@ def _bulleted(candidate: Candidate, section: str) -> list[Piece]:
     return [Frame(BULLET, section), candidate]
 
 
-def render(layout: _Layout, kept: Mapping[str, Candidate], policy: BriefPolicy) -> list[Piece]:
+def prompt_pieces(layout: _Layout, kept: Mapping[str, Candidate],
+                  policy: BriefPolicy) -> list[Piece]:
     """The brief as pieces for the kept candidates (by id)."""
     blocks: list[list[Piece]] = [[Frame(layout.title)]]
     beliefs = [kept[c.id] for c in layout.beliefs if c.id in kept]

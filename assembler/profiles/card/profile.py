@@ -98,7 +98,7 @@ LORE_SEPARATOR = "\n"
 """Between the lorebook entries in one place (as SillyTavern joins them)."""
 
 
-def render_message(message: Message) -> str:
+def chat_line(message: Message) -> str:
     """One chat line: ``speaker: content``, an assistant's tool calls after it as
     ``[calls name(arguments), ...]``, a tool result's speaker its name or
     ``tool[<call id>]``. It depends only on the message, so memoized totals stay valid."""
@@ -286,7 +286,7 @@ def _loaded(engine: Engine, messages: Sequence[Message], policy: CardPolicy) -> 
     for start, stop, unpaired in pairing(messages):
         members = []
         for message in messages[start:stop]:
-            line = render_message(message)
+            line = chat_line(message)
             cost = sent_cost(counter, message, overhead, line=line if unpaired else None)
             members.append(WindowMessage(message, engine.candidate(
                 message_item(message), SECTION_HISTORY, line, tokens=cost)))

@@ -159,7 +159,7 @@ class SessionProfile(Profile):
         placeholder = Frame(policy.welcome_message, SECTION_WELCOME)
 
         def measure(current: Sequence[Candidate]) -> int:
-            pieces = render(layout, {candidate.id: candidate for candidate in current},
+            pieces = prompt_pieces(layout, {candidate.id: candidate for candidate in current},
                             placeholder)
             return sum(len(piece.text) for piece in pieces)
 
@@ -172,7 +172,7 @@ class SessionProfile(Profile):
             greeting = engine.candidate(SECTION_WELCOME, SECTION_WELCOME,
                                         policy.welcome_message)
             engine.include(greeting, "no_previous_session_or_observations")
-        pieces = render(layout, final, greeting)
+        pieces = prompt_pieces(layout, final, greeting)
         text = "".join(piece.text for piece in pieces)
         warnings: list[str] = []
         if not shed.fits:
@@ -389,7 +389,7 @@ def _tool_section_chars(layout: _Layout, kept: Mapping[str, Candidate]) -> int:
     return len("\n".join(kept[c.id].text for c in parts))
 
 
-def render(layout: _Layout, kept: Mapping[str, Candidate], welcome: Piece) -> list[Piece]:
+def prompt_pieces(layout: _Layout, kept: Mapping[str, Candidate], welcome: Piece) -> list[Piece]:
     """The prompt as pieces for the kept candidates (by id): the context part (or the
     ``welcome`` piece), then the tool section."""
     if not _has_context(layout, kept):

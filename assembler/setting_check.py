@@ -32,7 +32,6 @@ from collections.abc import Iterable, Mapping
 from functools import cache, lru_cache
 from typing import Any, Literal, NamedTuple
 
-from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.policy import GENERIC_SETTING_PREFIX, PolicyError
 from ctxledger.assembler.profiles import get_profile, profile_names
 from ctxledger.projections.setting_names import AGENT_MANIFESTS
@@ -63,11 +62,10 @@ def choose_profile(given: str | None, settings: Mapping[str, Any],
     """The one rule every surface resolves a profile with: ``given``, else the
     ``profile`` setting, else ``default``. An unknown name, a setting that names no
     profile, or (``default=None``) no profile at all is a one-line ``LedgerError``."""
-    names = profile_names()
     if given is not None:
-        if given not in names:
-            raise AssemblyError(f"unknown profile {given!r} (known: {', '.join(names)})")
+        get_profile(given)  # an unknown name: the registry's one-line AssemblyError
         return ProfileChoice(given, "given")
+    names = profile_names()
     value = settings.get(PROFILE_SETTING)
     if value is not None:
         if not isinstance(value, str) or value not in names:

@@ -26,9 +26,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from ctxledger.assembler.caches import CacheWrite
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.digest import seal
 from ctxledger.assembler.encodings import EncodingLoader
-from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.memo import SessionMemos
 from ctxledger.assembler.model import FORMAT_7_NOTES, Assembly
@@ -36,7 +36,7 @@ from ctxledger.assembler.policy import Policy, PolicyError
 from ctxledger.assembler.profiles import get_profile
 from ctxledger.assembler.setting_check import unknown_setting_warnings
 from ctxledger.assembler.tokens import TokenCounter, TokenCountStore
-from ctxledger.projections.view import SessionView, ViewRequest
+from ctxledger.projections.session_view import SessionView, ViewRequest
 from ctxledger.store.clock import ensure_utc
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ctxledger.projections.view import Message
+from ctxledger.projections.session_view import Message
 from ctxledger.store.chat import ChatRole
 
 Unit = Literal["tokens", "chars"]

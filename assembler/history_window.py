@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxledger.assembler.candidates import Candidate
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.message_ranges import DROPPED_RANGE_ITEM
-from ctxledger.projections.view import Message
+from ctxledger.projections.session_view import Message
 
 
 def message_item(message: Message) -> str:

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from ctxledger.projections.view import ItemSet
+from ctxledger.projections.session_view import ItemSet
 from ctxledger.store.canonical import canonical_json
 
 T = TypeVar("T")

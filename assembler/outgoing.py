@@ -15,7 +15,7 @@ from ctxledger.assembler.candidates import Candidate, Said
 from ctxledger.assembler.chat_tokens import MessageOverhead, message_tokens
 from ctxledger.assembler.model import ContextMessage
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import Message
+from ctxledger.projections.session_view import Message
 from ctxledger.store.chat import ChatRole, FilePart, FunctionCall, ImagePart, TextPart, ToolCall
 
 UNPAIRED_ROLE: ChatRole = "user"

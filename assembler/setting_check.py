@@ -28,9 +28,9 @@ the assembler builds (``Policy.from_settings``): there is no second list of rule
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from ctxledger.assembler.policy import GENERIC_SETTING_PREFIX, PolicyError
 from ctxledger.assembler.profiles import get_profile, profile_names
@@ -42,6 +42,40 @@ UNKNOWN_KEYS_REMEMBERED = 256
 """How many unknown keys' warnings are kept per process (each is worded once)."""
 APP_SETTING_PREFIX = "app."
 """Setting keys of the application's own: no profile reads them and none is warned of."""
+
+
+DEFAULT_PROFILE = "card"
+"""The profile of a session whose settings name none (``Ledger.assemble``'s default)."""
+CODING_AGENT_PROFILE = "session"
+"""The default of the coding-agent surfaces (the MCP server, the Claude Code hook)."""
+
+
+class ProfileChoice(NamedTuple):
+    """The profile an assembly uses, and where it came from."""
+
+    name: str
+    source: Literal["given", "setting", "default"]
+
+
+def choose_profile(given: str | None, settings: Mapping[str, Any],
+                   default: str | None = DEFAULT_PROFILE) -> ProfileChoice:
+    """The one rule every surface resolves a profile with: ``given``, else the
+    ``profile`` setting, else ``default``. An unknown name, a setting that names no
+    profile, or (``default=None``) no profile at all is a one-line ``LedgerError``."""
+    if given is not None:
+        get_profile(given)  # an unknown name: the registry's one-line AssemblyError
+        return ProfileChoice(given, "given")
+    names = profile_names()
+    value = settings.get(PROFILE_SETTING)
+    if value is not None:
+        if not isinstance(value, str) or value not in names:
+            raise PolicyError(f"the session's {PROFILE_SETTING!r} setting is {value!r}, not "
+                              f"one of {', '.join(names)}")
+        return ProfileChoice(value, "setting")
+    if default is None:
+        raise PolicyError(f"no profile given and the session has no {PROFILE_SETTING!r} "
+                          f"setting (one of {', '.join(names)})")
+    return ProfileChoice(default, "default")
 
 
 def known_setting_keys() -> tuple[str, ...]:

@@ -118,7 +118,7 @@ def langgraph_checkpointer(ctx: Context) -> list[Comparison]:
     with ctx.fresh_dir("langgraph-peer") as directory:
         path = directory / "langgraph.db"
         conn = sqlite3.connect(path, check_same_thread=False)
-        # ctxledger's SQLite settings (store/engine.py), as the turn loop's peer has them.
+        # ctxledger's SQLite settings (store/sql_engine.py), as the turn loop's peer has them.
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         try:

@@ -303,7 +303,7 @@ class LangGraphChat:
 
         self.path = directory / "langgraph.db"
         self.conn = sqlite3.connect(self.path, check_same_thread=False)
-        # ctxledger's SQLite settings (store/engine.py): WAL, synchronous=NORMAL, a busy
+        # ctxledger's SQLite settings (store/sql_engine.py): WAL, synchronous=NORMAL, a busy
         # timeout. SqliteSaver sets WAL itself and leaves synchronous at FULL otherwise.
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")

@@ -4,7 +4,7 @@ The mix's first ``--single`` events are appended one per transaction three ways,
 interleaved: without a witness; with a file witness sent a head after every commit (one
 fsynced line each, the default); and with heads batched every 100 events
 (``WitnessSettings(every=100)``). The bar, a witness adding at most 10% to single appends,
-is the issue's; each configuration's ratio to the bare append is reported.
+is the target; each configuration's ratio to the bare append is reported.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ if not os.path.isdir(os.path.join(__path__[0], "store")) and os.path.isfile(
 from ctxledger.store.lazy import lazy_exports  # noqa: E402 (needs the path above)
 
 if TYPE_CHECKING:
+    from ctxledger._agent_context import AgentContext
     from ctxledger._cancel import Cancelled, CancelToken
     from ctxledger._erase import ErasureReport
     from ctxledger._ledger import Ledger
@@ -31,11 +32,12 @@ if TYPE_CHECKING:
     from ctxledger.assembler.lorebook import LorebookWarning
     from ctxledger.assembler.model import Assembly, ContextMessage, Decision, Section
     from ctxledger.assembler.policy import Policy, PolicyError
+    from ctxledger.assembler.setting_check import ProfileChoice
     from ctxledger.jobs._rollup import RolledDay, RollupPolicy, RollupReport
     from ctxledger.jobs._usage import DayUsage, Series, UsageReport
     from ctxledger.projections.runner import ProjectionStatus
     from ctxledger.projections.session_stats import SessionSummary
-    from ctxledger.projections.view import SessionView, ViewRequest
+    from ctxledger.projections.session_view import SessionView, ViewRequest
     from ctxledger.store.anchor import Anchor
     from ctxledger.store.character_card import CardFileError
     from ctxledger.store.errors import (
@@ -77,6 +79,8 @@ if TYPE_CHECKING:
 # Every name a user meets: what ``Ledger`` takes and returns, and what it raises.
 _SOURCES = {
     **dict.fromkeys(["Ledger"], "ctxledger._ledger"),
+    **dict.fromkeys(["AgentContext"], "ctxledger._agent_context"),
+    **dict.fromkeys(["ProfileChoice"], "ctxledger.assembler.setting_check"),
     **dict.fromkeys(["ObservationHit"], "ctxledger._observations"),
     **dict.fromkeys(["Assembly", "ContextMessage", "Decision", "Section"],
                     "ctxledger.assembler.model"),
@@ -88,7 +92,7 @@ _SOURCES = {
     **dict.fromkeys(["UsageReport", "DayUsage", "Series"], "ctxledger.jobs._usage"),
     **dict.fromkeys(["ProjectionStatus"], "ctxledger.projections.runner"),
     **dict.fromkeys(["SessionSummary"], "ctxledger.projections.session_stats"),
-    **dict.fromkeys(["SessionView", "ViewRequest"], "ctxledger.projections.view"),
+    **dict.fromkeys(["SessionView", "ViewRequest"], "ctxledger.projections.session_view"),
     **dict.fromkeys(["Anchor"], "ctxledger.store.anchor"),
     **dict.fromkeys(["CardFileError"], "ctxledger.store.character_card"),
     **dict.fromkeys(["ConcurrencyError", "DatabaseMissing", "EventValidationError",
@@ -113,6 +117,7 @@ _SOURCES = {
 }
 
 __all__ = [
+    "AgentContext",
     "Anchor",
     "AppendResult",
     "Assembly",
@@ -148,6 +153,7 @@ __all__ = [
     "ObservationHit",
     "Policy",
     "PolicyError",
+    "ProfileChoice",
     "ProjectionStatus",
     "ReadOnlyLedger",
     "RecordedEvent",

@@ -17,13 +17,13 @@ import sqlalchemy as sa
 
 from ctxledger import _migrate as migrate
 from ctxledger.projections.base import Projection
-from ctxledger.projections.read_view import read_snapshot
 from ctxledger.projections.runner import ProjectionRunner
+from ctxledger.projections.view_loader import read_snapshot
 from ctxledger.store.clock import Clock
-from ctxledger.store.engine import create_engine
 from ctxledger.store.log import EventLog
 from ctxledger.store.read import head_position
 from ctxledger.store.schema import events
+from ctxledger.store.sql_engine import create_engine
 
 COPY_PAGE = 20_000
 """Events copied into the scratch store per query."""

@@ -34,6 +34,7 @@ from ctxledger.io._examples import (
 from ctxledger.render._assembly import assembly_view
 from ctxledger.render._usage import rollup_summary, usage_view
 from ctxledger.store.clock import format_utc
+from ctxledger.store.errors import LedgerError
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.streams import DEFAULT_SCOPE, stream_kind
 
@@ -112,17 +113,16 @@ def example_assembly(ledger: Ledger, file: str,
     for the ``card`` profile) says it as the app would; the app would assemble its last
     session at that moment. The README's and the golden tests' digests come from here.
     """
-    from ctxledger.assembler.setting_check import PROFILE_SETTING
-
     last_seen = _sessions_last_seen(events)
     if not last_seen:
         return None
     session, last_at = list(last_seen.items())[-1]
-    profile: object = Path(file).stem
-    if profile not in profile_names():
-        profile = ledger.view(session).settings.get(PROFILE_SETTING)
-    if not isinstance(profile, str) or profile not in profile_names():
-        return None
+    stem = Path(file).stem
+    try:
+        profile = ledger.profile_of(session, stem if stem in profile_names() else None,
+                                    default=None).name
+    except LedgerError:
+        return None  # the file names no profile and its session's settings none either
     return session, ledger.assemble(session, profile, now=last_at)
 
 

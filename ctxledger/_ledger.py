@@ -21,23 +21,17 @@ from ctxledger._config import DEFAULT_USAGE_DAYS, resolve_db_url
 from ctxledger._ids import derived_event_id
 from ctxledger._setting_checks import check_event
 from ctxledger.projections.base import Projection
-from ctxledger.projections.read_view import (
+from ctxledger.projections.registry import builtin_projections
+from ctxledger.projections.runner import Progress, ProjectionRunner, ProjectionStatus
+from ctxledger.projections.session_view import SessionView, ViewRequest
+from ctxledger.projections.view_loader import (
     load_session_scope,
     load_session_view,
     prefix_snapshot,
     read_snapshot,
 )
-from ctxledger.projections.registry import builtin_projections
-from ctxledger.projections.runner import Progress, ProjectionRunner, ProjectionStatus
-from ctxledger.projections.view import SessionView, ViewRequest
 from ctxledger.store.anchor import Anchor, read_anchor
 from ctxledger.store.clock import Clock, format_utc, system_clock
-from ctxledger.store.engine import (
-    create_engine,
-    database_exists,
-    require_schema,
-    safe_url,
-)
 from ctxledger.store.errors import (
     DatabaseMissing,
     InvalidArgument,
@@ -47,16 +41,24 @@ from ctxledger.store.errors import (
 from ctxledger.store.log import EventInput, EventLog
 from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
 from ctxledger.store.seal import Seal, SealSettings
+from ctxledger.store.sql_engine import (
+    create_engine,
+    database_exists,
+    require_schema,
+    safe_url,
+)
 from ctxledger.store.strict import DEFAULT_MAX_EVENT_BYTES, INT64_MAX, check_time
 from ctxledger.store.verify import VerifyReport
 from ctxledger.store.witness import WITNESS_ENV, Witness, WitnessSettings, witness_from_spec
 
 if TYPE_CHECKING:
+    from ctxledger._agent_context import AgentContext
     from ctxledger._erase import ErasureReport
     from ctxledger._observations import ObservationHit
     from ctxledger.assembler import Assembly, Policy, TokenCounter
     from ctxledger.assembler.caches import CacheWrite
     from ctxledger.assembler.memo import SessionMemos
+    from ctxledger.assembler.setting_check import ProfileChoice
     from ctxledger.jobs._rollup import RollupPolicy, RollupReport
     from ctxledger.jobs._usage import UsageReport
     from ctxledger.projections.session_stats import SessionSummary
@@ -645,7 +647,7 @@ class Ledger:
         sessions read it (the scope's card with the session's own fields over it), or a
         scope's own card. Exactly one of ``session``/``scope``; no card raises
         ``InvalidArgument``."""
-        from ctxledger.projections.read_view import load_card
+        from ctxledger.projections.view_loader import load_card
         from ctxledger.store.character_card import card_file
 
         stream = _card_stream(session, scope)
@@ -685,7 +687,7 @@ class Ledger:
     def remove_lorebook(self, scope: str, book_id: str) -> AppendResult:
         """Remove the lorebook ``book_id`` of ``scope`` (one ``lorebook.removed``); a book
         the scope does not have raises ``InvalidArgument``, writing nothing."""
-        from ctxledger.projections.read_view import load_lorebooks
+        from ctxledger.projections.view_loader import load_lorebooks
 
         with self.log.connection() as conn:
             books = [found.book_id for found in load_lorebooks(conn, scope)]
@@ -696,10 +698,12 @@ class Ledger:
 
     # -- assembling -----------------------------------------------------------------------
 
-    def assemble(self, session: str, profile: str = "card", *, now: datetime | None = None,
+    def assemble(self, session: str, profile: str | None = None, *, now: datetime | None = None,
                  policy: Policy | Mapping[str, Any] | str | None = None,
                  starting_in: str | None = None) -> Assembly:
-        """Build the context of ``session`` with ``profile`` (card, session, ...).
+        """Build the context of ``session`` with ``profile`` (card, session, ...): by
+        default the one the session's ``profile`` setting names, else ``card``
+        (``profile_of``).
 
         ``now`` defaults to the ledger's clock. ``policy`` replaces the policy the
         session's settings give (a ``Policy``, its JSON data, or JSON text). Reads one
@@ -719,11 +723,13 @@ class Ledger:
             policy_for,
             request_for,
         )
+        from ctxledger.assembler.setting_check import choose_profile
 
         when = check_time(now if now is not None else self.clock(), "now")
         with self.log.connection() as conn, prefix_snapshot(conn):
             settings = load_session_view(conn, session, ViewRequest(card=False),
                                          starting_in=starting_in).settings
+            profile = choose_profile(profile, settings).name
             chosen = (policy_for(profile, settings) if policy is None
                       else policy if isinstance(policy, Policy) else parse_policy(policy))
             counter = self._counter(chosen.token_encoding)
@@ -742,6 +748,28 @@ class Ledger:
         if (new_counts or caches) and not self.read_only:
             self._save_caches(new_counts, caches)
         return result.with_message_seqs(self._message_seqs(session, result.position))
+
+    def context(self, session: str, profile: str | None = None, *, agent: str | None = None,
+                now: datetime | None = None,
+                policy: Policy | Mapping[str, Any] | str | None = None,
+                starting_in: str | None = None, default: str = "card") -> AgentContext:
+        """``assemble``, and with ``agent`` the session's state scoped by that agent's
+        manifest at the assembly's ``now`` (``ctxledger._agent_context``): what every
+        surface means by a context for an agent. ``default``: the profile when neither
+        ``profile`` nor the session's setting names one (``profile_of``). An empty agent
+        name raises ``InvalidArgument``."""
+        from ctxledger._agent_context import AgentContext
+
+        if agent is not None and not agent.strip():
+            raise InvalidArgument("agent must not be empty")
+        if profile is None:
+            profile = self.profile_of(session, None, default=default,
+                                      starting_in=starting_in).name
+        assembly = self.assemble(session, profile, now=now, policy=policy,
+                                 starting_in=starting_in)
+        state = None if agent is None else self.state(
+            session, now=assembly.now, agent=agent, starting_in=starting_in)
+        return AgentContext(session, assembly, agent, state)
 
     def _message_seqs(self, session: str, position: int) -> Callable[[str], int | None]:
         """The lookup ``Assembly.decision`` places a message with: the session's stream up
@@ -825,12 +853,29 @@ class Ledger:
             event["id"] = event_id
         return self.append(session, event)
 
-    def policy(self, session: str, profile: str = "card") -> Policy:
+    def policy(self, session: str, profile: str | None = None) -> Policy:
         """The policy ``session``'s settings give ``profile`` now: what ``assemble`` uses
-        when no policy is passed (a what-if starts from it)."""
+        when no policy is passed (a what-if starts from it); ``profile`` as ``profile_of``."""
         from ctxledger.assembler.api import policy_for
+        from ctxledger.assembler.setting_check import choose_profile
 
-        return policy_for(profile, self.view(session, ViewRequest(card=False)).settings)
+        settings = self.view(session, ViewRequest(card=False)).settings
+        return policy_for(choose_profile(profile, settings).name, settings)
+
+    def profile_of(self, session: str, profile: str | None = None, *,
+                   default: str | None = "card",
+                   starting_in: str | None = None) -> ProfileChoice:
+        """The profile an assembly of ``session`` uses, and where it comes from: the one
+        given, else the session's ``profile`` setting (its own or its scope's, at the
+        head), else ``default`` (``None``: none is an error). Every method that takes a
+        ``profile`` resolves it here; an unknown name, or a setting naming no profile,
+        raises a one-line ``LedgerError``."""
+        from ctxledger.assembler.setting_check import choose_profile
+
+        with self.log.connection() as conn:
+            settings = load_session_view(conn, session, ViewRequest(card=False),
+                                         starting_in=starting_in).settings
+        return choose_profile(profile, settings, default)
 
     def _settings_policy(self, session: str, profile: str) -> Policy | None:
         from ctxledger.assembler.api import policy_for
@@ -843,7 +888,7 @@ class Ledger:
     # -- replay, why, audit, fork (SPEC §4) -------------------------------------------------
 
     def replay(self, session: str, until: int | datetime | None = None, *,
-               profile: str = "card", policy: Policy | Mapping[str, Any] | str | None = None,
+               profile: str | None = None, policy: Policy | Mapping[str, Any] | str | None = None,
                now: datetime | None = None) -> Assembly:
         """The assembly of ``session`` derived again from the log prefix ending at ``until``
         (a position, a time, or the head), in a scratch store; live tables are untouched.
@@ -853,12 +898,13 @@ class Ledger:
         """
         from ctxledger.timetravel import _replay
 
+        name = self.profile_of(session, profile).name
         with self.log.connection() as conn, read_snapshot(conn):
-            return _replay.replay(conn, session, profile=profile, until=until,
+            return _replay.replay(conn, session, profile=name, until=until,
                                   policy=_as_policy(policy), now=now,
                                   clock_now=self.clock())
 
-    def timeline(self, session: str, *, profile: str = "card",
+    def timeline(self, session: str, *, profile: str | None = None,
                  until: int | datetime | None = None,
                  policy: Policy | Mapping[str, Any] | str | None = None,
                  progress: Progress | None = None,
@@ -871,7 +917,7 @@ class Ledger:
         return list(self.iter_timeline(session, profile=profile, until=until, policy=policy,
                                        progress=progress, only=only, cancel=cancel))
 
-    def iter_timeline(self, session: str, *, profile: str = "card",
+    def iter_timeline(self, session: str, *, profile: str | None = None,
                       until: int | datetime | None = None,
                       policy: Policy | Mapping[str, Any] | str | None = None,
                       progress: Progress | None = None,
@@ -885,21 +931,23 @@ class Ledger:
         from ctxledger.timetravel import _replay
 
         chosen = _as_policy(policy)
+        name = self.profile_of(session, profile).name
         with self.log.connection() as conn, read_snapshot(conn):
             yield from _replay.iter_timeline(
-                conn, session, profile=profile, until=until, policy=chosen,
+                conn, session, profile=name, until=until, policy=chosen,
                 clock_now=self.clock(), progress=progress, only=only, cancel=cancel)
 
-    def timeline_length(self, session: str, *, profile: str = "card",
+    def timeline_length(self, session: str, *, profile: str | None = None,
                         until: int | datetime | None = None) -> int:
         """How many steps ``timeline`` has: reads the events, folds and assembles nothing."""
         from ctxledger.timetravel import _replay
 
+        name = self.profile_of(session, profile).name
         with self.log.connection() as conn, read_snapshot(conn):
-            return _replay.timeline_length(conn, session, profile=profile, until=until,
+            return _replay.timeline_length(conn, session, profile=name, until=until,
                                            clock_now=self.clock())
 
-    def timeline_chart(self, session: str, *, profile: str = "card",
+    def timeline_chart(self, session: str, *, profile: str | None = None,
                        until: int | datetime | None = None,
                        steps: range | None = None,
                        cancel: CancelToken | None = None) -> TimelineChart:
@@ -909,6 +957,7 @@ class Ledger:
         assembly; a long session's chart is drawn a window at a time)."""
         from ctxledger.timetravel._markers import timeline_chart
 
+        profile = self.profile_of(session, profile).name
         total = self.timeline_length(session, profile=profile, until=until)
         # The step before a window too: its markers compare with it.
         before = None if steps is None else range(max(steps.start - 1, 1), steps.stop)
@@ -916,7 +965,7 @@ class Ledger:
                                         cancel=cancel)) as found:
             return timeline_chart(found, total, first=1 if steps is None else steps.start)
 
-    def why(self, session: str, item: str, *, profile: str = "card",
+    def why(self, session: str, item: str, *, profile: str | None = None,
             until: int | datetime | None = None,
             policy: Policy | Mapping[str, Any] | str | None = None,
             cancel: CancelToken | None = None) -> WhyReport:
@@ -925,6 +974,7 @@ class Ledger:
         from ctxledger.assembler.policy import PolicyError
         from ctxledger.timetravel._why import WhyError, explain_item
 
+        profile = self.profile_of(session, profile).name
         try:
             events = self.events(session, until=until)
         except LedgerError:

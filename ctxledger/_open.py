@@ -34,8 +34,8 @@ def one_line(text: str) -> str:
 
 
 def safe_url(url: str) -> str:
-    """The URL for messages, with any password masked (``store.engine.safe_url``)."""
-    from ctxledger.store.engine import safe_url as masked
+    """The URL for messages, with any password masked (``store.sql_engine.safe_url``)."""
+    from ctxledger.store.sql_engine import safe_url as masked
 
     return masked(url)
 

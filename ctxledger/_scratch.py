@@ -13,7 +13,7 @@ import threading
 
 import sqlalchemy as sa
 
-from ctxledger.store.engine import create_engine
+from ctxledger.store.sql_engine import create_engine
 
 _lock = threading.Lock()
 _template: tuple[sa.Engine, sqlite3.Connection] | None = None

@@ -26,7 +26,7 @@ def _target_metadata():  # type: ignore[no-untyped-def]
 def run_migrations_online() -> None:
     connection = config.attributes.get("connection")
     if connection is None:
-        from ctxledger.store.engine import create_engine
+        from ctxledger.store.sql_engine import create_engine
 
         engine = create_engine(config.get_main_option("sqlalchemy.url"))
         with engine.begin() as conn:

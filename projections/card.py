@@ -5,7 +5,7 @@
 included (so it exports as it came), and clears the rest. One row per field, so a merge
 is a few blind writes and never reads the card first. A scope's card (``scope:<S>``
 rows) is the card of the scope's sessions: a session's own fields are laid over it, and
-a session's whole card hides it (``read_view.load_card``).
+a session's whole card hides it (``view_loader.load_card``).
 """
 
 from __future__ import annotations

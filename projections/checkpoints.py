@@ -22,8 +22,8 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from ctxledger.projections.base import metadata
-from ctxledger.store.engine import driver_statement
 from ctxledger.store.schema import PositionType, UTCDateTime
+from ctxledger.store.sql_engine import driver_statement
 
 checkpoints = sa.Table(
     "projection_checkpoints",

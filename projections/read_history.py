@@ -15,8 +15,14 @@ import orjson
 import sqlalchemy as sa
 
 from ctxledger.projections.session_stats import messages
+from ctxledger.projections.session_view import (
+    History,
+    HistoryMeasure,
+    HistorySummary,
+    Message,
+    ViewRequest,
+)
 from ctxledger.projections.token_cache import load_history_memo
-from ctxledger.projections.view import History, HistoryMeasure, HistorySummary, Message, ViewRequest
 from ctxledger.store.chat import content_text
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.schema import events

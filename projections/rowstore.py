@@ -6,7 +6,7 @@ UPDATE`` each, so the common inline path never reads before it writes. In rebuil
 mode the tables are known to be empty and nothing is read at all.
 
 Statements are compiled once per dialect and shape and run on the driver's cursor
-(``store.engine.DriverStatement``): an inline append touches a few rows in several
+(``store.sql_engine.DriverStatement``): an inline append touches a few rows in several
 tables, and SQLAlchemy's per-statement execution cost would dominate it. Writes go out
 in a deterministic order: tables in the order first touched, rows in the order first
 made dirty.
@@ -22,8 +22,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger.store.backends import backend_for
-from ctxledger.store.engine import DriverStatement, driver_statement, statement_cache
 from ctxledger.store.schema import events
+from ctxledger.store.sql_engine import DriverStatement, driver_statement, statement_cache
 
 Row = dict[str, Any]
 Key = tuple[Any, ...]

@@ -13,9 +13,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger.projections.compact import compact_dep_graph, compact_plan_state
-from ctxledger.projections.read_view import load_session_view
+from ctxledger.projections.session_view import SessionView, ToolUsage, ViewRequest
 from ctxledger.projections.tool_window import TOOL_WINDOW
-from ctxledger.projections.view import SessionView, ToolUsage, ViewRequest
+from ctxledger.projections.view_loader import load_session_view
 from ctxledger.store.clock import format_utc
 from ctxledger.store.errors import LedgerError
 

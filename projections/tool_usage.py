@@ -42,8 +42,8 @@ from ctxledger.projections.session_scopes import (
     session_scope,
     session_scope_table,
 )
+from ctxledger.projections.session_view import ToolUsage
 from ctxledger.projections.tool_window import Window
-from ctxledger.projections.view import ToolUsage
 from ctxledger.store.records import NewEvent, RecordedEvent
 from ctxledger.store.schema import UTCDateTime
 from ctxledger.store.streams import stream_kind
@@ -78,7 +78,7 @@ def _uses_table(name: str) -> sa.Table:
         sa.Column("server_name", sa.Text, nullable=False),
         sa.Column("seq", sa.Integer, nullable=False),
         sa.Column("used_at", UTCDateTime, nullable=False),
-        # The window seeks (``read_view``) read this key in order; the nightly job's day
+        # The window seeks (``view_loader``) read this key in order; the nightly job's day
         # reads and pruning seek it per known tool (``known_uses``).
         sa.PrimaryKeyConstraint("scope", "tool_name", "server_name", "used_at", "seq",
                                 name=f"{name}_pkey"),

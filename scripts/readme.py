@@ -29,9 +29,10 @@ still differs between two runs (generated event ids, hashes over recorded times,
 themselves, elapsed seconds) is masked when ``--check`` compares, and written as it came
 out otherwise.
 
-docs/cli.md is written whole from the Typer app (``ctxledger.cli.app``) through click's
-introspection: every command, its help, arguments and options with their defaults, in
-name order, with no dependence on the terminal's width.
+docs/cli.md is the command line's one page: a hand-written guide, then (after
+``REFERENCE_MARKER``) the reference written from the Typer app (``ctxledger.cli.app``)
+through click's introspection: every command, its help, arguments and options with their
+defaults, in name order, with no dependence on the terminal's width.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class Block:
 
 def pages() -> list[Path]:
     """The pages whose marked blocks are regenerated: README.md, then docs/*.md by name."""
-    return [README, *sorted(p for p in DOCS.glob("*.md") if p != CLI_REFERENCE)]
+    return [README, *sorted(DOCS.glob("*.md"))]
 
 
 def shown(path: Path) -> str:
@@ -297,8 +298,18 @@ def _commands(group: Any, ctx: Any) -> list[tuple[Any, Any]]:
     return found
 
 
+REFERENCE_MARKER = "<!-- readme: cli-reference (generated from the Typer app below) -->"
+"""The line of docs/cli.md after which the page is ``cli_reference()``."""
+
+
+def with_reference(page: str) -> str:
+    """docs/cli.md's hand-written part, the marker, and the generated reference."""
+    return page.split(REFERENCE_MARKER)[0] + REFERENCE_MARKER + "\n\n" + cli_reference()
+
+
 def cli_reference() -> str:
-    """docs/cli.md: the command-line reference, from the Typer app's click commands."""
+    """docs/cli.md's reference part: every command and option, from the Typer app's click
+    commands."""
     import typer
 
     from ctxledger.cli import app
@@ -306,10 +317,9 @@ def cli_reference() -> str:
     root = typer.main.get_command(app)
     ctx = root.context_class(root, info_name="ctxledger")
     commands_found = _commands(root, ctx)
-    out = ["# Command-line reference", "",
+    out = ["## Reference", "",
            "Generated from the command line's own definitions by `scripts/readme.py`",
-           "(`make readme`); a test fails when it is stale. How the commands behave, with",
-           "real output, is in [command-line.md](command-line.md).", "",
+           "(`make readme`); a test fails when it is stale.", "",
            "```text", _usage(root, ctx), "```", "", _help(root), "",
            "## Global options", "", *_params_table(root, ctx),
            "## Commands", "", "| command | what it does |", "|---|---|"]
@@ -335,13 +345,10 @@ def main(argv: list[str] | None = None) -> int:
         for page in pages():
             current = page.read_text(encoding="utf-8")
             fresh = regenerate(current, page, Path(name))
+            if page == CLI_REFERENCE:
+                fresh = with_reference(fresh)
             if masked(fresh) != masked(current):
                 stale.append((page, current, fresh))
-    reference = cli_reference()
-    current_reference = (CLI_REFERENCE.read_text(encoding="utf-8")
-                         if CLI_REFERENCE.exists() else "")
-    if reference != current_reference:
-        stale.append((CLI_REFERENCE, current_reference, reference))
     if not stale:
         print("outputs are current: README.md, docs/*.md and docs/cli.md")
         return 0

@@ -1,6 +1,6 @@
 """The immutable event log: append, read, verify. Knows nothing of projections.
 
-Names are imported on first use (PEP 562), so ``import store.errors`` stays cheap: the
+Names are imported on first use (PEP 562), so ``import ctxledger.store.errors`` stays cheap: the
 CLI's ``--help`` must not pay for SQLAlchemy and pydantic.
 """
 
@@ -13,7 +13,6 @@ from ctxledger.store.lazy import lazy_exports
 if TYPE_CHECKING:
     from ctxledger.store.catalog import CATALOG, EventData, parse_data
     from ctxledger.store.clock import Clock, system_clock
-    from ctxledger.store.engine import create_engine
     from ctxledger.store.errors import (
         ConcurrencyError,
         EventValidationError,
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
     )
     from ctxledger.store.log import EventLog
     from ctxledger.store.records import AppendResult, NewEvent, RecordedEvent
+    from ctxledger.store.sql_engine import create_engine
     from ctxledger.store.streams import stream_kind
     from ctxledger.store.verify import VerifyReport
 
@@ -31,7 +31,7 @@ _SOURCES = {
     "CATALOG": ".catalog", "EventData": ".catalog", "parse_data": ".catalog",
     "stream_kind": ".streams",
     "Clock": ".clock", "system_clock": ".clock",
-    "create_engine": ".engine",
+    "create_engine": ".sql_engine",
     "ConcurrencyError": ".errors", "EventValidationError": ".errors",
     "IdempotencyError": ".errors", "IntegrityViolation": ".errors", "LedgerError": ".errors",
     "EventLog": ".log",

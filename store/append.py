@@ -7,7 +7,7 @@ On PostgreSQL writers lock only their stream and take positions in one short sta
 readers stop at the settled position instead (see ``store.backends.pg_writes``).
 
 The hot path is one INSERT per event. Statements are compiled once per dialect and run
-on the driver's cursor (``store.engine.DriverStatement``). A stream's head (version and
+on the driver's cursor (``store.sql_engine.DriverStatement``). A stream's head (version and
 hash) comes from a per-process ``StreamHeads`` cache when it can: the INSERT of the
 first new event then carries its own guard (the cached head row exists and nothing
 follows it), so a stale cache inserts nothing and the head is read again in the same
@@ -28,12 +28,12 @@ from sqlalchemy.engine import Dialect
 from ctxledger.store.backends import backend_for
 from ctxledger.store.chain_key import ChainKey
 from ctxledger.store.clock import format_utc
-from ctxledger.store.engine import DriverStatement, driver_statement
 from ctxledger.store.errors import ConcurrencyError, EventValidationError, IdempotencyError
 from ctxledger.store.hash_chain import GENESIS_HASH, event_hash
 from ctxledger.store.read import recorded_event
 from ctxledger.store.records import AppendResult, PreparedEvent, RecordedEvent
 from ctxledger.store.schema import events
+from ctxledger.store.sql_engine import DriverStatement, driver_statement
 from ctxledger.store.stream_rules import RULED_TYPES, check_stream_rules
 from ctxledger.store.strict import check_time
 

@@ -473,11 +473,6 @@ CATALOG: dict[str, type[EventData]] = {
 """Every event type by name. The names and fields are the public contract."""
 
 
-def model_for(type_name: str) -> type[EventData] | None:
-    """The model of an event type, or None if the type is unknown."""
-    return CATALOG.get(type_name)
-
-
 def parse_data(type_name: str, data: dict[str, Any]) -> EventData:
     """Validate current-version ``data`` into its typed model."""
     model = CATALOG[type_name]

@@ -19,9 +19,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
 from ctxledger.store.clock import ensure_utc
-from ctxledger.store.engine import driver_statement, result_processor
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType, events
+from ctxledger.store.sql_engine import driver_statement, result_processor
 from ctxledger.store.upcasting import current_version, upcast
 
 _COLUMNS = (

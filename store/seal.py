@@ -29,11 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ctxledger.store.backends import backend_for, locks
 from ctxledger.store.chain_key import CHAIN_KEY_ENV, ChainKey
-from ctxledger.store.engine import driver_statement
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.hash_chain import GENESIS_HASH
 from ctxledger.store.read import head_position
 from ctxledger.store.schema import events, seals
+from ctxledger.store.sql_engine import driver_statement
 
 SEAL_PAGE = 50_000
 """Events read per query while folding the chain."""

@@ -208,7 +208,7 @@ class DatabaseWitness(Witness):
     """A table in a second database (any URL SQLAlchemy opens: SQLite, PostgreSQL)."""
 
     def __init__(self, url: str) -> None:
-        from ctxledger.store.engine import create_engine, safe_url
+        from ctxledger.store.sql_engine import create_engine, safe_url
 
         self.url = url
         self.engine = create_engine(url)

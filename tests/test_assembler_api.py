@@ -13,7 +13,7 @@ from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.profiles import profile_names
 from ctxledger.assembler.profiles.card import CardReport
 from ctxledger.assembler.tokens import TokenCount
-from ctxledger.projections.view import (
+from ctxledger.projections.session_view import (
     History,
     Message,
     MessageCounts,

@@ -19,7 +19,7 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 # Builds one card view and one session view from plain data; also run in subprocesses.
 BUILD = '''
 from datetime import UTC, datetime, timedelta
-from ctxledger.projections.view import *
+from ctxledger.projections.session_view import *
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

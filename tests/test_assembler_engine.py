@@ -17,8 +17,8 @@ from ctxledger.assembler.candidates import (
     joined,
 )
 from ctxledger.assembler.chat_tokens import MessageOverhead
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.digest import compute_digest
-from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.errors import EngineError
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.profiles.session import SessionReport

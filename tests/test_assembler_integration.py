@@ -17,9 +17,9 @@ from ctxledger.assembler.api import assemble_with_caches
 from ctxledger.assembler.profiles.card import CardReport
 from ctxledger.assembler.profiles.session import SessionReport
 from ctxledger.assembler.tokens import TokenCount, TokenCounter
-from ctxledger.projections.read_view import load_session_view
+from ctxledger.projections.session_view import ViewRequest
 from ctxledger.projections.token_cache import history_token_memo, load_counts, store_counts
-from ctxledger.projections.view import ViewRequest
+from ctxledger.projections.view_loader import load_session_view
 
 CARD = {"name": "Mara", "system_prompt": "You are {{char}}.",
         "description": "{{char}} captains an airship.", "personality": "Dry, decisive.",

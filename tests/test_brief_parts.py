@@ -17,7 +17,7 @@ from ctxledger.assembler.profiles.brief.bm25 import Bm25Scorer, Scores, fuse, ra
 from ctxledger.assembler.profiles.brief.mmr import MmrItem, cosine, select
 from ctxledger.assembler.profiles.brief.policy import BriefPolicy
 from ctxledger.assembler.profiles.brief.sanitize import BANNED, Sanitizer
-from ctxledger.projections.view import (
+from ctxledger.projections.session_view import (
     Entity,
     EntityFact,
     History,

@@ -27,7 +27,7 @@ from ctxledger.cli import app
 from ctxledger.cli._errors import DEBUG_ENV_VAR
 from ctxledger.io._card_files import read_card, read_lorebook, world_info_book
 from ctxledger.io._examples import EXAMPLES_DIR
-from ctxledger.projections.view import ViewRequest
+from ctxledger.projections.session_view import ViewRequest
 from ctxledger.store.character_card import CardFileError
 
 Run = Callable[..., Result]

@@ -208,7 +208,7 @@ def test_the_table_and_why_show_entries(ledger: Ledger) -> None:
     name = session(ledger, ["Over the bridge."])
     assembly, _ = assemble(ledger, name)
     console = Console(width=160, record=True)
-    from ctxledger.assembler.profiles.card.view import card_table
+    from ctxledger.assembler.profiles.card.breakdown import card_table
     console.print(card_table(assembly.report))  # type: ignore[arg-type]
     table = console.export_text()
     assert "lore: brannoc" in table and "activated: 'bridge' in m0 (after_char)" in table

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from ctxledger import Ledger
 from ctxledger.cli import app
-from ctxledger.projections.view import ViewRequest
+from ctxledger.projections.session_view import ViewRequest
 from ctxledger.render._common import event_summary
 from ctxledger.store.errors import EventValidationError, LedgerError
 

@@ -1,4 +1,4 @@
-"""CLI: ``state --agent``, ``assemble --agent`` (a usage error today), ``schema``, and the
+"""CLI: ``state --agent``, ``assemble --agent``, ``schema``, and the
 ``novel`` profile end to end."""
 
 from __future__ import annotations
@@ -86,13 +86,31 @@ def test_invalid_manifest_setting_is_one_error_line_and_writes_nothing(cli: Run)
 
 
 @pytest.mark.parametrize("profile", ["card", "session", "novel"])
-def test_assemble_with_an_agent_is_a_usage_error_when_the_profile_shows_no_state(
-        cli: Run, profile: str) -> None:
+def test_assemble_with_an_agent_adds_the_scoped_state(cli: Run, profile: str) -> None:
     _session(cli)
-    result = cli("assemble", "s1", "--profile", profile, "--agent", "executor")
+    now = "2031-01-01T00:00:00Z"
+    result = cli("assemble", "s1", "--profile", profile, "--agent", "executor", "--now", now)
+    assert result.exit_code == 0, result.stderr
+    found = json.loads(result.stdout)
+    plain = json.loads(cli("assemble", "s1", "--profile", profile, "--now", now).stdout)
+    # The assembly is untouched; the agent's part is beside it.
+    assert {key: value for key, value in found.items() if key != "agent"} == plain
+    state = cli("state", "s1", "--agent", "executor", "--now", now)
+    assert found["agent"]["state"] == json.loads(state.stdout)
+    assert found["agent"]["name"] == "executor"
+    text = found["agent"]["text"]
+    assert text.startswith(plain["text"] + "\n\n[ctxledger - Agent state: executor]\n")
+    assert json.loads(text.rsplit("\n", 1)[1]) == found["agent"]["state"]
+
+
+@pytest.mark.parametrize("format", ["openai", "anthropic"])
+def test_assemble_with_an_agent_refuses_the_chat_formats(cli: Run, format: str) -> None:
+    _session(cli)
+    result = cli("assemble", "s1", "--profile", "card", "--agent", "executor",
+                 "--format", format)
     assert result.exit_code == 2
-    assert "shows no state" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert "comes with --format json or text" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
 
 
 def test_assemble_novel_json_and_text(cli: Run) -> None:

@@ -32,7 +32,7 @@ from helpers.tables import assert_projections_equal_rebuild
 
 from ctxledger import Ledger
 from ctxledger.projections.checkpoints import checkpoints
-from ctxledger.store.engine import create_engine
+from ctxledger.store.sql_engine import create_engine
 
 WRITER_SCRIPT = Path(__file__).parent / "helpers" / "writer.py"
 STREAMS = ("crash-a", "crash-b", "crash-c")

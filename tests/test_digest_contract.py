@@ -30,7 +30,7 @@ from ctxledger.assembler.model import (
     WITHOUT_REGEX_KEYS,
     ContextMessage,
 )
-from ctxledger.projections.view import ViewRequest
+from ctxledger.projections.session_view import ViewRequest
 from ctxledger.store.canonical import canonical_json
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

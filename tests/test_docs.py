@@ -48,7 +48,7 @@ def test_nothing_shipped_is_announced_for_later() -> None:
     assert "later release" not in text
 
 
-DOC_FILES = ("README.md", "CHANGELOG.md", "benchmarks/README.md")
+DOC_FILES = ("README.md", "CHANGELOG.md", "CONTRIBUTING.md", "benchmarks/README.md")
 README_LIMIT = 30_000
 # "issue 13", "seeds #4", "Issue #6": a number a reader of the repository cannot resolve.
 NUMBERED_CITATION = re.compile(r"\b(issue|seed)s? #?\d+", re.IGNORECASE)
@@ -118,15 +118,15 @@ def test_relative_links_between_docs_resolve() -> None:
                 assert anchor in _anchors(linked), f"{where}: no such heading"
 
 
-def test_every_path_the_layout_page_names_exists() -> None:
+def test_every_path_the_architecture_page_names_exists() -> None:
     # Paths in the rule table and the folder map (a bare ``io/`` is a subfolder named
     # under its parent's bullet; only paths from the root are checked).
-    text = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
     named = re.findall(r"`((?:store|projections|assembler|ctxledger|tests|scripts)/[^`\s]*)`",
                        text)
     assert len(named) > 20
     missing = [path for path in named if not (ROOT / path).exists()]
-    assert not missing, f"docs/layout.md names paths that do not exist: {missing}"
+    assert not missing, f"docs/ARCHITECTURE.md names paths that do not exist: {missing}"
 
 
 # -- the code blocks of docs/ run (scripts/readme.py runs each twice; test_readme.py runs it)

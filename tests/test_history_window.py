@@ -22,7 +22,7 @@ from ctxledger.assembler import Assembly, counter_for, policy_for, request_for
 from ctxledger.assembler.history_window import DROPPED_RANGE_ITEM
 from ctxledger.assembler.profiles.card import CardReport
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.read_view import load_session_view
+from ctxledger.projections.view_loader import load_session_view
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 CARD = {"name": "Mara", "system_prompt": "You are Mara, a ship's captain.",

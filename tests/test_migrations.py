@@ -21,8 +21,8 @@ from helpers.tables import assert_projections_equal_rebuild, dump_projections, r
 from ctxledger import Ledger
 from ctxledger._migrate import alembic_config, current_revision, head_revision, upgrade
 from ctxledger.projections.checkpoints import checkpoints
-from ctxledger.projections.view import ViewRequest
-from ctxledger.store.engine import create_engine
+from ctxledger.projections.session_view import ViewRequest
+from ctxledger.store.sql_engine import create_engine
 
 
 @pytest.fixture

@@ -26,8 +26,8 @@ from ctxledger.assembler.digest import canonical_payload, canonical_text, comput
 from ctxledger.assembler.memo import CanonicalMemo, SessionMemos
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.profiles.novel import NovelPolicy, NovelReport
-from ctxledger.projections.read_view import load_session_view
-from ctxledger.projections.view import Item, SessionView, ViewRequest
+from ctxledger.projections.session_view import Item, SessionView, ViewRequest
+from ctxledger.projections.view_loader import load_session_view
 from ctxledger.store.canonical import canonical_json
 
 NOW = datetime(2026, 4, 2, 12, 0, tzinfo=UTC)

@@ -22,8 +22,8 @@ from helpers.tables import assert_projections_equal_rebuild
 
 from ctxledger import AppendResult, Ledger
 from ctxledger._migrate import upgrade
-from ctxledger.store.engine import create_engine
 from ctxledger.store.seal import SealSettings, list_seals
+from ctxledger.store.sql_engine import create_engine
 
 pytestmark = pytest.mark.postgres
 

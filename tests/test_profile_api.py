@@ -21,15 +21,15 @@ from rich.console import Console
 
 from ctxledger import Ledger
 from ctxledger.assembler.candidates import Frame, SectionLayout, joined
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.encodings import default_loader
-from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles import _PROFILES, Profile
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import SessionView, ViewRequest
+from ctxledger.projections.session_view import SessionView, ViewRequest
 from ctxledger.render._assembly import assembly_view
 from ctxledger.store.errors import LedgerError
 

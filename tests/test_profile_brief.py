@@ -21,7 +21,7 @@ from ctxledger.assembler.profiles.brief import BriefModeError, BriefPolicy
 from ctxledger.assembler.profiles.brief.index_cache import IndexMemo, SnippetIndex
 from ctxledger.cli import app
 from ctxledger.io._examples import EXAMPLES_DIR, ScriptedClock, load_examples, read_examples
-from ctxledger.projections.view import ViewRequest
+from ctxledger.projections.session_view import ViewRequest
 
 NOW = datetime(2025, 4, 21, tzinfo=UTC)
 TURN = "ashfall-turn-042"

@@ -17,9 +17,9 @@ import tiktoken
 from ctxledger.assembler import assemble, counter_for, policy_for, request_for
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.model import Assembly
-from ctxledger.assembler.profiles.card import LEVELS, CardPolicy, CardReport, render_message
+from ctxledger.assembler.profiles.card import LEVELS, CardPolicy, CardReport, chat_line
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import (
+from ctxledger.projections.session_view import (
     History,
     HistorySummary,
     Message,
@@ -72,7 +72,7 @@ def load(messages: Sequence[Message], request: ViewRequest, *,
          settings: Mapping[str, Any] | None = None, card: Mapping[str, Any] = CARD,
          summary: HistorySummary | None = None, retracted: int = 0,
          memo: tuple[int, int] | None = None) -> SessionView:
-    """A read view as the loader builds it for ``request`` (see projections/view.py)."""
+    """A read view as the loader builds it for ``request`` (see projections/session_view.py)."""
     by_role = {role: sum(m.role == role for m in messages)
                for role in ("system", "user", "assistant", "tool")}
     counts = MessageCounts(**by_role, total=len(messages), retracted=retracted)
@@ -285,7 +285,7 @@ def test_summary_plus_tail_with_no_gap_and_summarized_from() -> None:
     history = report.chat_history
     tail = messages[5:]
     summary_text = f"[Summary of the conversation so far]\n{summary.summary}"
-    lines = [render_message(m) for m in tail]
+    lines = [chat_line(m) for m in tail]
     assert assembly.text.endswith("\n\n" + "\n".join([summary_text, *lines]))
     for message in messages[:5]:
         assert message.content not in assembly.text

@@ -21,7 +21,7 @@ from ctxledger.assembler.profiles.novel import (
     assign_tier,
     priority_of,
 )
-from ctxledger.projections.view import Item, SessionView
+from ctxledger.projections.session_view import Item, SessionView
 
 NOW = datetime(2026, 4, 2, 12, 0, tzinfo=UTC)
 

@@ -23,7 +23,13 @@ from ctxledger.assembler.model import FORMAT_VERSION, WITHOUT_REGEX_KEYS, Assemb
 from ctxledger.assembler.profiles.session import SessionPolicy, SessionReport
 from ctxledger.assembler.profiles.session.tool_ranking import server_of
 from ctxledger.assembler.timefmt import relative_time
-from ctxledger.projections.view import Observation, PreviousSession, SessionView, Tool, ToolUsage
+from ctxledger.projections.session_view import (
+    Observation,
+    PreviousSession,
+    SessionView,
+    Tool,
+    ToolUsage,
+)
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 WINDOW = timedelta(days=7)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxledger import Ledger
-from ctxledger.projections.view import ViewRequest
+from ctxledger.projections.session_view import ViewRequest
 
 
 def put(item_id: str, kind: str, content: str, **flags: Any) -> dict[str, Any]:

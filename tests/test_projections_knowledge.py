@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from ctxledger import Ledger
-from ctxledger.projections.view import Entity, EntityFact, Persona, Snippet, Source, ViewRequest
+from ctxledger.projections.session_view import (
+    Entity,
+    EntityFact,
+    Persona,
+    Snippet,
+    Source,
+    ViewRequest,
+)
 
 
 def ev(type_: str, **data: Any) -> dict[str, Any]:

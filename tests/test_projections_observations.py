@@ -8,7 +8,7 @@ from typing import Any
 from freezegun import freeze_time
 
 from ctxledger import Ledger
-from ctxledger.projections.view import ViewRequest
+from ctxledger.projections.session_view import ViewRequest
 
 T0 = datetime(2026, 2, 1, 8, 0, tzinfo=UTC)
 

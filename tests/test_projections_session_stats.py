@@ -9,7 +9,7 @@ from freezegun import freeze_time
 from helpers.legacy import append_legacy
 
 from ctxledger import Ledger
-from ctxledger.projections.view import MessageCounts, ViewRequest
+from ctxledger.projections.session_view import MessageCounts, ViewRequest
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 

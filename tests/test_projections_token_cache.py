@@ -9,6 +9,7 @@ import sqlalchemy as sa
 import tiktoken
 
 from ctxledger import Ledger
+from ctxledger.projections.session_view import History, ViewRequest
 from ctxledger.projections.token_cache import (
     TokenCount,
     content_hash,
@@ -16,7 +17,6 @@ from ctxledger.projections.token_cache import (
     store_counts,
     store_history_memo,
 )
-from ctxledger.projections.view import History, ViewRequest
 
 ENCODING = "cl100k_base"
 

@@ -10,8 +10,8 @@ from freezegun import freeze_time
 from helpers.legacy import append_legacy
 
 from ctxledger import Ledger
+from ctxledger.projections.session_view import ToolUsage, ViewRequest
 from ctxledger.projections.tool_usage import tool_uses
-from ctxledger.projections.view import ToolUsage, ViewRequest
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

@@ -13,8 +13,8 @@ from helpers.legacy import append_legacy
 
 from ctxledger import Ledger, LedgerError
 from ctxledger.projections.checkpoints import checkpoints
-from ctxledger.projections.read_view import load_session_view
-from ctxledger.projections.view import History, ViewRequest
+from ctxledger.projections.session_view import History, ViewRequest
+from ctxledger.projections.view_loader import load_session_view
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 

@@ -21,9 +21,9 @@ from ctxledger.projections.checkpoints import checkpoints
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.projections.runner import ProjectionRunner
 from ctxledger.store.append import StreamHeads
-from ctxledger.store.engine import DriverStatement, create_engine
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import UTCDateTime
+from ctxledger.store.sql_engine import DriverStatement, create_engine
 
 meta = sa.MetaData()
 counters = sa.Table(

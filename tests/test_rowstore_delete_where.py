@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from ctxledger.projections.rowstore import RowStore
-from ctxledger.store.engine import create_engine
 from ctxledger.store.schema import UTCDateTime
+from ctxledger.store.sql_engine import create_engine
 
 meta = sa.MetaData()
 uses = sa.Table(

@@ -37,7 +37,7 @@ from ctxledger.jobs._scheduler import (
     job_editor,
     rollup_trigger,
 )
-from ctxledger.store.engine import create_engine
+from ctxledger.store.sql_engine import create_engine
 
 HANG_GUARD_SECONDS = 120
 

@@ -12,8 +12,8 @@ import ctxledger.projections.registry  # defines every projection table
 from ctxledger import _migrate as migrate
 from ctxledger.jobs._scheduler import JOBS_TABLE
 from ctxledger.projections.base import metadata as projection_metadata
-from ctxledger.store.engine import create_engine
 from ctxledger.store.schema import metadata as store_metadata
+from ctxledger.store.sql_engine import create_engine
 
 
 @pytest.fixture

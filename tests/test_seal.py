@@ -1,7 +1,7 @@
 """Seals, anchors and the chain key against an attacker who can rewrite the tables.
 
 The attacker drops the immutability triggers, tampers, and restores them, so the trigger
-check passes. Each tampering from the issue runs in three settings, on both backends:
+check passes. Each tampering of the threat model runs in three settings, on both backends:
 
 - ``seal``: the log was sealed; the attacker leaves the seals alone.
 - ``anchor``: an anchor was kept outside; the attacker also rewrites the seals (deletes

@@ -15,7 +15,7 @@ from ctxledger._config import ENV_VAR
 from ctxledger._service.keys import verify_token
 from ctxledger.cli import app
 from ctxledger.cli._errors import DEBUG_ENV_VAR
-from ctxledger.store.engine import create_engine
+from ctxledger.store.sql_engine import create_engine
 
 
 @pytest.fixture

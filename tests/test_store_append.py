@@ -30,7 +30,7 @@ from ctxledger import (
 from ctxledger.projections.base import Projection
 from ctxledger.projections.registry import builtin_projections
 from ctxledger.projections.rowstore import RowStore
-from ctxledger.store.engine import create_engine
+from ctxledger.store.sql_engine import create_engine
 
 
 def msg(content: str, *, event_id: str | None = None, role: str = "user") -> dict[str, Any]:

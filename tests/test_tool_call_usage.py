@@ -17,7 +17,7 @@ from helpers.tables import assert_projections_equal_rebuild, dump_projections
 
 from ctxledger import Ledger
 from ctxledger.projections.registry import builtin_projections
-from ctxledger.projections.view import MessageCounts, ToolUsage, ViewRequest
+from ctxledger.projections.session_view import MessageCounts, ToolUsage, ViewRequest
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 WEEK = timedelta(days=7)

@@ -16,7 +16,7 @@ from helpers.tables import dump_projections
 
 from ctxledger import EventValidationError, Ledger
 from ctxledger._migrate import upgrade
-from ctxledger.store.engine import create_engine
+from ctxledger.store.sql_engine import create_engine
 from ctxledger.store.upcasting import upcast
 
 T0 = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)

@@ -177,7 +177,7 @@ def test_build_makes_an_sdist_and_from_it_a_complete_wheel(tmp_path: Path) -> No
     (wheel,) = dist.glob("ctxledger-*.whl")
     with tarfile.open(sdist) as archive:
         members = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    assert {"store/__init__.py", "assembler/engine.py", "migrations/env.py",
+    assert {"store/__init__.py", "assembler/decision_engine.py", "migrations/env.py",
             "ctxledger/__init__.py", "pyproject.toml", "scripts/hatch_build.py"} <= members
     with zipfile.ZipFile(wheel) as archive:
         assert_one_package(set(archive.namelist()))

@@ -13,13 +13,13 @@ from abc import ABC, abstractmethod
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import SessionView, ViewRequest
+from ctxledger.projections.session_view import SessionView, ViewRequest
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -61,11 +61,6 @@ class Profile(ABC):
         from rich.text import Text
 
         return Text(assembly.text)
-
-    def summary_line(self, assembly: Assembly) -> str:
-        """One line about ``assembly`` for listings (profile, tokens, digest)."""
-        return (f"{assembly.profile}: {assembly.tokens.total} tokens, "
-                f"digest {assembly.digest[:16]}")
 
 
 def report_of(assembly: Assembly, report_type: type[Any]) -> Any:

@@ -334,31 +334,21 @@ def _greeting(source: str, had_history: bool) -> str | None:
 
 def session_context(ledger: Ledger, session: str, agent: str | None,
                     greeting: str | None = None) -> str:
-    """The ``session`` profile's injection for ``session`` (with ``greeting`` in place
-    of the first session's welcome, when given); with ``agent``, followed by the session
-    state scoped by that agent's manifest (``_agent``, ``_savings``), or a line saying
-    why not when it would pass Claude Code's cap."""
-    if greeting is None:
-        text = ledger.assemble(session, SESSION_PROFILE).text
-    else:
-        policy = ledger.policy(session, SESSION_PROFILE).model_copy(
+    """The session's injection (its profile setting, else the ``session`` profile), with
+    ``greeting`` in place of the first session's welcome when given; with ``agent``, the
+    core's agent context (``Ledger.context``) capped at Claude Code's limit."""
+    profile = ledger.profile_of(session, None, default=SESSION_PROFILE).name
+    policy = None
+    if greeting is not None and profile == SESSION_PROFILE:  # only that profile greets
+        policy = ledger.policy(session, profile).model_copy(
             update={"welcome_message": greeting})
-        text = ledger.assemble(session, SESSION_PROFILE, policy=policy).text
-    if agent is None:
-        return text
-    return text + "\n\n" + agent_state(ledger, session, agent,
-                                         room=CONTEXT_CAP - len(text) - 2)
+    return ledger.context(session, profile, agent=agent, policy=policy).text(
+        limit=CONTEXT_CAP)
 
 
-def agent_state(ledger: Ledger, session: str, agent: str, room: int = CONTEXT_CAP) -> str:
-    """``[ctxledger - Agent state: A]`` and the session state scoped by agent type A's
-    manifest (``ledger.state(agent=...)``, compact JSON); a line saying how to read it
-    instead when it would take more than ``room`` characters."""
-    state = json.dumps(ledger.state(session, agent=agent), sort_keys=True,
-                       ensure_ascii=False, separators=(",", ":"))
-    block = f"[ctxledger - Agent state: {agent}]\n{state}"
-    if len(block) > room:
-        block = (f"[ctxledger - Agent state: {agent}] not shown: {len(state)} characters"
-                 f" would pass the {CONTEXT_CAP}-character cap; run"
-                 f" 'ctxledger state {session} --agent {agent}'")
-    return block
+def agent_state(ledger: Ledger, session: str, agent: str) -> str:
+    """The state block of agent type ``agent`` (``_agent_context.state_block``): what a
+    subagent is told, within Claude Code's cap."""
+    from ctxledger._agent_context import state_block
+
+    return state_block(session, agent, ledger.state(session, agent=agent), room=CONTEXT_CAP)

@@ -26,7 +26,8 @@ import ctxledger
 from ctxledger._config import DEFAULT_USAGE_DAYS
 from ctxledger._ledger import Ledger
 from ctxledger._open import explain, one_line
-from ctxledger.projections.view import ViewRequest
+from ctxledger.assembler.setting_check import CODING_AGENT_PROFILE
+from ctxledger.projections.session_view import ViewRequest
 from ctxledger.store.clock import format_utc
 from ctxledger.store.errors import InvalidArgument
 from ctxledger.store.streams import SCOPE_PREFIX
@@ -99,24 +100,27 @@ def project_session(ledger: Ledger, scope: str, session: str) -> None:
             f"{scope!r}")
 
 
-def context_of(ledger: Ledger, scope: str, session: str | None, profile: str,
+def context_of(ledger: Ledger, scope: str, session: str | None, profile: str | None,
                agent: str | None) -> dict[str, Any]:
-    """The assembled context of ``session``, or of the project (a session starting in
-    ``scope`` now), with the session's state scoped to ``agent`` when one is named."""
+    """The context (``Ledger.context``) of ``session``, or of the project (a session
+    starting in ``scope`` now); with ``agent``, its text ends with the state scoped by
+    that agent's manifest, which ``state`` gives as data too."""
     if session is not None:
         project_session(ledger, scope, session)
     stream = session if session is not None else SCOPE_PREFIX + scope
     starting_in = None if session is not None else scope
-    assembly = ledger.assemble(stream, profile, starting_in=starting_in)
+    found = ledger.context(stream, profile, agent=agent, starting_in=starting_in,
+                           default=CODING_AGENT_PROFILE)
+    assembly, text = found.assembly, found.text()
     result: dict[str, Any] = {
         "session": session, "scope": scope, "profile": assembly.profile,
-        "text": assembly.text, "chars": len(assembly.text),
+        "text": text, "chars": len(text),
         "tokens": assembly.tokens.total, "position": assembly.position,
         "now": format_utc(assembly.now), "digest": assembly.digest,
         "warnings": list(assembly.warnings)}
     if agent is not None:
-        result["state"] = ledger.state(stream, now=assembly.now, agent=agent,
-                                       starting_in=starting_in)
+        result["agent"] = agent
+        result["state"] = found.state
     return result
 
 
@@ -152,21 +156,24 @@ def build_server(ledger: Ledger, project: str) -> MCPServer[Any]:
         return {"scope": project, "query": query, "results": [hit.to_json() for hit in hits]}
 
     @server.tool()
-    def session_context(session: str | None = None, profile: str = "session",
+    def session_context(session: str | None = None, profile: str | None = None,
                         agent: str | None = None) -> dict[str, Any]:
         """The assembled context of a session of this project, or without `session` of
         the project itself (what a session starting now is given), for a profile
-        (default: session). With `agent`, also the session's state scoped by that
-        agent's manifest (with _agent and _savings)."""
+        (default: the session's 'profile' setting, else session). With `agent`, the text
+        ends with the session's state scoped by that agent's manifest (with _agent and
+        _savings), which `state` gives as data too."""
         return _tool_call(lambda: context_of(ledger, project, session, profile, agent))
 
     @server.tool()
-    def why(session: str, item: str, profile: str = "session") -> dict[str, Any]:
+    def why(session: str, item: str, profile: str | None = None) -> dict[str, Any]:
         """Why an item (a tool, an observation, a section...) was included or left out of
-        a session's context, decision by decision over the session's timeline."""
+        a session's context, decision by decision over the session's timeline (profile:
+        default the session's 'profile' setting, else session)."""
         def explain_item() -> dict[str, Any]:
             project_session(ledger, project, session)
-            return ledger.why(session, item, profile=profile).to_json()
+            chosen = ledger.profile_of(session, profile, default=CODING_AGENT_PROFILE)
+            return ledger.why(session, item, profile=chosen.name).to_json()
         return _tool_call(explain_item)
 
     @server.tool()
@@ -196,9 +203,10 @@ def build_server(ledger: Ledger, project: str) -> MCPServer[Any]:
 
     @server.resource("ctxledger://context", name="context", mime_type="text/markdown")
     def context() -> str:
-        """The context a session of this project starts with now (profile session)."""
+        """The context a session of this project starts with now (profile: the scope's
+        'profile' setting, else session)."""
         text: str = _resource_call(
-            lambda: context_of(ledger, project, None, "session", None)["text"])
+            lambda: context_of(ledger, project, None, None, None)["text"])
         return text
 
     return server

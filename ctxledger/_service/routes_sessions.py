@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import Response
 from pydantic import WithJsonSchema
 
+from ctxledger._agent_context import AgentContext
 from ctxledger._cancel import CancelToken
 from ctxledger._ledger import Ledger
 from ctxledger._service.auth import (
@@ -20,7 +21,7 @@ from ctxledger._service.auth import (
     require_writer,
     session_scope,
 )
-from ctxledger._service.context import context_data, context_response, profile_of
+from ctxledger._service.context import context_data, context_response
 from ctxledger._service.limits import Slots, cancel_of, slots_of
 from ctxledger._service.models import (
     AppendOut,
@@ -68,29 +69,37 @@ def state(session: str, ledger: LedgerDep, key: KeyDep,
     return ledger.state(session, agent=agent)
 
 
+Agent = Annotated[str | None, Query(
+    description="Add the session's state scoped by this agent's manifest: json gains"
+                " 'agent' {name, state, text}, text ends with the state block; the openai"
+                " and anthropic formats refuse it.")]
+
+
 def _assemble(session: str, ledger: LedgerDep, key: KeyDep, profile: str | None,
-              now: str | None, fmt: ContextFormat,
-              policy: dict[str, Any] | None) -> Response:
+              now: str | None, fmt: ContextFormat, policy: dict[str, Any] | None,
+              agent: str | None) -> Response:
     when = parse_optional_time(now, "now")
     session_scope(ledger, key, session)
-    chosen = profile_of(ledger, session, profile)
-    return context_response(ledger.assemble(session, chosen, now=when, policy=policy), fmt)
+    context = ledger.context(session, profile, agent=agent, now=when, policy=policy)
+    return context_response(context, fmt)
 
 
 @router.get("/assemble", responses=_ASSEMBLY)
 def assemble(session: str, ledger: LedgerDep, key: KeyDep, profile: Profile = None,
-             now: Now = None, format: Format = ContextFormat.json) -> Response:
+             now: Now = None, format: Format = ContextFormat.json,
+             agent: Agent = None) -> Response:
     """The session's context built with a profile, in the asked format."""
-    return _assemble(session, ledger, key, profile, now, format, None)
+    return _assemble(session, ledger, key, profile, now, format, None, agent)
 
 
 @router.post("/assemble", responses=_ASSEMBLY)
 def assemble_with_policy(session: str, ledger: LedgerDep, key: KeyDep,
                          body: AssembleBody | None = None, profile: Profile = None,
-                         now: Now = None, format: Format = ContextFormat.json) -> Response:
+                         now: Now = None, format: Format = ContextFormat.json,
+                         agent: Agent = None) -> Response:
     """As ``GET``, with a ``policy`` in the body replacing the one the settings give."""
     return _assemble(session, ledger, key, profile, now, format,
-                     body.policy if body is not None else None)
+                     body.policy if body is not None else None, agent)
 
 
 @router.post("/turn", response_model=TurnOut)
@@ -102,9 +111,9 @@ def turn(session: str, body: TurnBody, ledger: LedgerDep, key: KeyDep) -> TurnOu
         ledger, key, session, [], body.expected_version,
         lambda expected: ledger.append_messages(session, body.messages, system=body.system,
                                                 expected_version=expected))
-    assembly = ledger.assemble(session, profile_of(ledger, session, body.profile))
+    context = ledger.context(session, body.profile)
     return TurnOut(append=AppendOut.of(result), format=body.format,
-                   context=context_data(assembly, body.format))
+                   context=context_data(context, body.format))
 
 
 _TIMELINE: dict[int | str, dict[str, Any]] = {200: {
@@ -127,12 +136,12 @@ def replay(session: str, ledger: ReadLedgerDep, key: KeyDep, cancel: CancelDep,
     """The assembly derived again from the log up to ``until`` (or its timeline, streamed
     step by step). An expensive request: a 429 beyond the key's limit at once."""
     session_scope(ledger, key, session)
-    chosen = profile_of(ledger, session, profile)
+    chosen = ledger.profile_of(session, profile).name
     cut = parse_until(until, "until")
     if not timeline:
         with slots.hold(key.key_id):
-            return context_response(ledger.replay(session, cut, profile=chosen),
-                                    ContextFormat.json)
+            replayed = ledger.replay(session, cut, profile=chosen)
+            return context_response(AgentContext(session, replayed), ContextFormat.json)
     return _timeline(ledger, key.key_id, session, chosen, cut, cancel, slots,
                      "ndjson" if NDJSON in (accept or "") else "array")
 
@@ -163,7 +172,7 @@ def why(session: str, ledger: ReadLedgerDep, key: KeyDep, cancel: CancelDep, slo
     step; it stops at the time limit or when the client goes away). A key running its
     limit of expensive requests at once gets a 429 with ``Retry-After``."""
     session_scope(ledger, key, session)
-    chosen = profile_of(ledger, session, profile)
+    chosen = ledger.profile_of(session, profile).name
     with slots.hold(key.key_id):
         return ledger.why(session, item, profile=chosen, until=parse_until(until, "until"),
                           cancel=cancel).to_json()

@@ -83,8 +83,9 @@ def assemble(
         help="A whole policy as JSON, instead of the one the session's settings give.")] = None,
     agent: Annotated[str | None, typer.Option(
         "--agent", metavar="A",
-        help="Scope the state section to agent type A's manifest (only for profiles that"
-             " show state).")] = None,
+        help="Add the session state scoped by agent type A's manifest: JSON gains 'agent'"
+             " {name, state, text}; text ends with the state block (not with openai or"
+             " anthropic).")] = None,
     format: Annotated[AssembleFormat, typer.Option(
         "--format",
         help="json (default): the whole Assembly; text: the breakdown; openai: the"
@@ -99,38 +100,36 @@ def assemble(
     The profile is --profile, else the session's 'profile' setting; --format text says
     which, then shows the breakdown and (unless --no-text) the context text. --format
     openai and anthropic print the context's messages as that API takes them."""
-    from ctxledger.assembler.profiles import profiles_showing_state
+    from ctxledger import render
     from ctxledger.io._input import read_policy
     from ctxledger.render._assembly import assembly_view
 
     check_profile(profile)
+    if agent is not None and not agent.strip():
+        raise typer.BadParameter("must not be empty", param_hint="'--agent'")
+    if agent is not None and format in (AssembleFormat.openai, AssembleFormat.anthropic):
+        raise typer.BadParameter(
+            f"--format {format.value} carries the assembly's messages only; an agent's"
+            " scoped state comes with --format json or text", param_hint="'--agent'")
     when = parse_optional_time(now, "--now")
     policy_text = read_policy(policy)
     with open_existing(db_of(ctx)) as ledger:
         if not ledger.view(session).exists:
             raise fail(f"unknown session {session!r}")
         profile, source = session_profile(ledger, session, profile)
-        if agent is not None:
-            # Agent scoping filters a state section; a profile without one has nothing to
-            # scope, and silently ignoring --agent would suggest that it did something.
-            showing = profiles_showing_state()
-            which = (f"only {', '.join(showing)} shows state" if showing
-                     else "no registered profile shows state")
-            raise typer.BadParameter(
-                f"profile {profile!r} (from {source}) shows no state for an agent manifest"
-                f" to scope ({which}); use 'ctxledger state SESSION --agent {agent}'",
-                param_hint="'--agent'")
-        result = ledger.assemble(session, profile, now=when, policy=policy_text)
+        found = ledger.context(session, profile, agent=agent, now=when, policy=policy_text)
+    result = found.assembly
     if format is AssembleFormat.json:
-        typer.echo(result.model_dump_json(indent=2))
+        typer.echo(result.model_dump_json(indent=2) if agent is None
+                   else render.dumps(found.to_json(), indent=2))
     elif format is AssembleFormat.openai:
-        typer.echo(chat_json(result.to_openai()))
+        typer.echo(chat_json(found.to_openai()))
     elif format is AssembleFormat.anthropic:
-        typer.echo(chat_json(result.to_anthropic()))
+        typer.echo(chat_json(found.to_anthropic()))
     else:
         console = stdout()
         console.print(f"profile {profile} (from {source})", markup=False)
-        console.print(assembly_view(result, show_text=text))
+        console.print(assembly_view(result, show_text=text, text=found.text()))
 
 
 def chat_json(request: object) -> str:

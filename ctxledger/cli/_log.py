@@ -50,7 +50,7 @@ def init(ctx: typer.Context, format: FormatOption = JsonOrText.json) -> None:
 def _revision(url: str) -> str | None:
     """The schema revision a database is at before opening it (None if it has none)."""
     from ctxledger import _migrate as migrate
-    from ctxledger.store.engine import create_engine
+    from ctxledger.store.sql_engine import create_engine
 
     with database_errors(url):
         engine = create_engine(url)

@@ -160,36 +160,37 @@ def parse_hhmm(value: str, option: str) -> tuple[int, int]:
 
 
 def check_profile(profile: str | None) -> None:
-    """A ``--profile`` that names no registered profile is a usage error."""
-    from ctxledger.assembler.profiles import profile_names
+    """A ``--profile`` that names no registered profile is a usage error (the core's rule,
+    ``choose_profile``, asked before a database is opened)."""
+    from ctxledger.assembler.setting_check import choose_profile
+    from ctxledger.store.errors import LedgerError
 
-    if profile is not None and profile not in profile_names():
-        raise typer.BadParameter(f"{profile!r} is not one of {', '.join(profile_names())}",
-                                 param_hint="'--profile'")
+    if profile is not None:
+        try:
+            choose_profile(profile, {})
+        except LedgerError as exc:
+            raise typer.BadParameter(str(exc), param_hint="'--profile'") from None
+
+
+_SOURCES = {"given": "--profile", "setting": "the session's profile setting",
+            "default": "the default"}
+"""How ``assemble --format text`` names where its profile came from."""
 
 
 def session_profile(ledger: Ledger, session: str, given: str | None, *,
                     fallback: str | None = None) -> tuple[str, str]:
-    """The profile a command uses, and where it comes from: ``--profile``, else the
-    session's ``profile`` setting (at the head), else ``fallback``; with no fallback a
-    missing setting is a usage error. A setting that names no profile is an error."""
-    from ctxledger.assembler.profiles import profile_names
+    """The profile a command uses (``Ledger.profile_of``), and where it comes from in the
+    CLI's words; with no fallback a session without a ``profile`` setting needs
+    ``--profile`` (a usage error)."""
     from ctxledger.assembler.setting_check import PROFILE_SETTING
 
-    if given is not None:
-        return given, "--profile"
-    value = ledger.view(session).settings.get(PROFILE_SETTING)
-    if value is None and fallback is not None:
-        return fallback, "the default"
-    if value is None:
+    if given is None and fallback is None and \
+            PROFILE_SETTING not in ledger.view(session).settings:
         raise typer.BadParameter(
             f"is required: the session has no {PROFILE_SETTING!r} setting",
             param_hint="'--profile'")
-    known = profile_names()
-    if not isinstance(value, str) or value not in known:
-        raise fail(f"the session's {PROFILE_SETTING!r} setting is {value!r},"
-                   f" not one of {', '.join(known)}")
-    return value, "the session's profile setting"
+    choice = ledger.profile_of(session, given, default=fallback)
+    return choice.name, _SOURCES[choice.source]
 
 
 # -- input and streams --------------------------------------------------------------------

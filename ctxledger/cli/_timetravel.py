@@ -25,7 +25,6 @@ from ctxledger.cli._options import (
     db_of,
     parse_optional_time,
     parse_until,
-    session_profile,
 )
 
 if TYPE_CHECKING:
@@ -48,8 +47,6 @@ ProfileOption = Annotated[str | None, typer.Option(
     "--profile", metavar="NAME",
     help="Assembler profile (card, session, novel, brief...). Default: the session's"
          " 'profile' setting (as assemble), else card.")]
-DEFAULT_PROFILE = "card"
-"""The profile of a session with neither --profile nor a 'profile' setting."""
 PolicyOption = Annotated[Path | None, typer.Option(
     "--policy", metavar="FILE", dir_okay=False,
     help="A whole policy as JSON, instead of the one the prefix's settings give.")]
@@ -146,7 +143,7 @@ def replay(
     diff_text = read_policy(diff)
     document = JsonOrText.text if format is JsonJsonlOrText.text else JsonOrText.json
     with open_existing(db_of(ctx)) as ledger, _answers_erased(session, document):
-        profile, _ = session_profile(ledger, session, profile, fallback=DEFAULT_PROFILE)
+        profile = ledger.profile_of(session, profile).name
         if diff_text is not None:
             _print_what_if(ledger.what_if(session, diff_text, profile=profile, until=cut),
                            document)
@@ -186,7 +183,7 @@ def why(
     cut = parse_until(until)
     policy_text = read_policy(policy)
     with open_existing(db_of(ctx)) as ledger, _answers_erased(session, format):
-        profile, _ = session_profile(ledger, session, profile, fallback=DEFAULT_PROFILE)
+        profile = ledger.profile_of(session, profile).name
         report = ledger.why(session, item, profile=profile, until=cut, policy=policy_text)
     if format is JsonOrText.json:
         typer.echo(render.dumps(report.to_json(), indent=2))

@@ -12,8 +12,8 @@ import sqlalchemy as sa
 
 from ctxledger.assembler.api import policy_for
 from ctxledger.jobs._usage import scope_exists
-from ctxledger.projections.read_view import load_settings
 from ctxledger.projections.session_stats import sessions
+from ctxledger.projections.view_loader import load_settings
 from ctxledger.store.errors import LedgerError
 
 if TYPE_CHECKING:

@@ -42,7 +42,7 @@ from ctxledger._config import DEFAULT_RETENTION_DAYS
 from ctxledger.assembler.policy import PolicyError
 from ctxledger.assembler.profiles.session import SessionPolicy
 from ctxledger.assembler.profiles.session.tool_ranking import server_of
-from ctxledger.projections import rollup_job as job
+from ctxledger.projections import rollup_day as job
 from ctxledger.projections.session_stats import sessions
 from ctxledger.projections.settings import scope_settings, session_settings
 from ctxledger.projections.tool_window import TOOL_WINDOW_DAYS

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ctxledger._config import DEFAULT_RETENTION_DAYS, resolve_db_url
 from ctxledger._ledger import Ledger
 from ctxledger.jobs._rollup import RollupPolicy, run_rollup
-from ctxledger.store.engine import create_engine
+from ctxledger.store.sql_engine import create_engine
 
 JOBS_TABLE = "apscheduler_jobs"
 """The job store's table (created by migration 0004)."""

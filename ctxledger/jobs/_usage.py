@@ -3,7 +3,7 @@
 Days the nightly job rolled up come from the ``usage_daily_*`` tables; the others (today,
 and any day the job has not reached yet) are computed from raw rows the way the job
 would, up to ``now``. So the figures are the same before and after a rollup. A rolled-up
-day that received events since (``rollup_job.late_days``) is read the way the next run
+day that received events since (``rollup_day.late_days``) is read the way the next run
 will roll it up again, so it never misses them.
 """
 
@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from ctxledger._config import DEFAULT_USAGE_DAYS, MAX_USAGE_DAYS
 from ctxledger.jobs._rollup import mcp_server_of
-from ctxledger.projections import rollup_job as job
+from ctxledger.projections import rollup_day as job
 from ctxledger.projections.session_stats import sessions
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.errors import LedgerError

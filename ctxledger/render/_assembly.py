@@ -15,8 +15,10 @@ from ctxledger.assembler.profiles import get_profile
 from ctxledger.store.clock import format_utc
 
 
-def assembly_view(assembly: Assembly, *, show_text: bool = False) -> RenderableType:
-    """The profile's breakdown, warnings, a one-line footer, and the text if asked."""
+def assembly_view(assembly: Assembly, *, show_text: bool = False,
+                  text: str | None = None) -> RenderableType:
+    """The profile's breakdown, warnings, a one-line footer, and the text if asked (the
+    assembly's, or ``text``: an agent's context, say)."""
     body = get_profile(assembly.profile).render(assembly)
     footer = Text(
         f"{assembly.profile} | policy {assembly.policy_version} | position "
@@ -26,5 +28,6 @@ def assembly_view(assembly: Assembly, *, show_text: bool = False) -> RenderableT
     warnings = [Text(f"warning: {w}", style="yellow") for w in assembly.warnings]
     parts: list[RenderableType] = [body, *warnings, footer]
     if show_text:
-        parts.append(Panel(Text(assembly.text), title="context", title_align="left"))
+        shown = assembly.text if text is None else text
+        parts.append(Panel(Text(shown), title="context", title_align="left"))
     return Group(*parts)

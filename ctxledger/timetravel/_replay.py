@@ -43,12 +43,12 @@ from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles import get_profile
 from ctxledger.assembler.tokens import TokenCounter
 from ctxledger.projections.checkpoints import checkpoints
-from ctxledger.projections.read_view import load_session_view
 from ctxledger.projections.registry import builtin_projections
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.projections.runner import Progress, ProjectionRunner
 from ctxledger.projections.scope_members import members_until
-from ctxledger.projections.view import SessionView, ViewRequest
+from ctxledger.projections.session_view import SessionView, ViewRequest
+from ctxledger.projections.view_loader import load_session_view
 from ctxledger.store.canonical import canonical_json
 from ctxledger.store.clock import ensure_utc
 from ctxledger.store.errors import LedgerError

@@ -25,10 +25,10 @@ from sqlalchemy.engine import URL, Dialect, Engine
 from sqlalchemy.pool import StaticPool
 
 from ctxledger.store.backends.base import READ_ONLY_OPTION, Backend, Connections, Processor
-from ctxledger.store.engine import DriverStatement, driver_statement, safe_url
 from ctxledger.store.errors import LedgerError, ReadableDatabaseWarning
 from ctxledger.store.read import head_position
 from ctxledger.store.schema import UTCDateTime, events
+from ctxledger.store.sql_engine import DriverStatement, driver_statement, safe_url
 
 if TYPE_CHECKING:
     from ctxledger.store.records import PreparedEvent

@@ -22,10 +22,10 @@ from ctxledger._migrate import upgrade
 from ctxledger.store import backends
 from ctxledger.store.backends import Backend, backend_for, backend_for_url, backend_named, locks
 from ctxledger.store.backends.base import READ_ONLY_OPTION
-from ctxledger.store.engine import DriverStatement, create_engine
 from ctxledger.store.errors import LedgerError, SchemaMissing
 from ctxledger.store.log import EventLog
 from ctxledger.store.schema import UTCDateTime, events
+from ctxledger.store.sql_engine import DriverStatement, create_engine
 
 UNDER_CONTRACT = [
     pytest.param("sqlite_url", id="sqlite"),

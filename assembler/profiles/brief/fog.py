@@ -13,7 +13,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from ctxledger.projections.view import Entity, Persona
+from ctxledger.projections.session_view import Entity, Persona
 
 MASK = "[unknown]"
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.profiles.brief.analyzer import Analyzer
 from ctxledger.assembler.profiles.brief.bm25 import Bm25Scorer
-from ctxledger.projections.view import SessionView, Snippet, SnippetBase
+from ctxledger.projections.session_view import SessionView, Snippet, SnippetBase
 
 CACHE_ENTRIES = 16
 """Indexes the memo keeps (least recently used go first)."""

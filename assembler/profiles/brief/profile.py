@@ -41,7 +41,7 @@ from ctxledger.assembler.candidates import (
     joined,
 )
 from ctxledger.assembler.chat_tokens import wrapper_tokens
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
@@ -59,7 +59,7 @@ from ctxledger.assembler.ranking import ranked, round_score
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.text import shorten_to
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import (
+from ctxledger.projections.session_view import (
     Message,
     SessionView,
     Snippet,
@@ -168,7 +168,7 @@ class BriefProfile(Profile):
             + policy.message_overhead.reply_priming
 
         def measure(kept: Sequence[Candidate]) -> int:
-            pieces = render(layout, {c.id: c for c in kept}, policy)
+            pieces = prompt_pieces(layout, {c.id: c for c in kept}, policy)
             return sending + sum(counter.count(piece.text) for piece in pieces if piece.text)
 
         kept = [*beliefs, *(b.line for b in entities), *(f for b in entities for f in b.facts),
@@ -182,7 +182,7 @@ class BriefProfile(Profile):
             used = {retrieved.rows[c.id].provenance for c in snippets if c.id in final}
             _check_fan([s for s in view.sources if f"{s.source_id}@{s.version}" in used],
                        policy)
-        pieces = render(layout, final, policy)
+        pieces = prompt_pieces(layout, final, policy)
         warnings = [] if shed.fits else [
             f"brief is {shed.size} tokens, over the {policy.max_tokens}-token budget after "
             "every drop step"]
@@ -212,7 +212,7 @@ class BriefProfile(Profile):
 
     def render(self, assembly: Assembly) -> RenderableType:
         """The retrieved snippets (scores, provenance, decision) and the filter counts."""
-        from ctxledger.assembler.profiles.brief.view import brief_table
+        from ctxledger.assembler.profiles.brief.breakdown import brief_table
 
         return brief_table(report_of(assembly, BriefReport))
 
@@ -436,7 +436,8 @@ def _bulleted(candidate: Candidate, section: str) -> list[Piece]:
     return [Frame(BULLET, section), candidate]
 
 
-def render(layout: _Layout, kept: Mapping[str, Candidate], policy: BriefPolicy) -> list[Piece]:
+def prompt_pieces(layout: _Layout, kept: Mapping[str, Candidate],
+                  policy: BriefPolicy) -> list[Piece]:
     """The brief as pieces for the kept candidates (by id)."""
     blocks: list[list[Piece]] = [[Frame(layout.title)]]
     beliefs = [kept[c.id] for c in layout.beliefs if c.id in kept]

@@ -6,7 +6,7 @@ from ctxledger.assembler.profiles.card.policy import (
            TEMPLATE_VARIABLES,
            CardPolicy,
 )
-from ctxledger.assembler.profiles.card.profile import CardProfile, render_message
+from ctxledger.assembler.profiles.card.profile import CardProfile, chat_line
 from ctxledger.assembler.profiles.card.report import (
     CardReport,
     ChatHistoryReport,
@@ -16,4 +16,4 @@ from ctxledger.assembler.profiles.card.report import (
 
 __all__ = ["DEFAULT_FIELDS", "DEFAULT_TEMPLATE", "LEVELS", "TEMPLATE_VARIABLES", "CardPolicy",
            "CardProfile", "CardReport", "ChatHistoryReport", "FieldRow", "FieldRule",
-           "LoreRow", "render_message"]
+           "LoreRow", "chat_line"]

@@ -23,7 +23,7 @@ from functools import partial
 from typing import Any, Literal
 
 from ctxledger.assembler.candidates import Candidate
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.lorebook import (
     Activation,
     Book,
@@ -39,7 +39,7 @@ from ctxledger.assembler.lorebook import (
 from ctxledger.assembler.profiles.card.policy import CardPolicy
 from ctxledger.assembler.profiles.card.report import LoreRow, LoreStatus
 from ctxledger.assembler.template import Macros
-from ctxledger.projections.view import Message, SessionView
+from ctxledger.projections.session_view import Message, SessionView
 
 CARD_BOOK = "card"
 """The source name of the card's own book (a scope book's is ``world:<book_id>``)."""

@@ -50,7 +50,7 @@ from ctxledger.assembler.candidates import (
     joined,
 )
 from ctxledger.assembler.chat_tokens import cost_key, wrapper_tokens
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.history_window import (
     Unit,
@@ -77,7 +77,7 @@ from ctxledger.assembler.profiles.card.report import (
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.template import Macros
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import History, Message, SessionView, ViewRequest
+from ctxledger.projections.session_view import History, Message, SessionView, ViewRequest
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -98,7 +98,7 @@ LORE_SEPARATOR = "\n"
 """Between the lorebook entries in one place (as SillyTavern joins them)."""
 
 
-def render_message(message: Message) -> str:
+def chat_line(message: Message) -> str:
     """One chat line: ``speaker: content``, an assistant's tool calls after it as
     ``[calls name(arguments), ...]``, a tool result's speaker its name or
     ``tool[<call id>]``. It depends only on the message, so memoized totals stay valid."""
@@ -267,7 +267,7 @@ class CardProfile(Profile):
 
     def render(self, assembly: Assembly) -> RenderableType:
         """The card breakdown table (expired rows struck through) and the history line."""
-        from ctxledger.assembler.profiles.card.view import card_table
+        from ctxledger.assembler.profiles.card.breakdown import card_table
 
         return card_table(report_of(assembly, CardReport))
 
@@ -286,7 +286,7 @@ def _loaded(engine: Engine, messages: Sequence[Message], policy: CardPolicy) -> 
     for start, stop, unpaired in pairing(messages):
         members = []
         for message in messages[start:stop]:
-            line = render_message(message)
+            line = chat_line(message)
             cost = sent_cost(counter, message, overhead, line=line if unpaired else None)
             members.append(WindowMessage(message, engine.candidate(
                 message_item(message), SECTION_HISTORY, line, tokens=cost)))

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.profiles.novel.book import BookState
 from ctxledger.assembler.profiles.novel.policy import NovelPolicy
 from ctxledger.assembler.profiles.novel.readout import read_out
-from ctxledger.projections.view import SessionView
+from ctxledger.projections.session_view import SessionView
 from ctxledger.store.canonical import canonical_json
 
 STATES = 2

@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from operator import attrgetter
 
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.model import Decision, Section
 from ctxledger.assembler.profiles.novel.policy import NovelPolicy
 from ctxledger.assembler.profiles.novel.prepared import Prepared, prepare
@@ -48,7 +48,7 @@ from ctxledger.assembler.profiles.novel.ranked import Ranked, ShownRanked
 from ctxledger.assembler.profiles.novel.sandwich import SECTION_SUFFIX
 from ctxledger.assembler.profiles.novel.shed import Shed, range_decision
 from ctxledger.assembler.profiles.novel.tiers import CHAPTER_KINDS, current_chapter
-from ctxledger.projections.view import Item, SessionView
+from ctxledger.projections.session_view import Item, SessionView
 
 BULK = 16
 """A tier with more changes than this and than a sixteenth of its items (a first

@@ -21,7 +21,7 @@ from ctxledger.assembler.profiles.novel.report import NovelItemRow
 from ctxledger.assembler.profiles.novel.sandwich import SUFFIX_ORDER, section_of
 from ctxledger.assembler.profiles.novel.tiers import Placement, assign_tier, droppable_in_hot
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import Item
+from ctxledger.projections.session_view import Item
 from ctxledger.store.canonical import canonical_json
 
 Key = tuple[Any, ...]

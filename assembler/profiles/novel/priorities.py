@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ctxledger.assembler.profiles.novel.policy import NovelPolicy
 from ctxledger.assembler.profiles.novel.tiers import current_chapter, summary_is_ahead
-from ctxledger.projections.view import Item
+from ctxledger.projections.session_view import Item
 
 
 def priority_of(item: Item, chapter: int | None, policy: NovelPolicy, *,

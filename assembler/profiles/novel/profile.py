@@ -44,7 +44,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
@@ -53,7 +53,7 @@ from ctxledger.assembler.profiles.novel.policy import NovelPolicy
 from ctxledger.assembler.profiles.novel.report import NovelReport
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import SessionView, ViewRequest
+from ctxledger.projections.session_view import SessionView, ViewRequest
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -85,11 +85,6 @@ class NovelProfile(Profile):
 
     def render(self, assembly: Assembly) -> RenderableType:
         """Items by tier (rank order) with priority, tokens and placement; the stats line."""
-        from ctxledger.assembler.profiles.novel.view import novel_table
+        from ctxledger.assembler.profiles.novel.breakdown import novel_table
 
         return novel_table(report_of(assembly, NovelReport))
-
-    def summary_line(self, assembly: Assembly) -> str:
-        """The stats line and the digest."""
-        report = report_of(assembly, NovelReport)
-        return f"novel: {report.stats}, digest {assembly.digest[:16]}"

@@ -13,6 +13,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from ctxledger.assembler.chat_tokens import wrapper_tokens
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.digest import (
     Fragment,
     array_fragment,
@@ -21,7 +22,6 @@ from ctxledger.assembler.digest import (
     object_fragment,
     seal_known,
 )
-from ctxledger.assembler.engine import Engine
 from ctxledger.assembler.model import (
     Assembly,
     ContextMessage,
@@ -46,7 +46,7 @@ from ctxledger.assembler.profiles.novel.sandwich import (
 )
 from ctxledger.assembler.profiles.novel.tiers import current_chapter, summary_window
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import SessionView
+from ctxledger.projections.session_view import SessionView
 from ctxledger.store.canonical import canonical_json
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ prefix and the others in the suffix. Warm and cold items stand in their tier's s
 
 from __future__ import annotations
 
-from ctxledger.projections.view import Item
+from ctxledger.projections.session_view import Item
 
 SECTION_PREFIX = "prefix"
 SECTION_SUFFIX = "suffix"

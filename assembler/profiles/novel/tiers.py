@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ctxledger.assembler.profiles.novel.policy import NovelPolicy
 from ctxledger.assembler.ranking import ranked
-from ctxledger.projections.view import Item
+from ctxledger.projections.session_view import Item
 
 HOT_KINDS = frozenset({"exemplar", "anti_exemplar", "scene_plan", "emotional_directive"})
 WARM_KINDS = frozenset({"plot", "style"})

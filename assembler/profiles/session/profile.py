@@ -34,7 +34,7 @@ from ctxledger.assembler.candidates import (
     SectionLayout,
     joined,
 )
-from ctxledger.assembler.engine import Engine
+from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.inputs import Inputs
 from ctxledger.assembler.model import Assembly, format_for
@@ -60,7 +60,12 @@ from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.text import ELLIPSIS, cut, one_line, shorten_to
 from ctxledger.assembler.timefmt import relative_time
 from ctxledger.assembler.tokens import TokenCounter
-from ctxledger.projections.view import Observation, PreviousSession, SessionView, ViewRequest
+from ctxledger.projections.session_view import (
+    Observation,
+    PreviousSession,
+    SessionView,
+    ViewRequest,
+)
 from ctxledger.store.clock import ensure_utc
 
 if TYPE_CHECKING:
@@ -154,7 +159,7 @@ class SessionProfile(Profile):
         placeholder = Frame(policy.welcome_message, SECTION_WELCOME)
 
         def measure(current: Sequence[Candidate]) -> int:
-            pieces = render(layout, {candidate.id: candidate for candidate in current},
+            pieces = prompt_pieces(layout, {candidate.id: candidate for candidate in current},
                             placeholder)
             return sum(len(piece.text) for piece in pieces)
 
@@ -167,7 +172,7 @@ class SessionProfile(Profile):
             greeting = engine.candidate(SECTION_WELCOME, SECTION_WELCOME,
                                         policy.welcome_message)
             engine.include(greeting, "no_previous_session_or_observations")
-        pieces = render(layout, final, greeting)
+        pieces = prompt_pieces(layout, final, greeting)
         text = "".join(piece.text for piece in pieces)
         warnings: list[str] = []
         if not shed.fits:
@@ -197,7 +202,7 @@ class SessionProfile(Profile):
 
     def render(self, assembly: Assembly) -> RenderableType:
         """The ranked tools with their scores, window usage and whether they were shown."""
-        from ctxledger.assembler.profiles.session.view import session_table
+        from ctxledger.assembler.profiles.session.breakdown import session_table
 
         return session_table(report_of(assembly, SessionReport))
 
@@ -384,7 +389,7 @@ def _tool_section_chars(layout: _Layout, kept: Mapping[str, Candidate]) -> int:
     return len("\n".join(kept[c.id].text for c in parts))
 
 
-def render(layout: _Layout, kept: Mapping[str, Candidate], welcome: Piece) -> list[Piece]:
+def prompt_pieces(layout: _Layout, kept: Mapping[str, Candidate], welcome: Piece) -> list[Piece]:
     """The prompt as pieces for the kept candidates (by id): the context part (or the
     ``welcome`` piece), then the tool section."""
     if not _has_context(layout, kept):

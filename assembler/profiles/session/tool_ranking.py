@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from ctxledger.assembler.ranking import ranked, round_score
-from ctxledger.projections.view import Tool, ToolUsage
+from ctxledger.projections.session_view import Tool, ToolUsage
 
 
 @dataclass(frozen=True, slots=True)

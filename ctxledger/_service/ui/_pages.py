@@ -24,7 +24,6 @@ import ctxledger
 from ctxledger._ledger import Ledger
 from ctxledger._open import explain, one_line
 from ctxledger._service.auth import ledger_of, require_scope, session_scope
-from ctxledger._service.context import profile_of
 from ctxledger._service.keys import ApiKey
 from ctxledger._service.limits import cancel_of, slots_of
 from ctxledger._service.problems import Problem
@@ -173,7 +172,7 @@ def scope_page(request: Request, scope: str) -> Response:
 def _session_context(ledger: Ledger, key: ApiKey, session: str,
                      profile: str | None) -> dict[str, Any]:
     scope = session_scope(ledger, key, session)
-    chosen = profile_of(ledger, session, profile)
+    chosen = ledger.profile_of(session, profile).name
     return {"key": key, "session": session, "scope": scope, "profile": chosen}
 
 

@@ -31,11 +31,7 @@ from ctxledger.projections.observations import observations
 from ctxledger.projections.read_history import load_history
 from ctxledger.projections.registry import builtin_names
 from ctxledger.projections.session_stats import ROLES, sessions
-from ctxledger.projections.settings import scope_settings, session_settings
-from ctxledger.projections.tool_registry import scope_tools
-from ctxledger.projections.tool_usage import load_tool_usage
-from ctxledger.projections.tool_window import window_bounds
-from ctxledger.projections.view import (
+from ctxledger.projections.session_view import (
     Document,
     Entity,
     EntityFact,
@@ -56,6 +52,10 @@ from ctxledger.projections.view import (
     Tool,
     ViewRequest,
 )
+from ctxledger.projections.settings import scope_settings, session_settings
+from ctxledger.projections.tool_registry import scope_tools
+from ctxledger.projections.tool_usage import load_tool_usage
+from ctxledger.projections.tool_window import window_bounds
 from ctxledger.store.backends import backend_for
 from ctxledger.store.character_card import REPLACE, lorebook_data
 from ctxledger.store.errors import LedgerError

@@ -141,19 +141,6 @@ class Engine:
         self._order.append(item_id)
         return candidate
 
-    def adopt(self, candidate: Candidate, reason: str,
-              detail: Mapping[str, DetailValue]) -> Candidate:
-        """Register a candidate made before (a profile's memo of its item, counted with
-        this engine's counter and encoding) and include it: ``candidate`` then
-        ``include_details``, without building the candidate again."""
-        if candidate.id in self._slots:
-            raise EngineError(f"candidate {candidate.id!r} registered twice")
-        # The slot made already included (what ``include_details`` does to a new slot):
-        # called once per item of a book, so no second lookup.
-        self._slots[candidate.id] = _Slot(candidate, "included", reason, detail, shared=True)
-        self._order.append(candidate.id)
-        return candidate
-
     def current(self, candidate: Candidate) -> Candidate:
         """The latest version of ``candidate`` (shortened text after a truncation)."""
         return self._slot(candidate).candidate

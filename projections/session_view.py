@@ -333,7 +333,7 @@ class SessionView:
     """For each setting: ``session`` or ``scope``."""
     card: Mapping[str, Any] = field(default_factory=dict)
     """The current character card's fields, in field-name order: the scope's card with
-    the session's own fields laid over it (``read_view.load_card``)."""
+    the session's own fields laid over it (``view_loader.load_card``)."""
     lorebooks: tuple[ScopeLorebook, ...] = ()
     """With ``ViewRequest.lorebooks``: the scope's lorebooks, by book id."""
     history: History | None = None

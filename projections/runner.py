@@ -134,6 +134,24 @@ class ProjectionRunner:
                     keys.extend(f"{p.name}\x1f{k}" for k in p.shared_keys(stream_id, event))
         return keys
 
+    # -- erasure ---------------------------------------------------------------------------
+
+    def erased_content(self) -> frozenset[str]:
+        """Event types some projection needs the content of to forget them
+        (``Projection.erased_content``)."""
+        return frozenset().union(*(p.erased_content for p in self.projections))
+
+    def forget_streams(self, conn: sa.Connection, streams: Sequence[str],
+                       erased: Sequence[RecordedEvent]) -> set[str]:
+        """Remove from every projection what ``streams`` left there, now that all their
+        events are erased (``Projection.forget_streams``); ``erased`` holds their events
+        of ``erased_content`` types as they were. Returns the tables changed."""
+        changed: set[str] = set()
+        for p in self.projections:
+            changed |= p.forget_streams(
+                conn, streams, [e for e in erased if e.type in p.erased_content])
+        return changed
+
     # -- status, catch-up, rebuild ---------------------------------------------------------
 
     def status(self, conn: sa.Connection) -> list[ProjectionStatus]:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from ctxledger.store.backends import backend_for
 from ctxledger.store.canonical import canonical_json
 from ctxledger.store.hash_chain import ERASED_TYPE
 from ctxledger.store.schema import events
@@ -67,20 +66,18 @@ def live_rows(conn: sa.Connection, streams: Sequence[str]) -> list[ErasedRow]:
 
 def blank_rows(conn: sa.Connection, rows: Sequence[ErasedRow], erasure_id: str,
                progress: Callable[[int], None] | None = None) -> None:
-    """Replace the content of ``rows`` by tombstones, in the caller's transaction (the
-    backend lifts the update guard on ``events`` for it alone)."""
-    backend = backend_for(conn)
+    """Replace the content of ``rows`` by tombstones, in the caller's transaction, which
+    is inside ``Backend.erasing`` (the update guard lets tombstones through)."""
     stmt = (events.update().where(events.c.position == sa.bindparam("p"))
             .values(type=ERASED_TYPE, data=sa.bindparam("d"), metadata="{}"))
-    with backend.erasing(conn):
-        for start in range(0, len(rows), _PAGE):
-            page = rows[start:start + _PAGE]
-            conn.execute(stmt, [
-                {"p": row.position,
-                 "d": canonical_json({"erased_type": row.type, "erasure": erasure_id})}
-                for row in page])
-            if progress is not None:
-                progress(min(start + _PAGE, len(rows)))
+    for start in range(0, len(rows), _PAGE):
+        page = rows[start:start + _PAGE]
+        conn.execute(stmt, [
+            {"p": row.position,
+             "d": canonical_json({"erased_type": row.type, "erasure": erasure_id})}
+            for row in page])
+        if progress is not None:
+            progress(min(start + _PAGE, len(rows)))
 
 
 @dataclass(frozen=True, slots=True)

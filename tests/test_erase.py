@@ -308,3 +308,55 @@ def test_erase_as_a_role_that_does_not_own_events_fails_cleanly(pg_url: str) -> 
             conn.exec_driver_sql(f'DROP ROLE "{role}"')
     with Ledger.open(pg_url) as ledger:
         assert MARK.encode() in raw_bytes(ledger)
+
+
+@pytest.mark.postgres
+def test_another_scopes_append_goes_on_while_an_erase_writes(pg_url: str) -> None:
+    """The erasing transaction takes no lock another stream's append waits for: an append
+    to another scope, made while the erase is blanking (from its progress callback),
+    commits before the erase does."""
+    import threading
+
+    with Ledger.open(pg_url) as ledger, Ledger.open(pg_url) as other:
+        seed(ledger)
+        other.append("carol", [{"type": "session.started", "data": {"scope": "work"}}])
+        landed: list[int] = []
+
+        def append_meanwhile(done: int, total: int) -> None:
+            if landed or done >= total:
+                return
+            writer = threading.Thread(target=lambda: landed.append(
+                other.append_messages("carol", [{"role": "user", "content": "hi"}])
+                .positions[0]))
+            writer.start()
+            writer.join(20)
+            assert not writer.is_alive(), "the append waited for the erase"
+
+        done = ledger.erase(session="alice", reason="r", progress=append_meanwhile)
+        # Appended after the erasure's record, committed while the erase was still open.
+        assert done.position is not None and landed and landed[0] > done.position
+
+
+@pytest.mark.postgres
+def test_the_guard_lets_only_the_owners_erasing_transaction_tombstone(pg_url: str) -> None:
+    """Outside ``Backend.erasing`` the update guard refuses every update; inside, only a
+    tombstone that keeps every other column."""
+    with Ledger.open(pg_url) as ledger:
+        seed(ledger)
+        tombstone = "UPDATE events SET type = 'event.erased', data = '{}' WHERE position = 2"
+        cases = [("", tombstone),
+                 ("SELECT set_config('ctxledger.erasing', 'on', true)", tombstone.replace(
+                     "data = '{}'", "data = '{}', hash = repeat('0', 64)")),
+                 ("SELECT set_config('ctxledger.erasing', 'on', true)",
+                  "UPDATE events SET data = '{}' WHERE position = 2")]
+        for setting, update in cases:
+            with pytest.raises(sa.exc.DBAPIError, match="events are immutable"), \
+                    ledger.engine.begin() as conn:
+                if setting:
+                    conn.exec_driver_sql(setting)
+                conn.exec_driver_sql(update)
+        with ledger.engine.connect() as conn, conn.begin() as tx:
+            conn.exec_driver_sql(cases[1][0])
+            assert conn.exec_driver_sql(tombstone).rowcount == 1
+            tx.rollback()
+        assert MARK.encode() in raw_bytes(ledger)

@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from legs_append import ledger_url, timed
-from legs_pg_writers import _check_local, _schema, _schema_url
+from legs_pg_writers import PG_URL, _check_local, _reachable, _schema, _schema_url
 from legs_seal import _fill
 from registry import AtMost, AtMostTimesPeer, Comparison, Context, Measure, leg
 
@@ -135,9 +135,11 @@ def _p99(values: list[float]) -> float:
 def erase_pg(ctx: Context) -> list[Comparison]:
     """p99 of another scope's appends during an erase, against the same writer's p99
     with no erase; and the erase's own time."""
-    from legs_pg_writers import PG_URL
-
     _check_local(PG_URL)
+    problem = _reachable()
+    if problem is not None:
+        print(f"  skipped: PostgreSQL not reachable at {PG_URL} ({problem})")
+        return []
     size = 500 if ctx.settings.quick else SESSION
     others = 5_000 if ctx.settings.quick else PG_LOG
     during: list[float] = []

@@ -301,6 +301,12 @@ def test_erase_as_a_role_that_does_not_own_events_fails_cleanly(pg_url: str) -> 
                          upgrade=False) as app_ledger:
             with pytest.raises(LedgerError, match="must run as the owner of table events"):
                 app_ledger.erase(session="alice", reason="r")
+            # Asking for the erasing setting itself does not let a tombstone through.
+            with pytest.raises(sa.exc.DBAPIError, match="events are immutable"), \
+                    app_ledger.engine.begin() as conn:
+                conn.exec_driver_sql("SELECT set_config('ctxledger.erasing', 'on', true)")
+                conn.exec_driver_sql("UPDATE events SET type = 'event.erased', data = '{}'"
+                                     " WHERE position = 2")
             assert app_ledger.head() == head
     finally:
         with Ledger.open(pg_url) as ledger, ledger.engine.begin() as conn:

@@ -201,7 +201,7 @@ def _blank(log: EventLog, runner: ProjectionRunner, conn: sa.Connection, now: da
     for start in range(0, len(streams), 500):
         conn.execute(history_token_memo.delete().where(
             history_token_memo.c.stream_id.in_(streams[start:start + 500])))
-    changed = runner.forget_streams(conn, streams, erased)
+    changed = runner.forget_streams(conn, streams, erased, types)
     if progress is not None:
         progress(total, total)
     return outcome.result.positions[0], ["events", token_counts.name,

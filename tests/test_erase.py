@@ -8,7 +8,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import sqlalchemy as sa
@@ -16,6 +16,10 @@ from typer.testing import CliRunner
 
 from ctxledger import ErasedHistory, Ledger, LedgerError
 from ctxledger.cli import app
+from ctxledger.projections.base import Projection
+from ctxledger.projections.registry import builtin_projections
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import events
 
 MARK = "zq7-MARKER-erase-4b1d"
@@ -366,3 +370,41 @@ def test_the_guard_lets_only_the_owners_erasing_transaction_tombstone(pg_url: st
             assert conn.exec_driver_sql(tombstone).rowcount == 1
             tx.rollback()
         assert MARK.encode() in raw_bytes(ledger)
+
+
+last_words = sa.Table("erase_last_words", sa.MetaData(),
+                      sa.Column("role", sa.String(20), primary_key=True),
+                      sa.Column("content", sa.Text, nullable=False))
+
+
+class LastWords(Projection):
+    """A projection of the application's own, keyed by neither stream nor scope: the
+    newest message's text per role."""
+
+    name: ClassVar[str] = "erase_last_words"
+    version: ClassVar[int] = 1
+    tables: ClassVar[tuple[sa.Table, ...]] = (last_words,)
+    handles: ClassVar[frozenset[str]] = frozenset({"message.appended"})
+
+    def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        rows.put(last_words, {"role": event.data["role"], "content": event.data["content"]})
+
+
+def test_a_projection_the_default_cannot_forget_from_is_rebuilt(db_url: str) -> None:
+    """Rows keyed by neither stream nor scope cannot be told apart by stream: that
+    projection is rebuilt, and no row keeps the erased text."""
+    with Ledger.open(db_url) as opened:
+        last_words.create(opened.engine)
+        ledger = Ledger(opened.engine, projections=[*builtin_projections(), LastWords()])
+        ledger.refresh_projections()
+        seed(ledger)
+        ledger.append_messages("bob", [{"role": "user", "content": "bob again"}])
+        ledger.append_messages("alice", [{"role": "assistant", "content": f"again {MARK}"}])
+        with ledger.engine.connect() as conn:
+            before = dict(conn.execute(sa.select(last_words)).tuples().all())
+        assert before == {"user": "bob again", "assistant": f"again {MARK}"}
+        ledger.erase(session="alice", reason="r")
+        with ledger.engine.connect() as conn:
+            after = dict(conn.execute(sa.select(last_words)).tuples().all())
+        assert after == {"user": "bob again", "assistant": "bob's plain answer"}
+        assert MARK.encode() not in raw_bytes(ledger)

@@ -401,10 +401,10 @@ def test_a_projection_the_default_cannot_forget_from_is_rebuilt(db_url: str) -> 
         ledger.append_messages("bob", [{"role": "user", "content": "bob again"}])
         ledger.append_messages("alice", [{"role": "assistant", "content": f"again {MARK}"}])
         with ledger.engine.connect() as conn:
-            before = dict(conn.execute(sa.select(last_words)).tuples().all())
+            before = {str(r.role): str(r.content) for r in conn.execute(sa.select(last_words))}
         assert before == {"user": "bob again", "assistant": f"again {MARK}"}
         ledger.erase(session="alice", reason="r")
         with ledger.engine.connect() as conn:
-            after = dict(conn.execute(sa.select(last_words)).tuples().all())
+            after = {str(r.role): str(r.content) for r in conn.execute(sa.select(last_words))}
         assert after == {"user": "bob again", "assistant": "bob's plain answer"}
         assert MARK.encode() not in raw_bytes(ledger)

@@ -1,10 +1,11 @@
 """``Ledger.erase``: one session's or one scope's content made unrecoverable.
 
-The order matters: in one write transaction the ``erasure.completed`` record is appended,
-the events are blanked (``store.erase``), the token caches are emptied and every
-projection is rebuilt from the blanked log (their rows held the same content); after the
-commit the backend scrubs the files (``Backend.scrub``: VACUUM, the WAL). See
-docs/erasure.md.
+The order matters: in one write transaction, holding only the erased streams' locks, the
+``erasure.completed`` record is appended, the events are blanked (``store.erase``), the
+token caches are emptied and each projection forgets what the erased streams left in it
+(``Projection.forget_streams``: their rows go, aggregates are counted again), so the
+tables equal a rebuild at a cost of the erased events, not of the log; after the commit
+the backend scrubs the files it wrote (``Backend.scrub``). See docs/erasure.md.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from ctxledger.store.erase import (
 from ctxledger.store.errors import EventValidationError, InvalidArgument
 from ctxledger.store.hash_chain import ERASED_TYPE
 from ctxledger.store.printable import unprintable_problem
-from ctxledger.store.records import NewEvent, PreparedEvent
+from ctxledger.store.read import read_where
+from ctxledger.store.records import NewEvent, PreparedEvent, RecordedEvent
 from ctxledger.store.schema import events
 from ctxledger.store.streams import SCOPE_PREFIX, SYSTEM_STREAM, check_stream_id, stream_kind
 from ctxledger.store.validate import new_event_id
@@ -139,26 +141,33 @@ def erase(log: EventLog, runner: ProjectionRunner, clock: Clock, *, session: str
     """See ``Ledger.erase`` (which also forgets its memos afterwards)."""
     reason = _check_reason(reason)
     position: int | None = None
+    changed: list[str] = []
     with log.transaction() as conn:
         target, name, streams = target_streams(conn, session, scope)
+        backend = backend_for(conn)
+        # Appends to these streams wait for the erase; other streams' appends go on.
+        for stream in streams:
+            backend.lock_append(conn, stream, [], ())
         rows = live_rows(conn, streams)
         now = clock()
         if rows:
-            position = _blank(log, runner, conn, now, target, name, reason, streams, rows,
-                              progress)
+            with backend.erasing(conn):
+                position, changed = _blank(log, runner, conn, now, target, name, reason,
+                                           streams, rows, progress)
     log.heads.forget(SYSTEM_STREAM)
-    # Erasing again writes nothing but scrubs again: the first scrub may have been
-    # stopped by an old transaction (PostgreSQL) or a busy reader (SQLite).
+    # Erasing again writes nothing but scrubs again (every table that may hold content):
+    # the first scrub may have been stopped by an old transaction (PostgreSQL) or a
+    # busy reader (SQLite).
     backend_for(log.engine).scrub(
-        log.engine, ["events", *sorted(projection_metadata.tables)])
+        log.engine, changed or ["events", *sorted(projection_metadata.tables)])
     return ErasureReport(target, name, reason, streams, len(rows), position, now)
 
 
 def _blank(log: EventLog, runner: ProjectionRunner, conn: sa.Connection, now: datetime,
            target: str, name: str, reason: str, streams: list[str], rows: list[ErasedRow],
-           progress: Progress | None) -> int:
-    """Record the erasure, blank ``rows``, empty the caches, rebuild the projections;
-    returns the record's position."""
+           progress: Progress | None) -> tuple[int, list[str]]:
+    """Record the erasure, blank ``rows``, forget them in the caches and projections;
+    returns the record's position and the tables written."""
     scopes = sorted({str(r.scope) for r in conn.execute(
         sa.select(scope_members.c.scope).where(scope_members.c.stream_id.in_(streams)))}
         | ({name} if target == "scope" else set()))
@@ -171,6 +180,12 @@ def _blank(log: EventLog, runner: ProjectionRunner, conn: sa.Connection, now: da
         "positions": [row.position for row in rows],
         "digest": attestation_digest((r.position, r.event_id, r.hash) for r in rows),
     }
+    # Projections behind the log would fold the erased events' figures again later:
+    # brought to the head first (they are, unless one was left to catch up).
+    if any(s.behind or s.needs_rebuild for s in runner.status(conn)):
+        runner.bring_up_to_date(conn)
+    # What the projections need to forget the erased events, read before they go.
+    erased = _erased_content(conn, streams, runner.erased_content())
     record = NewEvent(type=ERASURE_TYPE, data=data, event_id=new_event_id(),
                       metadata={}, schema_version=1)
     # Written here, not through ``EventLog.prepare``: the catalog refuses this type from
@@ -178,17 +193,32 @@ def _blank(log: EventLog, runner: ProjectionRunner, conn: sa.Connection, now: da
     outcome = append_in_transaction(
         conn, SYSTEM_STREAM, [PreparedEvent(record, canonical_json(data), "{}", False)],
         None, now, key=log.chain_key)
-    total = len(rows) * 2
+    total = len(rows) + 1
     blank_rows(conn, rows, str(record.event_id),
                progress=None if progress is None else lambda done: progress(done, total))
     # Counts cached by content hash: a hash of a short text can be guessed.
     conn.execute(token_counts.delete())
-    conn.execute(history_token_memo.delete())
-    runner.bring_up_to_date(
-        conn, force=[p.name for p in runner.projections],
-        progress=None if progress is None else
-        lambda done, of: progress(len(rows) + done * len(rows) // max(of, 1), total))
-    return outcome.result.positions[0]
+    for start in range(0, len(streams), 500):
+        conn.execute(history_token_memo.delete().where(
+            history_token_memo.c.stream_id.in_(streams[start:start + 500])))
+    changed = runner.forget_streams(conn, streams, erased, types)
+    if progress is not None:
+        progress(total, total)
+    return outcome.result.positions[0], ["events", token_counts.name,
+                                         history_token_memo.name, *sorted(changed)]
+
+
+def _erased_content(conn: sa.Connection, streams: list[str],
+                    types: frozenset[str]) -> list[RecordedEvent]:
+    """The live events of ``streams`` of ``types``, as they are before the erasure."""
+    if not types:
+        return []
+    found: list[RecordedEvent] = []
+    for start in range(0, len(streams), 500):
+        found.extend(read_where(conn, sa.and_(
+            events.c.stream_id.in_(streams[start:start + 500]),
+            events.c.type.in_(sorted(types)))))
+    return found
 
 
 __all__ = ["ERASED_TYPE", "ErasureReport", "erase", "target_streams"]

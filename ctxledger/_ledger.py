@@ -1065,10 +1065,12 @@ class Ledger:
 
         In one transaction: an ``erasure.completed`` record (what, when, ``reason``; no
         content) is appended to the ``system`` stream, the events are blanked to
-        ``event.erased`` tombstones, the token caches emptied and every projection rebuilt;
-        then the files are scrubbed (SQLite: VACUUM and the WAL truncated; PostgreSQL:
-        VACUUM FULL). An unknown session or scope, or no reason, raises
-        ``InvalidArgument`` and writes nothing. Erasing again erases nothing (0 events).
+        ``event.erased`` tombstones, the token caches emptied and each projection
+        forgets the erased streams' rows (O(the erased events), not O(the log)); then
+        the tables written are scrubbed (SQLite: secure_delete and the WAL checkpointed
+        and truncated; PostgreSQL: VACUUM FULL of each). An unknown session or scope, or
+        no reason, raises ``InvalidArgument`` and writes nothing. Erasing again erases
+        nothing (0 events).
         """
         from ctxledger._erase import erase
 

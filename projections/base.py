@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.records import NewEvent, RecordedEvent
+from ctxledger.store.streams import SCOPE_PREFIX, stream_kind
 
 metadata = sa.MetaData()
 """Every projection table lives on this metadata (migrations create them)."""
@@ -65,6 +66,26 @@ class Projection(ABC):
         None (the default: every event goes through ``apply``)."""
         return None
 
+    erased_content: ClassVar[frozenset[str]] = frozenset()
+    """Event types whose content ``forget_streams`` needs: an erasure reads them (O(the
+    erased events)) before it blanks them."""
+
+    def forget_streams(self, conn: sa.Connection, streams: Sequence[str],
+                       erased: Sequence[RecordedEvent]) -> set[str]:
+        """Remove what ``streams`` left in this projection's rows, now that every one of
+        their events is erased: the tables then equal a rebuild of the log, at a cost
+        proportional to those rows. ``erased`` holds the events of ``erased_content``
+        types, as they were before the erasure. Returns the names of the tables changed
+        (their files are scrubbed).
+
+        The default fits a projection each of whose rows is written by one stream's
+        events alone: a table with a ``stream_id`` column loses those streams' rows; one
+        keyed by ``scope`` (written by the scope's own stream) loses the rows of the
+        scopes whose streams are erased. A projection whose rows gather several streams'
+        events (a count per scope) overrides it.
+        """
+        return forget_owned_rows(conn, self.tables, streams)
+
     def shared_keys(self, stream_id: str, event: NewEvent) -> Sequence[str]:
         """Keys of the rows ``apply`` would read and rewrite that events of *other*
         streams also rewrite (a count per scope, say). On PostgreSQL, appends on different
@@ -72,3 +93,28 @@ class Projection(ABC):
         so two such appends apply in position order, as a rebuild does. Rows keyed by the
         stream itself, and blind ``bump``s or ``put``s, need none."""
         return ()
+
+
+_CHUNK = 500
+"""Names per ``IN (...)``: under SQLite's and psycopg's bound-parameter limits."""
+
+
+def forget_owned_rows(conn: sa.Connection, tables: Sequence[sa.Table],
+                      streams: Sequence[str]) -> set[str]:
+    """Delete the rows of ``tables`` that ``streams`` own: by ``stream_id``, or by
+    ``scope`` for the scopes' own streams (``scope:<name>``) among them. Returns the
+    names of the tables that had any."""
+    changed: set[str] = set()
+    scopes = [s[len(SCOPE_PREFIX):] for s in streams if stream_kind(s) == "scope"]
+    for table in tables:
+        if "stream_id" in table.c:
+            column, names = table.c.stream_id, list(streams)
+        elif "scope" in table.c:
+            column, names = table.c.scope, scopes
+        else:
+            continue
+        for start in range(0, len(names), _CHUNK):
+            done = conn.execute(table.delete().where(column.in_(names[start:start + _CHUNK])))
+            if done.rowcount:
+                changed.add(table.name)
+    return changed

@@ -33,6 +33,7 @@ observations = sa.Table(
     sa.Column("content", sa.Text, nullable=False),
     sa.Column("source", sa.Text),
     sa.Column("recorded_at", UTCDateTime, nullable=False),
+    sa.Index("ix_observations_stream_id", "stream_id"),  # an erase deletes by session
 )
 """Every observation, keyed by scope and log position."""
 

@@ -134,6 +134,37 @@ class ProjectionRunner:
                     keys.extend(f"{p.name}\x1f{k}" for k in p.shared_keys(stream_id, event))
         return keys
 
+    # -- erasure ---------------------------------------------------------------------------
+
+    def erased_content(self) -> frozenset[str]:
+        """Event types some projection needs the content of to forget them
+        (``Projection.erased_content``)."""
+        return frozenset().union(*(p.erased_content for p in self.projections))
+
+    def forget_streams(self, conn: sa.Connection, streams: Sequence[str],
+                       erased: Sequence[RecordedEvent], types: Iterable[str]) -> set[str]:
+        """Remove from every projection what ``streams`` left there, now that all their
+        events (of ``types``) are erased (``Projection.forget_streams``); ``erased``
+        holds their events of ``erased_content`` types as they were. A projection that
+        keeps the default but has a table keyed by neither stream nor scope, and handles
+        one of ``types``, is rebuilt instead: the default cannot tell which of its rows
+        the streams wrote. Returns the tables changed."""
+        kinds = set(types)
+        changed: set[str] = set()
+        rebuild: list[str] = []
+        for p in self.projections:
+            if (type(p).forget_streams is Projection.forget_streams and p.handles & kinds
+                    and any("stream_id" not in t.c and "scope" not in t.c for t in p.tables)):
+                rebuild.append(p.name)
+                changed.update(t.name for t in p.tables)
+                continue
+            changed |= p.forget_streams(
+                conn, streams, [e for e in erased if e.type in p.erased_content])
+        if rebuild:
+            backend_for(conn).lock_log(conn)
+            self._rebuild(conn, rebuild, None)
+        return changed
+
     # -- status, catch-up, rebuild ---------------------------------------------------------
 
     def status(self, conn: sa.Connection) -> list[ProjectionStatus]:

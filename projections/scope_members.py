@@ -24,6 +24,7 @@ scope_members = sa.Table(
     sa.Column("scope", sa.Text, primary_key=True),
     sa.Column("stream_id", sa.String(200), primary_key=True),
     sa.Column("position", PositionType, nullable=False),
+    sa.Index("ix_scope_members_stream_id", "stream_id"),  # an erase deletes by session
     sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
 )
 """One row per (scope, session) ever joined; ``position`` is the first join."""

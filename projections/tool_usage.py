@@ -130,6 +130,16 @@ class ToolUsageProjection(Projection):
     handles: ClassVar[frozenset[str]] = frozenset(
         {"session.started", "tool.used", "message.appended", "rollup.completed"})
 
+    erased_content: ClassVar[frozenset[str]] = frozenset({"tool.used", "message.appended"})
+
+    def forget_streams(self, conn: sa.Connection, streams: Sequence[str],
+                       erased: Sequence[RecordedEvent]) -> set[str]:
+        """The streams' own rows go; the tools their uses counted are counted again
+        (``tool_usage_recount``)."""
+        from ctxledger.projections.tool_usage_recount import forget_tool_usage
+
+        return forget_tool_usage(conn, streams, erased)
+
     def shared_keys(self, stream_id: str, event: NewEvent) -> Sequence[str]:
         """A use reads and rewrites its tool's count, shared by every session of the
         scope: locked per tool name (the scope is only known from the table)."""

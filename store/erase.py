@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from ctxledger.store.backends import backend_for
 from ctxledger.store.canonical import canonical_json
 from ctxledger.store.hash_chain import ERASED_TYPE
 from ctxledger.store.schema import events
@@ -30,7 +29,8 @@ ERASURE_TYPE = "erasure.completed"
 """The event that records an erasure (written only by ``Ledger.erase``)."""
 RESERVED_TYPES = frozenset({ERASED_TYPE, ERASURE_TYPE})
 
-_PAGE = 5_000
+_PAGE = 500
+"""Positions per ``IN (...)``: under SQLite's and psycopg's bound-parameter limits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,20 +67,23 @@ def live_rows(conn: sa.Connection, streams: Sequence[str]) -> list[ErasedRow]:
 
 def blank_rows(conn: sa.Connection, rows: Sequence[ErasedRow], erasure_id: str,
                progress: Callable[[int], None] | None = None) -> None:
-    """Replace the content of ``rows`` by tombstones, in the caller's transaction (the
-    backend lifts the update guard on ``events`` for it alone)."""
-    backend = backend_for(conn)
-    stmt = (events.update().where(events.c.position == sa.bindparam("p"))
-            .values(type=ERASED_TYPE, data=sa.bindparam("d"), metadata="{}"))
-    with backend.erasing(conn):
-        for start in range(0, len(rows), _PAGE):
-            page = rows[start:start + _PAGE]
-            conn.execute(stmt, [
-                {"p": row.position,
-                 "d": canonical_json({"erased_type": row.type, "erasure": erasure_id})}
-                for row in page])
+    """Replace the content of ``rows`` by tombstones, in the caller's transaction, which
+    is inside ``Backend.erasing`` (the update guard lets tombstones through). A
+    tombstone depends only on the type it replaces: one statement per type and page of
+    positions, not one per row."""
+    by_type: dict[str, list[int]] = {}
+    for row in rows:
+        by_type.setdefault(row.type, []).append(row.position)
+    done = 0
+    for kind, positions in sorted(by_type.items()):
+        tombstone = canonical_json({"erased_type": kind, "erasure": erasure_id})
+        for start in range(0, len(positions), _PAGE):
+            page = positions[start:start + _PAGE]
+            conn.execute(events.update().where(events.c.position.in_(page))
+                         .values(type=ERASED_TYPE, data=tombstone, metadata="{}"))
+            done += len(page)
             if progress is not None:
-                progress(min(start + _PAGE, len(rows)))
+                progress(done)
 
 
 @dataclass(frozen=True, slots=True)

@@ -303,6 +303,18 @@ def _read_streams(conn: sa.Connection, after: int, limit: int | None,
             remaining -= len(rows)
 
 
+def read_where(conn: sa.Connection, clause: sa.ColumnElement[bool]) -> Iterator[RecordedEvent]:
+    """The events ``clause`` selects, in position order, read as they come (not held)."""
+    query = (sa.select(*_COLUMNS).where(clause).order_by(events.c.position)
+             .execution_options(yield_per=FOLD_ROWS))
+    for row in conn.execute(query):
+        yield row_to_event(row)
+
+
+FOLD_ROWS = 5_000
+"""Rows ``read_where`` fetches at a time."""
+
+
 def head_position(conn: sa.Connection) -> int:
     """The highest position in the log (0 when empty)."""
     return int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(events.c.position), 0)))

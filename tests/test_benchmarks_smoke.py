@@ -48,8 +48,11 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
     )] + ["PG 4 writers vs 1 writer (ctxledger)"]
     serve_pg_rows = ["PostgreSQL, 2 clients: turns/s with 2 workers vs 1",
                      "PostgreSQL, 2 clients: p50 of a turn, 1 worker vs in process"]
+    erase_pg_rows = ["another scope's append p99 during an erase (PostgreSQL)",
+                     "another scope's worst append during an erase (PostgreSQL)"]
     if "pg_writers: " in done.stdout and "skipped: PostgreSQL" in done.stdout:
         pg_rows = []
+        erase_pg_rows = []
     if "PostgreSQL rows skipped" in done.stdout:
         serve_pg_rows = []
     assert labels == [
@@ -112,6 +115,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "one client: turn 30 vs turn 15 through the service",
         "one worker's memory after 100 turns vs after 10",
         "erase 500 events in a 3,500-event log",
+        *erase_pg_rows,
         "single appends, file witness after every commit",
         "single appends, file witness every 100 events",
         # The LangGraph checkpointer against SqliteSaver at --quick size: 30 steps.
@@ -171,7 +175,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         elif row["leg"] == "timeline":  # times, and why's peak memory against a replay's
             assert unit in ("s", "MB") and (row["peer"] is None
                                             or row["peer"]["unit"] == unit)
-        elif row["leg"] in ("assemble", "replay", "startup", "lorebook") or (
+        elif row["leg"] in ("assemble", "replay", "startup", "lorebook", "erase_pg") or (
                 row["peer"] is not None):
             assert unit == "ms" and (row["peer"] is None or row["peer"]["unit"] == "ms")
         else:
@@ -184,8 +188,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
                 "rollup", "seal", "brief", "replay",
-                "novel", "lorebook", "startup", "pg_writers", "erase", "serve", "serve_memory",
-                "witness", "langgraph", "ui", "hook", "bounded", "timeline"):
+                "novel", "lorebook", "startup", "pg_writers", "erase", "erase_pg", "serve",
+                "serve_memory", "witness", "langgraph", "ui", "hook", "bounded", "timeline"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

@@ -8,7 +8,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import sqlalchemy as sa
@@ -16,6 +16,10 @@ from typer.testing import CliRunner
 
 from ctxledger import ErasedHistory, Ledger, LedgerError
 from ctxledger.cli import app
+from ctxledger.projections.base import Projection
+from ctxledger.projections.registry import builtin_projections
+from ctxledger.projections.rowstore import RowStore
+from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import events
 
 MARK = "zq7-MARKER-erase-4b1d"
@@ -301,6 +305,12 @@ def test_erase_as_a_role_that_does_not_own_events_fails_cleanly(pg_url: str) -> 
                          upgrade=False) as app_ledger:
             with pytest.raises(LedgerError, match="must run as the owner of table events"):
                 app_ledger.erase(session="alice", reason="r")
+            # Asking for the erasing setting itself does not let a tombstone through.
+            with pytest.raises(sa.exc.DBAPIError, match="events are immutable"), \
+                    app_ledger.engine.begin() as conn:
+                conn.exec_driver_sql("SELECT set_config('ctxledger.erasing', 'on', true)")
+                conn.exec_driver_sql("UPDATE events SET type = 'event.erased', data = '{}'"
+                                     " WHERE position = 2")
             assert app_ledger.head() == head
     finally:
         with Ledger.open(pg_url) as ledger, ledger.engine.begin() as conn:
@@ -308,3 +318,93 @@ def test_erase_as_a_role_that_does_not_own_events_fails_cleanly(pg_url: str) -> 
             conn.exec_driver_sql(f'DROP ROLE "{role}"')
     with Ledger.open(pg_url) as ledger:
         assert MARK.encode() in raw_bytes(ledger)
+
+
+@pytest.mark.postgres
+def test_another_scopes_append_goes_on_while_an_erase_writes(pg_url: str) -> None:
+    """The erasing transaction takes no lock another stream's append waits for: an append
+    to another scope, made while the erase is blanking (from its progress callback),
+    commits before the erase does."""
+    import threading
+
+    with Ledger.open(pg_url) as ledger, Ledger.open(pg_url) as other:
+        seed(ledger)
+        other.append("carol", [{"type": "session.started", "data": {"scope": "work"}}])
+        landed: list[int] = []
+
+        def append_meanwhile(done: int, total: int) -> None:
+            if landed or done >= total:
+                return
+            writer = threading.Thread(target=lambda: landed.append(
+                other.append_messages("carol", [{"role": "user", "content": "hi"}])
+                .positions[0]))
+            writer.start()
+            writer.join(20)
+            assert not writer.is_alive(), "the append waited for the erase"
+
+        done = ledger.erase(session="alice", reason="r", progress=append_meanwhile)
+        # Appended after the erasure's record, committed while the erase was still open.
+        assert done.position is not None and landed and landed[0] > done.position
+
+
+@pytest.mark.postgres
+def test_the_guard_lets_only_the_owners_erasing_transaction_tombstone(pg_url: str) -> None:
+    """Outside ``Backend.erasing`` the update guard refuses every update; inside, only a
+    tombstone that keeps every other column."""
+    with Ledger.open(pg_url) as ledger:
+        seed(ledger)
+        tombstone = "UPDATE events SET type = 'event.erased', data = '{}' WHERE position = 2"
+        cases = [("", tombstone),
+                 ("SELECT set_config('ctxledger.erasing', 'on', true)", tombstone.replace(
+                     "data = '{}'", "data = '{}', hash = repeat('0', 64)")),
+                 ("SELECT set_config('ctxledger.erasing', 'on', true)",
+                  "UPDATE events SET data = '{}' WHERE position = 2")]
+        for setting, update in cases:
+            with pytest.raises(sa.exc.DBAPIError, match="events are immutable"), \
+                    ledger.engine.begin() as conn:
+                if setting:
+                    conn.exec_driver_sql(setting)
+                conn.exec_driver_sql(update)
+        with ledger.engine.connect() as conn, conn.begin() as tx:
+            conn.exec_driver_sql(cases[1][0])
+            assert conn.exec_driver_sql(tombstone).rowcount == 1
+            tx.rollback()
+        assert MARK.encode() in raw_bytes(ledger)
+
+
+last_words = sa.Table("erase_last_words", sa.MetaData(),
+                      sa.Column("role", sa.String(20), primary_key=True),
+                      sa.Column("content", sa.Text, nullable=False))
+
+
+class LastWords(Projection):
+    """A projection of the application's own, keyed by neither stream nor scope: the
+    newest message's text per role."""
+
+    name: ClassVar[str] = "erase_last_words"
+    version: ClassVar[int] = 1
+    tables: ClassVar[tuple[sa.Table, ...]] = (last_words,)
+    handles: ClassVar[frozenset[str]] = frozenset({"message.appended"})
+
+    def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        rows.put(last_words, {"role": event.data["role"], "content": event.data["content"]})
+
+
+def test_a_projection_the_default_cannot_forget_from_is_rebuilt(db_url: str) -> None:
+    """Rows keyed by neither stream nor scope cannot be told apart by stream: that
+    projection is rebuilt, and no row keeps the erased text."""
+    with Ledger.open(db_url) as opened:
+        last_words.create(opened.engine)
+        ledger = Ledger(opened.engine, projections=[*builtin_projections(), LastWords()])
+        ledger.refresh_projections()
+        seed(ledger)
+        ledger.append_messages("bob", [{"role": "user", "content": "bob again"}])
+        ledger.append_messages("alice", [{"role": "assistant", "content": f"again {MARK}"}])
+        with ledger.engine.connect() as conn:
+            before = {str(r.role): str(r.content) for r in conn.execute(sa.select(last_words))}
+        assert before == {"user": "bob again", "assistant": f"again {MARK}"}
+        ledger.erase(session="alice", reason="r")
+        with ledger.engine.connect() as conn:
+            after = {str(r.role): str(r.content) for r in conn.execute(sa.select(last_words))}
+        assert after == {"user": "bob again", "assistant": "bob's plain answer"}
+        assert MARK.encode() not in raw_bytes(ledger)

@@ -211,13 +211,17 @@ class Backend(ABC):
 
     @abstractmethod
     def erasing(self, conn: sa.Connection) -> AbstractContextManager[None]:
-        """Lift the update guard on ``events`` inside the caller's transaction, for
-        ``store.erase`` to blank rows; the guard is back before the transaction ends."""
+        """Around the writes of an erase, in the caller's transaction: let the update guard
+        on ``events`` pass tombstones (``store.erase``) for this transaction alone, and
+        have what the erase overwrites or deletes zeroed where the database can; the
+        guard is back before the transaction ends. Takes no lock other transactions
+        wait for."""
 
     @abstractmethod
     def scrub(self, engine: Engine, tables: Sequence[str]) -> None:
-        """Outside any transaction: make rows deleted or overwritten in ``tables``
-        unrecoverable from the database's files (free pages, dead tuples, the WAL)."""
+        """Outside any transaction, after an erase: make rows it deleted or overwrote in
+        ``tables`` unrecoverable from the database's files (free pages, dead tuples, the
+        WAL)."""
 
     @abstractmethod
     def begin_read_snapshot(self, conn: sa.Connection) -> None:

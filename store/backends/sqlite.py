@@ -509,15 +509,14 @@ class SQLiteBackend(Backend):
         try:
             cur = raw.cursor()  # the driver runs in autocommit (``_configure``)
             cur.execute("PRAGMA secure_delete=ON")
-            # VACUUM rewrites the file without free pages; the checkpoints move every
-            # frame into it and truncate the WAL, which held the old pages.
-            for statement in ("PRAGMA wal_checkpoint(TRUNCATE)", "VACUUM",
-                              "PRAGMA wal_checkpoint(TRUNCATE)"):
-                row = cur.execute(statement).fetchone()
-                if statement.startswith("PRAGMA") and row is not None and row[0]:
-                    raise LedgerError("erase: the WAL could not be emptied because another"
-                                      " connection is reading; run erase again when it"
-                                      " is idle")
+            # The erasing transaction ran with secure_delete: the pages it wrote hold
+            # zeros where the content was. The checkpoint copies them over the file's
+            # old pages and truncates the WAL, which held the old pages too.
+            row = cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if row is not None and row[0]:
+                raise LedgerError("erase: the WAL could not be emptied because another"
+                                  " connection is reading; run erase again when it"
+                                  " is idle")
             cur.execute("PRAGMA secure_delete=OFF")
             cur.close()
         finally:

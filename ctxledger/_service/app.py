@@ -14,11 +14,12 @@ closed at shutdown. Several worker processes each open their own (``ctxledger se
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from pydantic.json_schema import models_json_schema
 
@@ -62,6 +63,12 @@ MAX_BODY_ENV = "CTXLEDGER_SERVE_MAX_BODY_BYTES"
 TIMEOUT_ENV = "CTXLEDGER_SERVE_REQUEST_TIMEOUT"
 MAX_EXPENSIVE_ENV = "CTXLEDGER_SERVE_MAX_EXPENSIVE"
 PAGE_BYTES_ENV = "CTXLEDGER_SERVE_PAGE_BYTES"
+CORS_ORIGIN_ENV = "CTXLEDGER_SERVE_CORS_ORIGIN"
+"""Origins a browser page may call the API from, separated by spaces."""
+CORS_HEADERS = ("Authorization", "Content-Type", "Accept", "Last-Event-ID")
+"""Request headers a cross-origin page may send (the key, a JSON body, the feed's resume)."""
+CORS_EXPOSED = ("Retry-After",)
+"""Response headers a cross-origin page may read (a 429's or 503's wait)."""
 
 
 def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -69,13 +76,15 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                feed_recheck: float = DEFAULT_FEED_RECHECK,
                max_expensive: int = DEFAULT_MAX_EXPENSIVE,
                page_bytes: int = DEFAULT_PAGE_BYTES,
+               cors_origins: Sequence[str] = (),
                clock: Clock = system_clock) -> FastAPI:
     """The application serving the ledger at ``url`` (None: ``$CTXLEDGER_DB`` or the
     default SQLite file). Bodies over ``max_body_bytes`` get a 413, requests slower than
     ``request_timeout`` seconds a 503 (a long read stops there, or when its client goes
     away), a key's expensive request beyond ``max_expensive`` at once a 429, all as
     problem+json; a page of events holds at most ``page_bytes`` of them. An open change
-    feed ends at most ``feed_recheck`` seconds (plus one poll) after its key is revoked."""
+    feed ends at most ``feed_recheck`` seconds (plus one poll) after its key is revoked.
+    A page served from one of ``cors_origins`` may call the API (CORS); none by default."""
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be at least 1")
     if request_timeout <= 0:
@@ -115,6 +124,14 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     app.add_middleware(Disconnect)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(TimeLimit, seconds=request_timeout)
+    if cors_origins:
+        # Outermost: a preflight is answered before any limit, and every answer (a 413 or
+        # 503 of the limits too) carries the headers that let the page read it. Keys are
+        # bearer tokens, never cookies, so no credentials are allowed.
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins),
+                           allow_methods=["GET", "POST", "PUT", "DELETE"],
+                           allow_headers=list(CORS_HEADERS),
+                           expose_headers=list(CORS_EXPOSED), max_age=600)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -162,4 +179,5 @@ def app_from_env() -> FastAPI:
                                                            DEFAULT_REQUEST_TIMEOUT)),
                       max_expensive=int(os.environ.get(MAX_EXPENSIVE_ENV,
                                                        DEFAULT_MAX_EXPENSIVE)),
-                      page_bytes=int(os.environ.get(PAGE_BYTES_ENV, DEFAULT_PAGE_BYTES)))
+                      page_bytes=int(os.environ.get(PAGE_BYTES_ENV, DEFAULT_PAGE_BYTES)),
+                      cors_origins=os.environ.get(CORS_ORIGIN_ENV, "").split())

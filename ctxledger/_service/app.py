@@ -28,6 +28,7 @@ from ctxledger._ledger import Ledger
 from ctxledger._service import (
     problems,
     routes_admin,
+    routes_cards,
     routes_scopes,
     routes_sessions,
     routes_streams,
@@ -112,7 +113,8 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     app.state.slots = Slots(max_expensive)
     app.state.page_bytes = page_bytes
     problems.install(app)
-    for module in (routes_admin, routes_streams, routes_sessions, routes_scopes):
+    for module in (routes_admin, routes_streams, routes_sessions, routes_scopes,
+                   routes_cards):
         app.include_router(module.router)
     app.include_router(feed_router(ledger_of, feed_filter, alive_of=feed_alive,
                                    recheck=feed_recheck),

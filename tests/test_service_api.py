@@ -146,17 +146,20 @@ def test_a_turn_with_tool_calls_appends_and_assembles(served: Served) -> None:
         assert done.status_code == 200, done.text
         turn = done.json()
         assert turn["append"]["positions"] and turn["append"]["stream_version"] == 5
+        # The turn's assembly is recorded after its messages (context.assembled).
+        assert turn["recorded"]["stream_version"] == 6
         sent = turn["context"]["messages"]
         assert sent[-2]["tool_calls"][0]["id"] == "call_1"
         assert sent[-1] == {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}
         stale = http.post(f"/sessions/{session}/turn",
                           json={"messages": messages[:1], "expected_version": 2})
-        assert stale.status_code == 409 and stale.json()["actual_version"] == 5
+        assert stale.status_code == 409 and stale.json()["actual_version"] == 6
         bad = http.post(f"/sessions/{session}/turn",
                         json={"messages": [{"role": "tool", "content": "no call id"}]})
         assert bad.status_code == 400 and bad.json()["detail"].startswith("messages[0]")
         after = http.get(f"/streams/{session}/events").json()["events"]
-    assert len(after) == 5  # neither failed turn wrote anything
+    assert len(after) == 6  # neither failed turn wrote anything
+    assert after[-1]["type"] == "context.assembled"
 
 
 def test_time_travel_routes(served: Served) -> None:

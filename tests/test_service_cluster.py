@@ -100,6 +100,8 @@ def _client_run(bases: list[str], token: str, session: str, rounds: int,
             body = turn.json()
             with acknowledged.lock:
                 acknowledged.turns.append((session, body["append"]["positions"][0]))
+                # The turn's assembly is recorded too: one more event of the turn's.
+                acknowledged.turns.append((session, body["recorded"]["positions"][0]))
                 acknowledged.assemblies.append(body["context"])
     finally:
         for http in https:

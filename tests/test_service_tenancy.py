@@ -133,6 +133,44 @@ def test_a_revoked_key_s_open_feed_ends(served: Served, feed: str) -> None:
         assert http.get(path).status_code == 401
 
 
+# -- a feed of a session that does not exist yet waits for it ------------------------------
+
+
+def test_a_feed_waits_for_a_session_of_its_scope_and_never_shows_another_s(
+        served: Served) -> None:
+    scope, other = fresh("w"), fresh("w")
+    token = make_key(served.url, [scope])
+    coming, elsewhere = fresh("s"), fresh("s")
+    readers = {name: (_Reader([]), threading.Event()) for name in (coming, elsewhere)}
+    threads = [threading.Thread(target=_read, daemon=True, args=(
+        served.base, token, f"/streams/{name}/events/stream", reader, done))
+        for name, (reader, done) in readers.items()]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + WAIT
+    while not all(reader.lines for reader, _ in readers.values()):  # both feeds are open
+        assert time.monotonic() < deadline, readers
+        time.sleep(0.02)
+    with client(served.base, make_key(served.url, [scope, other])) as http:
+        for name, owner in ((elsewhere, other), (coming, scope)):
+            assert http.post(f"/streams/{name}/events", json={"events": [
+                _started(owner), _message(f"hello {owner}")]}).status_code == 200
+    got, _ = readers[coming]
+    while sum(line.startswith("id: ") for line in got.lines) < 2:
+        assert time.monotonic() < deadline, got.lines
+        time.sleep(0.02)
+    assert any(f"hello {scope}" in line for line in got.lines)
+    hidden, _ = readers[elsewhere]
+    time.sleep(1.0)  # several polls after the other scope's events committed
+    assert hidden.lines == [": heartbeat", ""], hidden.lines
+    with Ledger.open(served.url, load_vocabulary=False) as ledger:
+        revoke_key(ledger.engine, token.split("_")[1], clock=ledger.clock)
+    for _reader, done in readers.values():
+        assert done.wait(REVOCATION_BOUND), "the feed goes on after its key was revoked"
+    for thread in threads:
+        thread.join(WAIT)
+
+
 # -- another scope's id is answered exactly as an unknown one -------------------------------
 
 
@@ -193,6 +231,13 @@ ROUTES: list[tuple[str, str, Any]] = [
      {"events": [{"type": "setting.changed", "data": {"key": "max_tokens", "value": 1}}]}),
     ("GET", "/streams/scope:{c}/events/stream", None),
     ("GET", "/scopes/{c}/usage", None),
+    ("GET", "/sessions/{s}/card", None),
+    ("POST", "/sessions/{s}/card", {"name": "Pell", "description": "A ferryman."}),
+    ("GET", "/scopes/{c}/card", None),
+    ("POST", "/scopes/{c}/card", {"name": "Pell", "description": "A ferryman."}),
+    ("PUT", "/scopes/{c}/lorebooks/atlas", {"entries": []}),
+    ("DELETE", "/scopes/{c}/lorebooks/atlas", None),
+    ("GET", "/sessions/{s}/assemble?record=true", None),
     ("GET", "/events?stream={s}", None),
     ("GET", "/events/stream?stream={s}", None),
     ("GET", "/ui/sessions/{s}", None),
@@ -250,7 +295,12 @@ def test_another_scope_s_id_is_answered_as_one_that_does_not_exist(
     hidden = _answer(world, method, path, body, world.hidden, world.scope)
     missing = _answer(world, method, path, body, world.missing, world.nope)
     assert hidden == missing
-    assert 400 <= hidden[0] < 500, hidden
+    if path == "/streams/{s}/events/stream":
+        # Following a session that does not exist waits for its first event: both are an
+        # open feed whose first bytes are the opening heartbeat, and no event.
+        assert hidden[0] == 200 and hidden[2] == b": heartbeat\r\n\r\n", hidden
+    else:
+        assert 400 <= hidden[0] < 500, hidden
 
 
 def test_the_comparison_sees_a_difference(world: World) -> None:

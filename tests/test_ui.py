@@ -177,6 +177,18 @@ def test_clicking_a_row_shows_its_why_and_the_keyboard_does_too(
     line = page.locator("#why-body").get_by_test_id("why-line")
     line.wait_for()
     assert line.inner_text() == want["explanation"]
+    # Each run in a plain sentence, from the same decision record as its numbers.
+    sentences = page.locator("#why-body").get_by_test_id("why-sentence").all_inner_texts()
+    assert len(sentences) == len(want["runs"])
+    for shown, run in zip(sentences, want["runs"], strict=True):
+        assert shown.startswith(run["sentence"]) and run["sentence"].endswith(".")
+    expired = next(r for r in want["runs"] if r["action"] == "expired")
+    detail = expired["detail"]
+    assert expired["sentence"] == (
+        f"The compression level {detail['level']} is {detail['min_level']}, the level at"
+        f" which this field may expire, and the chat has {detail['message_count']} messages,"
+        f" reaching the {detail['expires_at_message']} at which it expires, so it is"
+        " expired.")
     assert page.evaluate("document.activeElement.id") == "why-panel"
     _shot(page, "why-panel", backend)
 
@@ -279,6 +291,19 @@ def test_audit_statuses_and_what_if_diff(served: Served, browser: Any,
         want = ledger.what_if(CARD, policy)
     assert want.changes
     assert page.locator("table.diff tbody tr").count() == len(want.changes)
+    # Action changes and reason-only changes are counted and shown apart.
+    actions = [c for c in want.changes if c.old_action != c.new_action]
+    reasons = [c for c in want.changes if c.old_action == c.new_action]
+    assert actions and reasons
+    assert page.locator("#whatif-summary").inner_text().startswith(
+        f"{len(actions)} decisions change action, {len(reasons)} only their reason (")
+    for group, rows in (("action", actions), ("reason", reasons)):
+        table = page.locator(f'table.diff[data-changes="{group}"]')
+        assert table.locator("tbody tr").count() == len(rows)
+        olds = table.locator("td.old").all_inner_texts()
+        news = table.locator("td.new").all_inner_texts()
+        assert all((o.split()[0] == n.split()[0]) == (group == "reason")
+                   for o, n in zip(olds, news, strict=True))
     _shot(page, "audit", backend)
     page.get_by_label(re.compile("^Policy")).fill("{not json")
     page.get_by_role("button", name="Replay the timeline under it").click()
@@ -289,6 +314,8 @@ def test_scope_page_sessions_and_usage_sparklines(served: Served, browser: Any,
                                                   backend: str) -> None:
     token = make_key(served.url, ["user-mara"], read_only=True)
     page = _page(browser, served, token)
+    assert page.title() == "Scopes · ctxledger"  # the tab: no markup of the page in it
+    _shot(page, "scopes", backend)
     page.get_by_role("link", name="user-mara").click()
     page.wait_for_url(re.compile(r"/ui/scopes/user-mara$"))
     assert page.locator("table.sessions tbody tr").all_inner_texts()[0].startswith(CARD)

@@ -289,7 +289,7 @@ def test_what_if_lists_exactly_the_decisions_that_change(loaded: Any, db_url: st
     assert result.exit_code == 0, result.stderr
     assert len(json.loads(result.stdout)["changes"]) == len(report.changes)
     diff = _cli(db_url, "replay", "chat-1", "--diff", policy_file, "--format", "text")
-    assert diff.exit_code == 0 and "decision(s) change" in diff.stdout
+    assert diff.exit_code == 0 and "decision(s) change action and" in diff.stdout
 
 
 # -- fork --------------------------------------------------------------------------------------

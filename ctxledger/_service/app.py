@@ -14,11 +14,12 @@ closed at shutdown. Several worker processes each open their own (``ctxledger se
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from pydantic.json_schema import models_json_schema
 
@@ -27,6 +28,7 @@ from ctxledger._ledger import Ledger
 from ctxledger._service import (
     problems,
     routes_admin,
+    routes_cards,
     routes_scopes,
     routes_sessions,
     routes_streams,
@@ -63,6 +65,12 @@ MAX_BODY_ENV = "CTXLEDGER_SERVE_MAX_BODY_BYTES"
 TIMEOUT_ENV = "CTXLEDGER_SERVE_REQUEST_TIMEOUT"
 MAX_EXPENSIVE_ENV = "CTXLEDGER_SERVE_MAX_EXPENSIVE"
 PAGE_BYTES_ENV = "CTXLEDGER_SERVE_PAGE_BYTES"
+CORS_ORIGIN_ENV = "CTXLEDGER_SERVE_CORS_ORIGIN"
+"""Origins a browser page may call the API from, separated by spaces."""
+CORS_HEADERS = ("Authorization", "Content-Type", "Accept", "Last-Event-ID")
+"""Request headers a cross-origin page may send (the key, a JSON body, the feed's resume)."""
+CORS_EXPOSED = ("Retry-After",)
+"""Response headers a cross-origin page may read (a 429's or 503's wait)."""
 
 
 def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -71,6 +79,7 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                max_expensive: int = DEFAULT_MAX_EXPENSIVE,
                page_bytes: int = DEFAULT_PAGE_BYTES,
                replica_url: str | None = None,
+               cors_origins: Sequence[str] = (),
                clock: Clock = system_clock) -> FastAPI:
     """The application serving the ledger at ``url`` (None: ``$CTXLEDGER_DB`` or the
     default SQLite file). Bodies over ``max_body_bytes`` get a 413, requests slower than
@@ -79,7 +88,8 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     problem+json; a page of events holds at most ``page_bytes`` of them. An open change
     feed ends at most ``feed_recheck`` seconds (plus one poll) after its key is revoked.
     With ``replica_url`` (a read replica, opened read-only), reads that depend only on
-    the log go there (``_service.replica``)."""
+    the log go there (``_service.replica``).
+    A page served from one of ``cors_origins`` may call the API (CORS); none by default."""
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be at least 1")
     if request_timeout <= 0:
@@ -113,7 +123,8 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     app.state.slots = Slots(max_expensive)
     app.state.page_bytes = page_bytes
     problems.install(app)
-    for module in (routes_admin, routes_streams, routes_sessions, routes_scopes):
+    for module in (routes_admin, routes_streams, routes_sessions, routes_scopes,
+                   routes_cards):
         app.include_router(module.router)
     app.include_router(feed_router(feed_ledger, feed_filter, alive_of=feed_alive,
                                    recheck=feed_recheck),
@@ -127,6 +138,14 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     app.add_middleware(Disconnect)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(TimeLimit, seconds=request_timeout)
+    if cors_origins:
+        # Outermost: a preflight is answered before any limit, and every answer (a 413 or
+        # 503 of the limits too) carries the headers that let the page read it. Keys are
+        # bearer tokens, never cookies, so no credentials are allowed.
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins),
+                           allow_methods=["GET", "POST", "PUT", "DELETE"],
+                           allow_headers=list(CORS_HEADERS),
+                           expose_headers=list(CORS_EXPOSED), max_age=600)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -175,4 +194,5 @@ def app_from_env() -> FastAPI:
                       max_expensive=int(os.environ.get(MAX_EXPENSIVE_ENV,
                                                        DEFAULT_MAX_EXPENSIVE)),
                       page_bytes=int(os.environ.get(PAGE_BYTES_ENV, DEFAULT_PAGE_BYTES)),
-                      replica_url=os.environ.get(REPLICA_URL_ENV) or None)
+                      replica_url=os.environ.get(REPLICA_URL_ENV) or None,
+                      cors_origins=os.environ.get(CORS_ORIGIN_ENV, "").split())

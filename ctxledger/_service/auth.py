@@ -144,24 +144,35 @@ def feed_access(request: Request, key: KeyDep) -> None:
         require_admin(key)
 
 
-def feed_filter(request: Request) -> Callable[[str], bool] | None:
-    """The streams the request's key may follow (None: every one, for an admin key). A
-    stream's answer is kept for the request, so only the first look reads the database
-    (the one-stream feed asks before it starts, in a worker thread); a session's scope
-    never changes once it is started."""
+def feed_filter(request: Request) -> Callable[[str], bool | None] | None:
+    """The streams the request's key may follow (None: every one, for an admin key).
+
+    A session stream that does not exist yet answers None (not now), so following it
+    waits for its first event; one of a scope the key lacks answers None too, for good, so
+    it looks exactly like one that never comes. A ``scope:`` or the ``system`` stream the
+    key may not read answers False (a 404: that depends on the key alone). An answer
+    that settles is kept for the request (a session's scope never changes once started),
+    so only the first look after a stream exists reads the database."""
     key: ApiKey = request.state.api_key
     if key.admin:
         return None
     ledger = feed_ledger(request)  # the scopes as of the events the feed reads
-    known: dict[str, bool] = {}
+    known: dict[str, bool | None] = {}
 
-    def allowed(stream_id: str) -> bool:
-        if stream_id not in known:
-            try:
-                check_stream(ledger, key, stream_id)
-                known[stream_id] = True
-            except Problem:
-                known[stream_id] = False
+    def allowed(stream_id: str) -> bool | None:
+        if stream_id in known:
+            return known[stream_id]
+        if stream_kind(stream_id) == "session":
+            scope = ledger.scope_of(stream_id)
+            if scope is None:
+                return None  # not yet: asked again when an event of it comes
+            known[stream_id] = True if key.allows(scope) else None
+            return known[stream_id]
+        try:
+            check_stream(ledger, key, stream_id)
+            known[stream_id] = True
+        except Problem:
+            known[stream_id] = False
         return known[stream_id]
 
     return allowed

@@ -40,7 +40,10 @@ HEARTBEAT_COMMENT = "heartbeat"
 
 _log = logging.getLogger("ctxledger.service")
 
-StreamFilter = Callable[[str], bool]
+StreamFilter = Callable[[str], bool | None]
+"""Whether a caller may see a stream's events: True yes; False no (following it is a 404);
+None not now: the stream does not exist for the caller, so following it waits (a stream of
+a scope the caller lacks answers None too, and never anything else)."""
 
 # Strings, parsed by ``_position``: a bad cursor is a 400 problem, not FastAPI's 422.
 After = Annotated[str | None, Query(
@@ -136,8 +139,10 @@ async def follow(ledger: Ledger, *, after: int, stream: str | None = None,
     key was revoked is never sent, and an idle feed ends within ``recheck`` seconds (plus
     one ``poll``).
 
-    ``streams`` rejects the streams a caller may not see: their events are skipped, the
-    cursor still moves past them. The log is read ``page`` events at a time in a worker
+    ``streams`` rejects the streams a caller may not see (any answer but True): their
+    events are skipped, the cursor still moves past them. A heartbeat comes at once when
+    the reads up to the head sent nothing, so a client knows the feed is open (a stream that does
+    not exist yet is waited for). The log is read ``page`` events at a time in a worker
     thread (the event loop never waits on the database); once a read comes back short it
     is read again every ``poll`` seconds. After ``heartbeat`` seconds with nothing to send
     a heartbeat item comes. Cancelling the iteration (the client went away) stops it
@@ -149,6 +154,7 @@ async def follow(ledger: Ledger, *, after: int, stream: str | None = None,
     cursor = after
     version = 0  # of ``stream``: the last one read at or below the settled position
     quiet_since = checked_at = time.monotonic()
+    opened = False
     while True:
         if stream is None:
             events, cursor = await anyio.to_thread.run_sync(
@@ -164,11 +170,16 @@ async def follow(ledger: Ledger, *, after: int, stream: str | None = None,
                 return
             checked_at = time.monotonic()
         for event in events:
-            if streams is None or streams(event.stream_id):
+            if streams is None or streams(event.stream_id) is True:
                 yield FeedItem.of(event)
+                opened = True
                 quiet_since = time.monotonic()
         if full:
             continue  # more is there already: read on without waiting
+        if not opened:
+            yield FeedItem.heartbeat()
+            opened = True
+            quiet_since = time.monotonic()
         if time.monotonic() - quiet_since >= heartbeat:
             yield FeedItem.heartbeat()
             quiet_since = time.monotonic()
@@ -201,8 +212,9 @@ def feed_router(ledger_of: Callable[[Request], Ledger],
     ``GET /streams/{stream_id}/events/stream`` (one stream), both ``text/event-stream``.
 
     ``ledger_of`` gives the ledger a request reads; ``filter_of`` the streams its caller may
-    see (other streams' events are skipped; following a stream it rejects is a 404, as if
-    it did not exist); ``alive_of`` whether its caller may still follow (asked as
+    see (other streams' events are skipped; following a stream it rejects is a 404, one it
+    answers None for is waited for: its events come once it exists for the caller);
+    ``alive_of`` whether its caller may still follow (asked as
     ``follow`` says, every ``recheck`` seconds at most while idle; a no ends the stream).
     Authentication is the mounting app's (router dependencies).
     """
@@ -217,7 +229,7 @@ def feed_router(ledger_of: Callable[[Request], Ledger],
         except InvalidArgument as exc:
             return problem_response(400, str(exc))
         allowed = filter_of(request) if filter_of is not None else None
-        if stream is not None and allowed is not None and not allowed(stream):
+        if stream is not None and allowed is not None and allowed(stream) is False:
             return problem_response(404, f"no stream {stream!r}")
         items = follow(ledger_of(request), after=start, stream=stream, streams=allowed,
                        poll=poll, heartbeat=heartbeat, recheck=recheck,

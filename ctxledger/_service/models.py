@@ -91,6 +91,8 @@ class TurnBody(Body):
     expected_version: int | None = Field(default=None, ge=0, le=MAX_POSITION)
     profile: str | None = None
     format: ContextFormat = ContextFormat.json
+    record: bool = True
+    """Record the assembly (``context.assembled``) so audit can derive it again."""
 
 
 class ChatRequestOut(BaseModel):
@@ -109,6 +111,8 @@ class TurnOut(BaseModel):
     append: AppendOut
     format: ContextFormat
     context: Any
+    recorded: AppendOut | None = None
+    """Where the assembly was recorded (null when the turn asked for no record)."""
 
 
 class ForkBody(Body):
@@ -123,6 +127,30 @@ class ForkOut(AppendOut):
     """The fork's append result and the session it was copied from."""
 
     forked_from: str
+
+
+class CardOut(BaseModel):
+    """A card set from a file: its name, spec and lorebook entries, the stream and the
+    position written (what ``ctxledger card import`` prints), and each lorebook entry
+    that cannot work as written."""
+
+    name: str | None
+    spec: str
+    lorebook_entries: int
+    stream: str
+    position: int
+    warnings: list[str] = Field(default_factory=list)
+
+
+class LorebookOut(BaseModel):
+    """A scope lorebook set (``entries``: how many it holds) or removed (0): the stream
+    and the position written, and each entry that cannot work as written."""
+
+    book_id: str
+    entries: int
+    stream: str
+    position: int
+    warnings: list[str] = Field(default_factory=list)
 
 
 class ProblemOut(BaseModel):

@@ -73,38 +73,56 @@ Agent = Annotated[str | None, Query(
     description="Add the session's state scoped by this agent's manifest: json gains"
                 " 'agent' {name, state, text}, text ends with the state block; the openai"
                 " and anthropic formats refuse it.")]
+RECORDED_HEADER = "Recorded-Position"
+"""The log position of the ``context.assembled`` an ``/assemble?record=true`` wrote."""
+Record = Annotated[bool, Query(
+    description="Also append the assembly as context.assembled (with its policy), so"
+                " audit derives it again; needs a key that may write.")]
+_RECORDED: dict[str, Any] = {"headers": {RECORDED_HEADER: {
+    "description": "With record=true: the position of the context.assembled written.",
+    "schema": {"type": "integer"}}}}
 
 
 def _assemble(session: str, ledger: LedgerDep, key: KeyDep, profile: str | None,
               now: str | None, fmt: ContextFormat, policy: dict[str, Any] | None,
-              agent: str | None) -> Response:
+              agent: str | None, record: bool) -> Response:
     when = parse_optional_time(now, "now")
     session_scope(ledger, key, session)
+    if record:
+        require_writer(key)
     context = ledger.context(session, profile, agent=agent, now=when, policy=policy)
-    return context_response(context, fmt)
+    response = context_response(context, fmt)
+    if record:
+        written = ledger.record_assembly(session, context.assembly, policy)
+        response.headers[RECORDED_HEADER] = str(written.positions[-1])
+    return response
 
 
-@router.get("/assemble", responses=_ASSEMBLY)
+@router.get("/assemble", responses={200: {**_ASSEMBLY[200], **_RECORDED}})
 def assemble(session: str, ledger: LedgerDep, key: KeyDep, profile: Profile = None,
              now: Now = None, format: Format = ContextFormat.json,
-             agent: Agent = None) -> Response:
-    """The session's context built with a profile, in the asked format."""
-    return _assemble(session, ledger, key, profile, now, format, None, agent)
+             agent: Agent = None, record: Record = False) -> Response:
+    """The session's context built with a profile, in the asked format; with
+    ``record=true`` it is recorded too (the ``Recorded-Position`` header says where)."""
+    return _assemble(session, ledger, key, profile, now, format, None, agent, record)
 
 
-@router.post("/assemble", responses=_ASSEMBLY)
+@router.post("/assemble", responses={200: {**_ASSEMBLY[200], **_RECORDED}})
 def assemble_with_policy(session: str, ledger: LedgerDep, key: KeyDep,
                          body: AssembleBody | None = None, profile: Profile = None,
                          now: Now = None, format: Format = ContextFormat.json,
-                         agent: Agent = None) -> Response:
-    """As ``GET``, with a ``policy`` in the body replacing the one the settings give."""
+                         agent: Agent = None, record: Record = False) -> Response:
+    """As ``GET``, with a ``policy`` in the body replacing the one the settings give (a
+    recorded assembly stores that policy, so audit derives it with the same one)."""
     return _assemble(session, ledger, key, profile, now, format,
-                     body.policy if body is not None else None, agent)
+                     body.policy if body is not None else None, agent, record)
 
 
 @router.post("/turn", response_model=TurnOut)
 def turn(session: str, body: TurnBody, ledger: LedgerDep, key: KeyDep) -> TurnOut:
-    """Append chat messages, then assemble the context after them (one round trip)."""
+    """Append chat messages, then assemble the context after them (one round trip) and,
+    unless ``record`` is false, record that assembly (``context.assembled``), so what a
+    chat app sent can be audited."""
     require_writer(key)
     # Messages open no scope: a new session is in scope default.
     result = checked_write(
@@ -112,8 +130,10 @@ def turn(session: str, body: TurnBody, ledger: LedgerDep, key: KeyDep) -> TurnOu
         lambda expected: ledger.append_messages(session, body.messages, system=body.system,
                                                 expected_version=expected))
     context = ledger.context(session, body.profile)
+    recorded = (AppendOut.of(ledger.record_assembly(session, context.assembly))
+                if body.record else None)
     return TurnOut(append=AppendOut.of(result), format=body.format,
-                   context=context_data(context, body.format))
+                   context=context_data(context, body.format), recorded=recorded)
 
 
 _TIMELINE: dict[int | str, dict[str, Any]] = {200: {

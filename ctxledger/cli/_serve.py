@@ -47,6 +47,11 @@ def serve(
              " feed go there; writes and assemblies go to the primary. A request"
              " sending Ctxledger-Min-Position: P is answered by the primary while the"
              " replica has not reached P. /healthz reports its lag.")] = None,
+    cors_origin: Annotated[list[str] | None, typer.Option(
+        "--cors-origin", envvar="CTXLEDGER_SERVE_CORS_ORIGIN", metavar="ORIGIN",
+        help="A browser page served from ORIGIN (e.g. http://localhost:5173) may call"
+             " the API (CORS; repeatable; the variable takes several, space-separated)."
+             " Default: none.")] = None,
 ) -> None:
     """Serve the ledger over HTTP (JSON; errors as application/problem+json).
 
@@ -75,21 +80,40 @@ def serve(
     timeout = request_timeout or service.DEFAULT_REQUEST_TIMEOUT
     expensive = max_expensive or service.DEFAULT_MAX_EXPENSIVE
     page = page_bytes or service.DEFAULT_PAGE_BYTES
+    origins = _origins(cors_origin or [])
     if workers == 1:
         uvicorn.run(service.create_app(url, max_body_bytes=body, request_timeout=timeout,
                                        max_expensive=expensive, page_bytes=page,
-                                       replica_url=replica_url),
+                                       replica_url=replica_url,
+                                       cors_origins=origins),
                     host=host, port=port, timeout_graceful_shutdown=service.SHUTDOWN_GRACE)
         return
     # Workers are separate processes: they import the factory and read the environment.
     os.environ.update({service.URL_ENV: url, service.MAX_BODY_ENV: str(body),
                        service.TIMEOUT_ENV: str(timeout),
                        service.MAX_EXPENSIVE_ENV: str(expensive),
-                       service.PAGE_BYTES_ENV: str(page)})
+                       service.PAGE_BYTES_ENV: str(page),
+                       service.CORS_ORIGIN_ENV: " ".join(origins)})
     if replica_url is not None:
         os.environ[REPLICA_URL_ENV] = replica_url
     uvicorn.run("ctxledger._service.app:app_from_env", factory=True, host=host, port=port,
                 workers=workers, timeout_graceful_shutdown=service.SHUTDOWN_GRACE)
+
+
+def _origins(given: list[str]) -> list[str]:
+    """The ``--cors-origin`` values, each a bare origin (scheme://host[:port]), else exit 1:
+    a browser sends exactly that, so a path or a trailing slash would never match."""
+    from urllib.parse import urlsplit
+
+    origins: list[str] = []
+    for raw in (part for value in given for part in value.split()):
+        parts = urlsplit(raw)
+        if (parts.scheme not in ("http", "https") or not parts.hostname
+                or parts.path or parts.query or parts.fragment or parts.username):
+            raise fail(f"--cors-origin {raw!r} is no origin: give scheme://host[:port],"
+                       " e.g. http://localhost:5173")
+        origins.append(raw)
+    return origins
 
 
 def keys_create(

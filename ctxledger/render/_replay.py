@@ -103,5 +103,7 @@ def what_if_table(report: WhatIfReport) -> RenderableType:
     for c in report.changes:
         table.add_row(str(c.step), str(c.message), c.item, f"{c.old_action} ({c.old_reason})",
                       f"{c.new_action} ({c.new_reason})")
-    return Group(table, Text(f"{len(report.changes)} decision(s) change over "
-                             f"{report.steps} step(s), {report.messages} message(s)"))
+    return Group(table, Text(
+        f"{len(report.action_changes)} decision(s) change action and"
+        f" {len(report.reason_changes)} only their reason over {report.steps} step(s),"
+        f" {report.messages} message(s)"))

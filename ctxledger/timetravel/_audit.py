@@ -288,6 +288,12 @@ class DecisionChange:
     new_reason: str
     step: int = 0
 
+    @property
+    def action_changed(self) -> bool:
+        """True when the item's action changes (kept, dropped...); False when only the
+        reason for the same action does."""
+        return self.old_action != self.new_action
+
 
 @dataclass(frozen=True, slots=True)
 class WhatIfReport:
@@ -301,6 +307,16 @@ class WhatIfReport:
     changes: list[DecisionChange]
     steps: int = 0
     """The timeline's steps (``messages``: the session's messages in it)."""
+
+    @property
+    def action_changes(self) -> list[DecisionChange]:
+        """The changes whose action differs (an item kept now dropped, or the reverse)."""
+        return [c for c in self.changes if c.action_changed]
+
+    @property
+    def reason_changes(self) -> list[DecisionChange]:
+        """The changes that keep the action and only give another reason."""
+        return [c for c in self.changes if not c.action_changed]
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready data."""

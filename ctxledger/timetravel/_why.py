@@ -46,6 +46,8 @@ class WhyStep:
     """The step is one of the session's messages."""
     numbers: str
     detail: dict[str, DetailValue]
+    sentence: str = ""
+    """The decision in a plain sentence (``decision_sentence``)."""
 
     def label(self, session: str) -> str:
         """``message 3``, ``card.set`` or ``tool.used in alice-2``."""
@@ -75,6 +77,8 @@ class WhyRun:
     last_message: int = 0
     steps: list[WhyStep] = field(default_factory=list)
     """Every step of the run, each with its own numbers."""
+    sentence: str = ""
+    """The decision at ``first`` in a plain sentence (``decision_sentence``)."""
 
     def span(self) -> str:
         """``message 5`` or ``messages 1-4`` when every step is a message, else ``step 6``
@@ -144,6 +148,36 @@ def decision_numbers(decision: Decision) -> str:
     return ", ".join(shown)
 
 
+def decision_sentence(decision: Decision, via: str | None = None) -> str:
+    """``decision`` in a plain sentence, from the same record as ``decision_numbers``:
+    its action, its reason code in words and, for a card field's expiry, what the level
+    and the message count say."""
+    d = decision.detail
+    action = decision.action.replace("_", " ")
+    if {"level", "min_level", "message_count"} <= d.keys() and not d.get("permanent"):
+        level, floor = d["level"], d["min_level"]
+        count, threshold = d["message_count"], d.get("expires_at_message")
+        ranks = d.get("level_rank"), d.get("min_level_rank")
+        if level == "none" or decision.reason == "compression_off":
+            return f"Compression is off, so this field never expires: {action}."
+        if isinstance(ranks[0], int) and isinstance(ranks[1], int) and ranks[0] < ranks[1]:
+            return (f"The compression level {level} is below {floor}, the level at which"
+                    f" this field may expire, so it is {action}.")
+        if isinstance(count, int) and isinstance(threshold, int):
+            at = "is" if ranks[0] == ranks[1] else "is above"
+            reached = (f"has {count} messages, reaching the {threshold} at which"
+                       if count >= threshold else
+                       f"has only {count} messages, fewer than the {threshold} at which")
+            return (f"The compression level {level} {at} {floor}, the level at which this"
+                    f" field may expire, and the chat {reached} it expires, so it is"
+                    f" {action}.")
+    if d.get("permanent"):
+        return f"This field is permanent and never expires: {action}."
+    reason = decision.reason.replace("_", " ")
+    covered = f", decided for the whole range {via}" if via else ""
+    return f"{action.capitalize()} because of the rule \"{reason}\"{covered}."
+
+
 def _message_seq(events: Sequence[RecordedEvent], message_id: str) -> int | None:
     for event in events:
         if event.type == "message.appended" and message_id_of(event) == message_id:
@@ -191,8 +225,10 @@ def _add(runs: list[WhyRun], item: str, step: TimelineStep, decision: Decision) 
     """Add the step's decision to the last run, or start a new one."""
     via = None if decision.item == item else decision.item
     numbers = decision_numbers(decision)
+    sentence = decision_sentence(decision, via)
     shown = WhyStep(step.step, step.message, step.position, step.event_type,
-                    step.stream_id, step.is_message, numbers, dict(decision.detail))
+                    step.stream_id, step.is_message, numbers, dict(decision.detail),
+                    sentence)
     last = runs[-1] if runs else None
     if last is not None and (last.action, last.reason, last.covered_by) == (
             decision.action, decision.reason, via) and last.last + 1 == step.step:
@@ -200,4 +236,5 @@ def _add(runs: list[WhyRun], item: str, step: TimelineStep, decision: Decision) 
         runs[-1] = replace(last, last=step.step, last_message=step.message)
         return
     runs.append(WhyRun(step.step, step.step, decision.action, decision.reason, numbers,
-                       dict(decision.detail), via, step.message, step.message, [shown]))
+                       dict(decision.detail), via, step.message, step.message, [shown],
+                       sentence))

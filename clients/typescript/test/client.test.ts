@@ -2,55 +2,25 @@
 // turn with tool calls, the context in OpenAI's shape, the live change feed, a key of
 // scope B that finds nothing (404), and a conflict (409). Run by `.ci/run` (make test).
 import assert from "node:assert/strict";
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
 import { after, before, test } from "node:test";
 
 import { createCtxledgerClient, followEvents, type FeedEvent } from "../src/index.js";
+import { closing, serve, type Served } from "./serve.js";
 
-const CTXLEDGER = process.env.CTXLEDGER_BIN
-  ?? resolve(import.meta.dirname, "../../../../.venv/bin/ctxledger");
-const folder = mkdtempSync(join(tmpdir(), "ctxledger-ts-"));
-const db = `sqlite:///${join(folder, "ledger.db")}`;
-let server: ChildProcess;
+let served: Served;
 let baseUrl = "";
 
 function key(...args: string[]): string {
-  const out = execFileSync(CTXLEDGER, ["keys", "create", ...args, "--db", db], { encoding: "utf8" });
-  return (JSON.parse(out) as { token: string }).token;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const probe = createServer();
-    probe.once("error", fail);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      probe.close(() => done(typeof address === "object" && address ? address.port : 0));
-    });
-  });
+  return served.key(...args);
 }
 
 before(async () => {
-  key("--scope", "warmup");  // creates and migrates the database before the server opens it
-  const port = await freePort();
-  baseUrl = `http://127.0.0.1:${port}`;
-  server = spawn(CTXLEDGER, ["serve", "--db", db, "--port", String(port)], { stdio: "inherit" });
-  for (let tries = 0; tries < 200; tries += 1) {
-    try {
-      if ((await fetch(`${baseUrl}/healthz`)).ok) return;
-    } catch { /* not listening yet */ }
-    await new Promise((wait) => setTimeout(wait, 100));
-  }
-  throw new Error("ctxledger serve did not start");
+  served = await serve();
+  baseUrl = served.baseUrl;
 });
 
 after(() => {
-  server?.kill("SIGTERM");
-  rmSync(folder, { recursive: true, force: true });
+  served?.stop();
 });
 
 const CALL = { id: "call_1", type: "function" as const,
@@ -58,7 +28,7 @@ const CALL = { id: "call_1", type: "function" as const,
 
 test("a turn with tool calls, the context as OpenAI takes it, and the feed", async () => {
   const apiKey = key("--scope", "team-a");
-  const client = createCtxledgerClient({ baseUrl, apiKey });
+  const client = createCtxledgerClient({ baseUrl, fetch: closing, apiKey });
   const started = await client.POST("/streams/{stream_id}/events", {
     params: { path: { stream_id: "trip-1" } },
     body: { events: [{ type: "session.started", data: { scope: "team-a" } }],
@@ -78,6 +48,7 @@ test("a turn with tool calls, the context as OpenAI takes it, and the feed", asy
   });
   assert.equal(turn.response.status, 200, JSON.stringify(turn.error));
   assert.equal(turn.data?.append.stream_version, 5);
+  assert.equal(turn.data?.recorded?.stream_version, 6);  // the turn's assembly, for audit
 
   const context = await client.GET("/sessions/{session}/assemble", {
     params: { path: { session: "trip-1" }, query: { format: "openai" } },
@@ -89,34 +60,35 @@ test("a turn with tool calls, the context as OpenAI takes it, and the feed", asy
   assert.deepEqual((calling?.tool_calls as unknown[])[0], CALL);
   assert.deepEqual(messages.at(-1), { role: "assistant", content: "21 degrees and sunny." });
 
-  // The feed: the five events so far, then one appended while following.
+  // The feed: the six events so far, then one appended while following.
   const stop = new AbortController();
   const seen: FeedEvent[] = [];
   const following = (async () => {
     for await (const event of followEvents({ baseUrl, apiKey, stream: "trip-1",
                                              signal: stop.signal })) {
       seen.push(event);
-      if (seen.length === 6) stop.abort();
+      if (seen.length === 7) stop.abort();
     }
   })();
-  while (seen.length < 5) await new Promise((wait) => setTimeout(wait, 20));
+  while (seen.length < 6) await new Promise((wait) => setTimeout(wait, 20));
   await client.POST("/streams/{stream_id}/events", {
     params: { path: { stream_id: "trip-1" } },
     body: { events: [{ type: "message.appended", data: { role: "user", content: "Thanks!" } }] },
   });
   await following;
   assert.deepEqual(seen.map((e) => e.type), ["session.started", "message.appended",
-    "message.appended", "message.appended", "message.appended", "message.appended"]);
+    "message.appended", "message.appended", "message.appended", "context.assembled",
+    "message.appended"]);
   assert.deepEqual(seen.map((e) => e.id), [...seen.map((e) => e.id)].sort((a, b) => a - b));
 });
 
 test("a key of another scope finds nothing: 404, like a session that does not exist", async () => {
-  const owner = createCtxledgerClient({ baseUrl, apiKey: key("--scope", "team-x") });
+  const owner = createCtxledgerClient({ baseUrl, fetch: closing, apiKey: key("--scope", "team-x") });
   await owner.POST("/streams/{stream_id}/events", {
     params: { path: { stream_id: "secret-1" } },
     body: { events: [{ type: "session.started", data: { scope: "team-x" } }] },
   });
-  const other = createCtxledgerClient({ baseUrl, apiKey: key("--scope", "team-y") });
+  const other = createCtxledgerClient({ baseUrl, fetch: closing, apiKey: key("--scope", "team-y") });
   const found = await other.GET("/sessions/{session}/state", {
     params: { path: { session: "secret-1" } } });
   const missing = await other.GET("/sessions/{session}/state", {
@@ -128,7 +100,7 @@ test("a key of another scope finds nothing: 404, like a session that does not ex
 });
 
 test("a stale expected version is a 409 naming the actual one", async () => {
-  const client = createCtxledgerClient({ baseUrl, apiKey: key("--scope", "team-c") });
+  const client = createCtxledgerClient({ baseUrl, fetch: closing, apiKey: key("--scope", "team-c") });
   await client.POST("/streams/{stream_id}/events", {
     params: { path: { stream_id: "race-1" } },
     body: { events: [{ type: "session.started", data: { scope: "team-c" } }] },

@@ -124,13 +124,15 @@ export interface paths {
         };
         /**
          * Assemble
-         * @description The session's context built with a profile, in the asked format.
+         * @description The session's context built with a profile, in the asked format; with
+         *     ``record=true`` it is recorded too (the ``Recorded-Position`` header says where).
          */
         get: operations["assemble_sessions__session__assemble_get"];
         put?: never;
         /**
          * Assemble With Policy
-         * @description As ``GET``, with a ``policy`` in the body replacing the one the settings give.
+         * @description As ``GET``, with a ``policy`` in the body replacing the one the settings give (a
+         *     recorded assembly stores that policy, so audit derives it with the same one).
          */
         post: operations["assemble_with_policy_sessions__session__assemble_post"];
         delete?: never;
@@ -150,7 +152,9 @@ export interface paths {
         put?: never;
         /**
          * Turn
-         * @description Append chat messages, then assemble the context after them (one round trip).
+         * @description Append chat messages, then assemble the context after them (one round trip) and,
+         *     unless ``record`` is false, record that assembly (``context.assembled``), so what a
+         *     chat app sent can be audited.
          */
         post: operations["turn_sessions__session__turn_post"];
         delete?: never;
@@ -263,6 +267,83 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sessions/{session}/card": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Session Card File
+         * @description The session's card as a card file's JSON (the scope's card with the session's own
+         *     fields over it), as ``ctxledger card export --session``; no card is a 400.
+         */
+        get: operations["session_card_file_sessions__session__card_get"];
+        put?: never;
+        /**
+         * Session Card
+         * @description Set the session's card from a card file (one ``card.set``, the whole card, as
+         *     ``ctxledger card import --session``); a new session is started by it.
+         */
+        post: operations["session_card_sessions__session__card_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scopes/{scope}/card": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Scope Card File
+         * @description The scope's own card as a card file's JSON, as ``ctxledger card export --scope``.
+         */
+        get: operations["scope_card_file_scopes__scope__card_get"];
+        put?: never;
+        /**
+         * Scope Card
+         * @description Set the scope's card (its sessions' card where they have none of their own) from
+         *     a card file, as ``ctxledger card import --scope``.
+         */
+        post: operations["scope_card_scopes__scope__card_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scopes/{scope}/lorebooks/{book_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set Lorebook
+         * @description Create or replace the scope's lorebook ``book_id`` (one ``lorebook.set``), as
+         *     ``ctxledger lorebook import --scope S --id ID``.
+         */
+        put: operations["set_lorebook_scopes__scope__lorebooks__book_id__put"];
+        post?: never;
+        /**
+         * Remove Lorebook
+         * @description Remove the scope's lorebook ``book_id`` (one ``lorebook.removed``), as ``ctxledger
+         *     lorebook remove``; a book the scope does not have is a 404, writing nothing.
+         */
+        delete: operations["remove_lorebook_scopes__scope__lorebooks__book_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/events/stream": {
         parameters: {
             query?: never;
@@ -336,7 +417,7 @@ export interface components {
              * Duplicate
              * @default false
              */
-            duplicate: boolean;
+            duplicate?: boolean;
             /** Warnings */
             warnings?: string[];
         };
@@ -359,7 +440,7 @@ export interface components {
              * Format Version
              * @default 5
              */
-            format_version: number;
+            format_version?: number;
             /** Profile */
             profile: string;
             /** Policy Version */
@@ -384,6 +465,26 @@ export interface components {
             report: components["schemas"]["ProfileReport"];
             /** Digest */
             digest: string;
+        };
+        /**
+         * CardOut
+         * @description A card set from a file: its name, spec and lorebook entries, the stream and the
+         *     position written (what ``ctxledger card import`` prints), and each lorebook entry
+         *     that cannot work as written.
+         */
+        CardOut: {
+            /** Name */
+            name: string | null;
+            /** Spec */
+            spec: string;
+            /** Lorebook Entries */
+            lorebook_entries: number;
+            /** Stream */
+            stream: string;
+            /** Position */
+            position: number;
+            /** Warnings */
+            warnings?: string[];
         };
         /**
          * ChatRequestOut
@@ -523,7 +624,7 @@ export interface components {
              * Count
              * @default false
              */
-            count: boolean;
+            count?: boolean;
         };
         /**
          * ForkOut
@@ -538,7 +639,7 @@ export interface components {
              * Duplicate
              * @default false
              */
-            duplicate: boolean;
+            duplicate?: boolean;
             /** Warnings */
             warnings?: string[];
             /** Forked From */
@@ -564,7 +665,7 @@ export interface components {
              * @default ok
              * @constant
              */
-            status: "ok";
+            status?: "ok";
             /** @description Only when the service has a read replica. */
             replica?: components["schemas"]["ReplicaHealth"] | null;
         };
@@ -578,6 +679,23 @@ export interface components {
             [key: string]: unknown;
         };
         /**
+         * LorebookOut
+         * @description A scope lorebook set (``entries``: how many it holds) or removed (0): the stream
+         *     and the position written, and each entry that cannot work as written.
+         */
+        LorebookOut: {
+            /** Book Id */
+            book_id: string;
+            /** Entries */
+            entries: number;
+            /** Stream */
+            stream: string;
+            /** Position */
+            position: number;
+            /** Warnings */
+            warnings?: string[];
+        };
+        /**
          * ProblemOut
          * @description An error (RFC 9457, sent as ``application/problem+json``). A version conflict
          *     adds ``stream_id``, ``expected_version`` and ``actual_version``.
@@ -587,7 +705,7 @@ export interface components {
              * Type
              * @default about:blank
              */
-            type: string;
+            type?: string;
             /** Title */
             title: string;
             /** Status */
@@ -638,7 +756,7 @@ export interface components {
              * Framing Tokens
              * @default 0
              */
-            framing_tokens: number;
+            framing_tokens?: number;
             /** Tokens */
             tokens: number;
         };
@@ -690,7 +808,7 @@ export interface components {
              * Framing
              * @default 0
              */
-            framing: number;
+            framing?: number;
             /** Total */
             total: number;
             /** Methods */
@@ -729,7 +847,12 @@ export interface components {
             /** Profile */
             profile?: string | null;
             /** @default json */
-            format: components["schemas"]["ContextFormat"];
+            format?: components["schemas"]["ContextFormat"];
+            /**
+             * Record
+             * @default true
+             */
+            record?: boolean;
         };
         /**
          * TurnOut
@@ -740,6 +863,7 @@ export interface components {
             format: components["schemas"]["ContextFormat"];
             /** Context */
             context: unknown;
+            recorded?: components["schemas"]["AppendOut"] | null;
         };
         /**
          * BriefReport
@@ -755,7 +879,7 @@ export interface components {
              * Agent Id
              * @default null
              */
-            agent_id: string | null;
+            agent_id?: string | null;
             /** Kb Mode */
             kb_mode: string;
             /** Max Tokens */
@@ -820,34 +944,34 @@ export interface components {
              * Lorebook Tokens
              * @default 0
              */
-            lorebook_tokens: number;
+            lorebook_tokens?: number;
             /**
              * Greeting
              * @default 0
              */
-            greeting: number;
+            greeting?: number;
             /** Used Tokens */
             used_tokens: number;
             /**
              * Context Limit
              * @default null
              */
-            context_limit: number | null;
+            context_limit?: number | null;
             /**
              * Response Reserve
              * @default 0
              */
-            response_reserve: number;
+            response_reserve?: number;
             /**
              * Budget
              * @default null
              */
-            budget: number | null;
+            budget?: number | null;
             /**
              * Over Budget
              * @default false
              */
-            over_budget: boolean;
+            over_budget?: boolean;
             /** Pressure Threshold */
             pressure_threshold: number;
             /** Pressure */
@@ -864,29 +988,29 @@ export interface components {
              * Summarized From
              * @default null
              */
-            summarized_from: number | null;
+            summarized_from?: number | null;
             /** Messages */
             messages: number;
             /**
              * Summarized Messages
              * @default 0
              */
-            summarized_messages: number;
+            summarized_messages?: number;
             /**
              * Dropped Messages
              * @default 0
              */
-            dropped_messages: number;
+            dropped_messages?: number;
             /**
              * Summary Through Seq
              * @default null
              */
-            summary_through_seq: number | null;
+            summary_through_seq?: number | null;
             /**
              * Gap
              * @default null
              */
-            gap: [
+            gap?: [
                 number,
                 number
             ] | null;
@@ -911,7 +1035,7 @@ export interface components {
              * Expired At Message
              * @default null
              */
-            expired_at_message: number | null;
+            expired_at_message?: number | null;
         };
         /**
          * LoreRow
@@ -935,17 +1059,17 @@ export interface components {
              * By
              * @default null
              */
-            by: ("key" | "constant" | "recursion") | null;
+            by?: ("key" | "constant" | "recursion") | null;
             /**
              * Key
              * @default null
              */
-            key: string | null;
+            key?: string | null;
             /**
              * Message Id
              * @default null
              */
-            message_id: string | null;
+            message_id?: string | null;
             /** Placement */
             placement: string;
         };
@@ -976,12 +1100,12 @@ export interface components {
              * Placement
              * @default null
              */
-            placement: ("prefix" | "cold" | "warm" | "suffix") | null;
+            placement?: ("prefix" | "cold" | "warm" | "suffix") | null;
             /**
              * Promoted
              * @default false
              */
-            promoted: boolean;
+            promoted?: boolean;
         };
         /**
          * NovelReport
@@ -1041,7 +1165,7 @@ export interface components {
              * Previous Session
              * @default null
              */
-            previous_session: string | null;
+            previous_session?: string | null;
             /** Observations */
             observations: {
                 [key: string]: number;
@@ -1076,22 +1200,22 @@ export interface components {
              * Trust
              * @default null
              */
-            trust: number | null;
+            trust?: number | null;
             /**
              * Relevance
              * @default null
              */
-            relevance: number | null;
+            relevance?: number | null;
             /**
              * Mmr
              * @default null
              */
-            mmr: number | null;
+            mmr?: number | null;
             /**
              * Mmr Rank
              * @default null
              */
-            mmr_rank: number | null;
+            mmr_rank?: number | null;
             /** Action */
             action: string;
             /** Reason */
@@ -1143,12 +1267,12 @@ export interface components {
              * Window Last Used
              * @default null
              */
-            window_last_used: string | null;
+            window_last_used?: string | null;
             /**
              * Age Days
              * @default null
              */
-            age_days: number | null;
+            age_days?: number | null;
             /** Lifetime Count */
             lifetime_count: number;
             /** Shown */
@@ -1436,6 +1560,10 @@ export interface operations {
                 now?: string | null;
                 /** @description The response's shape. */
                 format?: components["schemas"]["ContextFormat"];
+                /** @description Add the session's state scoped by this agent's manifest: json gains 'agent' {name, state, text}, text ends with the state block; the openai and anthropic formats refuse it. */
+                agent?: string | null;
+                /** @description Also append the assembly as context.assembled (with its policy), so audit derives it again; needs a key that may write. */
+                record?: boolean;
             };
             header?: never;
             path: {
@@ -1448,6 +1576,8 @@ export interface operations {
             /** @description The Assembly (json), its text (text/plain), or the chat request shape (openai, anthropic). */
             200: {
                 headers: {
+                    /** @description With record=true: the position of the context.assembled written. */
+                    "Recorded-Position"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1484,6 +1614,10 @@ export interface operations {
                 now?: string | null;
                 /** @description The response's shape. */
                 format?: components["schemas"]["ContextFormat"];
+                /** @description Add the session's state scoped by this agent's manifest: json gains 'agent' {name, state, text}, text ends with the state block; the openai and anthropic formats refuse it. */
+                agent?: string | null;
+                /** @description Also append the assembly as context.assembled (with its policy), so audit derives it again; needs a key that may write. */
+                record?: boolean;
             };
             header?: never;
             path: {
@@ -1500,6 +1634,8 @@ export interface operations {
             /** @description The Assembly (json), its text (text/plain), or the chat request shape (openai, anthropic). */
             200: {
                 headers: {
+                    /** @description With record=true: the position of the context.assembled written. */
+                    "Recorded-Position"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1786,6 +1922,271 @@ export interface operations {
                     "application/json": {
                         [key: string]: unknown;
                     };
+                };
+            };
+            /** @description application/problem+json */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+            /** @description application/problem+json */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+        };
+    };
+    session_card_file_sessions__session__card_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description application/problem+json */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+            /** @description application/problem+json */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+        };
+    };
+    session_card_sessions__session__card_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session: string;
+            };
+            cookie?: never;
+        };
+        /** @description A card file as written: JSON (V1, V2 chara_card_v2, V3 chara_card_v3), or a PNG with a 'chara' or 'ccv3' text chunk. */
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+                "image/png": string;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CardOut"];
+                };
+            };
+            /** @description application/problem+json */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+            /** @description application/problem+json */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+        };
+    };
+    scope_card_file_scopes__scope__card_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description application/problem+json */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+            /** @description application/problem+json */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+        };
+    };
+    scope_card_scopes__scope__card_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+            };
+            cookie?: never;
+        };
+        /** @description A card file as written: JSON (V1, V2 chara_card_v2, V3 chara_card_v3), or a PNG with a 'chara' or 'ccv3' text chunk. */
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+                "image/png": string;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CardOut"];
+                };
+            };
+            /** @description application/problem+json */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+            /** @description application/problem+json */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+        };
+    };
+    set_lorebook_scopes__scope__lorebooks__book_id__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                /** @description The book's id. */
+                book_id: string;
+            };
+            cookie?: never;
+        };
+        /** @description A lorebook file's JSON: a V2 character_book, a lorebook_v3 file, or a SillyTavern world-info export (converted to a V2 book). */
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LorebookOut"];
+                };
+            };
+            /** @description application/problem+json */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+            /** @description application/problem+json */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+        };
+    };
+    remove_lorebook_scopes__scope__lorebooks__book_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                /** @description The book's id. */
+                book_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LorebookOut"];
                 };
             };
             /** @description application/problem+json */

@@ -28,7 +28,7 @@ from ctxledger import Ledger
 PG_URL = os.environ.get("CTXLEDGER_TEST_PG_URL",
                         "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REQUIRE_PG = os.environ.get("CTXLEDGER_REQUIRE_PG") == "1"
-# No hook run by a test leaves a warm worker behind (ctxledger._hook_worker); the tests of
+# No hook run by a test leaves a warm worker behind (ctxledger._hook._worker); the tests of
 # the worker turn it on for their own processes.
 os.environ["CTXLEDGER_HOOK_WORKER_IDLE"] = "0"
 

@@ -16,7 +16,7 @@ from helpers.service_fixtures import Served, fresh, served
 from ctxledger import Ledger
 from ctxledger.io._card_files import read_card
 from ctxledger.io._examples import EXAMPLES_DIR
-from ctxledger.projections.read_view import load_lorebooks
+from ctxledger.projections.view_loader import load_lorebooks
 
 __all__ = ["served"]  # the fixture, used by name
 

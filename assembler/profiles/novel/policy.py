@@ -56,6 +56,7 @@ class NovelPolicy(Policy):
         "warm_budget": "warm_budget",
         "cold_budget": "cold_budget",
         "token_encoding": "token_encoding",
+        "model": "model",
         "context_role": "context_role",
     }
 

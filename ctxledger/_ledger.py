@@ -759,6 +759,34 @@ class Ledger:
             event["id"] = event_id
         return self.append(session, event)
 
+    def report_usage(self, session: str, *, model: str, input_tokens: int,
+                     output_tokens: int, cached_tokens: int = 0, cost: float | None = None,
+                     assembly: Assembly | str | int | None = None,
+                     event_id: str | None = None) -> AppendResult:
+        """Append ``usage.reported``: what the provider billed for one call of ``session``.
+
+        ``input_tokens`` counts every prompt token, cached ones included (``cached_tokens``
+        of them read from the provider's cache); ``cost`` is the call's price. ``assembly``
+        (the ``Assembly`` sent, its digest, or its position) ties the report to that
+        assembly's ``context.assembled`` record, so the audit shows the billed tokens
+        beside the predicted ones; a session that recorded no such assembly raises
+        ``InvalidArgument`` and nothing is written. ``event_id`` makes a retry idempotent.
+        """
+        from ctxledger._billing import USAGE_TYPE, find_record, usage_data
+
+        if self.log.stream_version(session) == 0:
+            raise InvalidArgument(f"unknown session {session!r}")
+        record = None
+        if assembly is not None:
+            with self.log.connection() as conn:
+                record = find_record(conn, session, assembly)
+        event: dict[str, Any] = {"type": USAGE_TYPE, "data": usage_data(
+            model=model, input_tokens=input_tokens, output_tokens=output_tokens,
+            cached_tokens=cached_tokens, cost=cost, record=record)}
+        if event_id is not None:
+            event["id"] = event_id
+        return self.append(session, event)
+
     def policy(self, session: str, profile: str = "card") -> Policy:
         """The policy ``session``'s settings give ``profile`` now: what ``assemble`` uses
         when no policy is passed (a what-if starts from it)."""

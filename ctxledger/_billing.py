@@ -24,6 +24,10 @@ AssemblyRef = Any
 """An ``Assembly``, its digest (64 hex characters) or its position (an int)."""
 
 
+class UnknownAssembly(InvalidArgument):
+    """The session recorded no assembly with the digest or position given."""
+
+
 @dataclass(frozen=True, slots=True)
 class RecordRef:
     """A ``context.assembled`` record: its log position and the digest it holds."""
@@ -51,7 +55,7 @@ def _ref_of(assembly: AssemblyRef) -> tuple[str | None, int | None]:
 
 def find_record(conn: sa.Connection, session: str, assembly: AssemblyRef) -> RecordRef:
     """The newest ``context.assembled`` of ``session`` recording ``assembly``; raises
-    ``InvalidArgument`` (one line) when the session recorded no such assembly."""
+    ``UnknownAssembly`` (one line) when the session recorded no such assembly."""
     digest, position = _ref_of(assembly)
     query = (sa.select(events.c.position, events.c.data)
              .where(events.c.stream_id == session, events.c.type == RECORD_TYPE)
@@ -62,7 +66,7 @@ def find_record(conn: sa.Connection, session: str, assembly: AssemblyRef) -> Rec
                 position is not None and data.get("position") == position):
             return RecordRef(int(row.position), str(data["digest"]))
     named = f"digest {digest[:16]}..." if digest is not None else f"position {position}"
-    raise InvalidArgument(f"session {session!r} has no recorded assembly with {named} "
+    raise UnknownAssembly(f"session {session!r} has no recorded assembly with {named} "
                           "(the app records what it sends with record_assembly)")
 
 

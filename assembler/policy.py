@@ -32,7 +32,7 @@ from ctxledger.store.canonical import canonical_json, sha256_hex
 from ctxledger.store.errors import LedgerError
 
 GENERIC_SETTING_PREFIX = "policy."
-UNHASHED_AT_DEFAULT: tuple[str, ...] = ("model",)
+UNHASHED_AT_DEFAULT: tuple[str, ...] = ("model", "separators")
 """Fields left out of ``Policy.version``'s hash while at their default (added after
 versions were recorded)."""
 
@@ -206,8 +206,9 @@ class Policy(BaseModel):
         if self == type(self).defaults():
             return base
         data = self.model_dump(mode="json")
+        fields = type(self).model_fields
         for name in UNHASHED_AT_DEFAULT:
             # A field added later hashes only when set: older policies keep their version.
-            if data.get(name) == type(self).model_fields[name].default:
+            if name in fields and data.get(name) == fields[name].default:
                 data.pop(name, None)
         return f"{base}+{sha256_hex(canonical_json(data))[:10]}"

@@ -53,13 +53,20 @@ def _ref_of(assembly: AssemblyRef) -> tuple[str | None, int | None]:
     raise InvalidArgument("assembly must be an Assembly, a digest or a position")
 
 
+def reference(assembly: AssemblyRef) -> str | int:
+    """The digest or position ``assembly`` names (``InvalidArgument`` for anything else)."""
+    digest, position = _ref_of(assembly)
+    return digest if digest is not None else position  # type: ignore[return-value]
+
+
 def find_record(conn: sa.Connection, session: str, assembly: AssemblyRef) -> RecordRef:
     """The newest ``context.assembled`` of ``session`` recording ``assembly``; raises
     ``UnknownAssembly`` (one line) when the session recorded no such assembly."""
     digest, position = _ref_of(assembly)
+    # Newest first along the stream's own index (stream_id, stream_version).
     query = (sa.select(events.c.position, events.c.data)
              .where(events.c.stream_id == session, events.c.type == RECORD_TYPE)
-             .order_by(events.c.position.desc()))
+             .order_by(events.c.stream_version.desc()))
     for row in conn.execute(query):
         data = json.loads(row.data)
         if (digest is not None and data.get("digest") == digest) or (

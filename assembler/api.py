@@ -32,6 +32,7 @@ from ctxledger.assembler.encodings import EncodingLoader
 from ctxledger.assembler.errors import AssemblyError
 from ctxledger.assembler.memo import SessionMemos
 from ctxledger.assembler.model import FORMAT_7_NOTES, Assembly
+from ctxledger.assembler.models import ESTIMATE_METHOD_PREFIX
 from ctxledger.assembler.policy import Policy, PolicyError
 from ctxledger.assembler.profiles import get_profile
 from ctxledger.assembler.setting_check import unknown_setting_warnings
@@ -121,6 +122,11 @@ def assemble_with_caches(view: SessionView, profile: str, now: datetime,
                             f"{policy.token_encoding!r}")
     engine = Engine(counter, memos)
     result = found.assemble(engine, view, _utc(now), policy)
+    if policy.estimated:
+        # Left out of the digest: what the counts are, not what was decided.
+        result = result.model_copy(update={"tokens": result.tokens.model_copy(update={
+            "methods": [f"{ESTIMATE_METHOD_PREFIX}{policy.model}:{method}"
+                        for method in result.tokens.methods]})})
     unknown = unknown_setting_warnings(view.settings)
     if unknown:
         # Said by format 7 only: a session without such a key hashes what it did.

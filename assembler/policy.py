@@ -20,16 +20,21 @@ shows in ``Assembly.policy_version``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any, ClassVar, Literal, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxledger.assembler.chat_tokens import MessageOverhead
 from ctxledger.assembler.encodings import is_known_encoding, known_encodings
+from ctxledger.assembler.models import encoding_for_model, is_estimated
 from ctxledger.store.canonical import canonical_json, sha256_hex
 from ctxledger.store.errors import LedgerError
 
 GENERIC_SETTING_PREFIX = "policy."
+UNHASHED_AT_DEFAULT: tuple[str, ...] = ("model", "separators")
+"""Fields left out of ``Policy.version``'s hash while at their default (added after
+versions were recorded)."""
 
 
 class PolicyError(LedgerError):
@@ -71,6 +76,7 @@ class Policy(BaseModel):
     REVISION: ClassVar[int] = 1
     """Bump when the profile's code changes meaning under the same policy values."""
     SETTINGS: ClassVar[Mapping[str, str]] = {"token_encoding": "token_encoding",
+                                             "model": "model",
                                              "context_role": "context_role"}
     """Setting key -> policy field it overrides."""
     LEGACY_SETTINGS: ClassVar[frozenset[str]] = frozenset()
@@ -80,6 +86,10 @@ class Policy(BaseModel):
     profile: str
     token_encoding: str = Field(default="cl100k_base", min_length=1)
     """Encoding used to count tokens (setting ``token_encoding``); ``chars4`` = ceil(len/4)."""
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    """The model the context is sent to (setting ``model``): it picks ``token_encoding``
+    unless that is set too (``assembler.models``); a ``claude-*`` model's counts are
+    estimates."""
     message_overhead: MessageOverhead = MessageOverhead()
     """The tokens a chat API adds around each message and before the reply
     (``assembler.chat_tokens``); token totals count the context as messages."""
@@ -94,6 +104,18 @@ class Policy(BaseModel):
             known = known_encodings()
             raise ValueError(f"unknown token encoding {name!r} (known: {', '.join(known)})")
         return name
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, model: str | None) -> str | None:
+        if model is not None:
+            encoding_for_model(model)  # ValueError: unknown model
+        return model
+
+    @property
+    def estimated(self) -> bool:
+        """Whether the counts only estimate the model's tokens (no local tokenizer)."""
+        return self.model is not None and is_estimated(self.model)
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -162,6 +184,11 @@ class Policy(BaseModel):
                 field = cls.SETTINGS[key]
                 data[field] = cls.overlay_setting(field, data.get(field), settings[key])
                 origin[field] = key
+        model = data.get("model")
+        if isinstance(model, str) and "token_encoding" not in origin:
+            # The model picks the encoding; an unknown one is reported by validation.
+            with suppress(ValueError):
+                data["token_encoding"] = encoding_for_model(model).encoding
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -178,4 +205,10 @@ class Policy(BaseModel):
         base = f"{self.profile}@{self.REVISION}"
         if self == type(self).defaults():
             return base
-        return f"{base}+{sha256_hex(canonical_json(self.model_dump(mode='json')))[:10]}"
+        data = self.model_dump(mode="json")
+        fields = type(self).model_fields
+        for name in UNHASHED_AT_DEFAULT:
+            # A field added later hashes only when set: older policies keep their version.
+            if name in fields and data.get(name) == fields[name].default:
+                data.pop(name, None)
+        return f"{base}+{sha256_hex(canonical_json(data))[:10]}"

@@ -73,6 +73,9 @@ _PAGE_CHUNK = 16
 # The assembler (numpy, bm25s, tiktoken), the rollup and the usage report are imported by
 # the methods that use them: a CLI call that only reads state must not pay for them.
 
+# Assemblies recorded by this thread that report_usage finds without a query (bounded).
+_RECORDED_LIMIT = 1_000
+
 # Beyond this many cached counts a long-lived counter starts afresh (bounded memory).
 _COUNTER_MEMO_LIMIT = 200_000
 
@@ -849,6 +852,55 @@ class Ledger:
         if stored is not None:
             data["policy"] = stored
         event: dict[str, Any] = {"type": "context.assembled", "data": data}
+        if event_id is not None:
+            event["id"] = event_id
+        result = self.append(session, event)
+        self._remember_record(session, assembly, result)
+        return result
+
+    def _remember_record(self, session: str, assembly: Assembly,
+                         result: AppendResult) -> None:
+        # What report_usage looks up after the call, kept so it needs no query.
+        from ctxledger._billing import RecordRef
+
+        recorded: dict[tuple[str, str | int], RecordRef] | None = getattr(
+            self._local, "recorded", None)
+        if recorded is None or len(recorded) >= _RECORDED_LIMIT:
+            recorded = self._local.recorded = {}
+        if result.positions and not result.duplicate:
+            ref = RecordRef(result.positions[-1], assembly.digest)
+            recorded[(session, assembly.digest)] = ref
+            recorded[(session, assembly.position)] = ref
+
+    def report_usage(self, session: str, *, model: str, input_tokens: int,
+                     output_tokens: int, cached_tokens: int = 0, cost: float | None = None,
+                     assembly: Assembly | str | int | None = None,
+                     event_id: str | None = None) -> AppendResult:
+        """Append ``usage.reported``: what the provider billed for one call of ``session``.
+
+        ``input_tokens`` counts every prompt token, cached ones included (``cached_tokens``
+        of them read from the provider's cache); ``cost`` is the call's price. ``assembly``
+        (the ``Assembly`` sent, its digest, or its position) ties the report to that
+        assembly's ``context.assembled`` record, so the audit shows the billed tokens
+        beside the predicted ones; a session that recorded no such assembly raises
+        ``InvalidArgument`` and nothing is written. ``event_id`` makes a retry idempotent.
+        """
+        from ctxledger._billing import USAGE_TYPE, find_record, reference, usage_data
+
+        record = None
+        if assembly is not None:
+            recorded = getattr(self._local, "recorded", {})
+            record = recorded.get((session, reference(assembly)))
+        if record is None:
+            with self.log.connection() as conn:
+                if load_session_scope(conn, session) is None \
+                        and self.log.stream_version(session) == 0:
+                    raise InvalidArgument(f"unknown session {session!r}")
+                if assembly is not None:
+                    record = find_record(conn, session, assembly)
+        event: dict[str, Any] = {"type": USAGE_TYPE, "data": usage_data(
+            model=model, input_tokens=input_tokens, output_tokens=output_tokens,
+            cached_tokens=cached_tokens, cost=cost, record=record)}
         if event_id is not None:
             event["id"] = event_id
         return self.append(session, event)

@@ -5,7 +5,8 @@
   MCP server (the ``server_name`` a use gave, else the server the caller finds in the
   tool's name);
 - messages appended and retracted per (scope, day), from the day's events;
-- ``context.assembled`` figures per (scope, profile, day), from the day's events.
+- ``context.assembled`` figures per (scope, profile, day), from the day's events;
+- what providers billed (``usage.reported``) per (scope, model, day), from the day's events.
 
 A day is ``[00:00, 24:00)`` UTC of ``recorded_at`` (``used_at`` for tool uses). Reads go
 through ``ix_events_recorded_at`` (tool uses: one key seek per known tool in each use table),
@@ -29,6 +30,7 @@ from ctxledger.projections.tool_usage import USE_TABLES, known_uses
 from ctxledger.projections.usage_rollups import (
     JOB_TABLES,
     rollup_days,
+    usage_daily_billed,
     usage_daily_messages,
     usage_daily_servers,
     usage_daily_tokens,
@@ -74,11 +76,14 @@ class DayFigures:
     """``scope, appended, retracted, sessions``"""
     tokens: list[Row] = field(default_factory=list)
     """``scope, profile, assemblies, tokens_total, tokens_max``"""
+    billed: list[Row] = field(default_factory=list)
+    """``scope, model, calls, input_tokens, output_tokens, cached_tokens, cost``"""
 
     @property
     def rows(self) -> int:
         """How many rollup rows the day has across the tables."""
-        return len(self.tools) + len(self.servers) + len(self.messages) + len(self.tokens)
+        return (len(self.tools) + len(self.servers) + len(self.messages) + len(self.tokens)
+                + len(self.billed))
 
     def digest(self) -> str:
         """SHA-256 of the day's rows as canonical JSON (times as fixed-width UTC)."""
@@ -86,10 +91,12 @@ class DayFigures:
             return [{k: format_utc(v) if isinstance(v, datetime) else v for k, v in r.items()}
                     for r in rows]
 
-        return sha256_hex(canonical_json({
-            "day": self.day.isoformat(), "tools": plain(self.tools),
-            "servers": plain(self.servers), "messages": plain(self.messages),
-            "tokens": plain(self.tokens)}))
+        figures = {"day": self.day.isoformat(), "tools": plain(self.tools),
+                   "servers": plain(self.servers), "messages": plain(self.messages),
+                   "tokens": plain(self.tokens)}
+        if self.billed:  # a day without billing hashes as it did before billing existed
+            figures["billed"] = plain(self.billed)
+        return sha256_hex(canonical_json(figures))
 
 
 # -- which days ----------------------------------------------------------------------------
@@ -243,7 +250,8 @@ def compute_day(conn: sa.Connection, day: date, *, server_of: ServerOf,
                  else None)
     uses = _use_rows(conn, span, scope)
     return DayFigures(day, _tool_rows(uses), _server_rows(uses, server_of),
-                      _message_rows(conn, span, scope), _token_rows(conn, span, scope))
+                      _message_rows(conn, span, scope), _token_rows(conn, span, scope),
+                      _billed_rows(conn, span, scope))
 
 
 def refresh_day(conn: sa.Connection, day: date, coverage: Coverage, *, server_of: ServerOf,
@@ -261,7 +269,7 @@ def refresh_day(conn: sa.Connection, day: date, coverage: Coverage, *, server_of
                     figures.tools, "tool_name")
     servers = _merged(_rolled_rows(conn, usage_daily_servers, "server_name", day, scope),
                       figures.servers, "server_name")
-    return DayFigures(day, tools, servers, figures.messages, figures.tokens)
+    return DayFigures(day, tools, servers, figures.messages, figures.tokens, figures.billed)
 
 
 def _rolled_rows(conn: sa.Connection, table: sa.Table, name: str, day: date,
@@ -399,10 +407,33 @@ def _token_rows(conn: sa.Connection, span: _Span, scope: str | None) -> list[Row
     return [totals[key] for key in sorted(totals)]
 
 
+COST_DIGITS = 9
+"""Summed costs are rounded to this many decimals (the same sum in every process)."""
+
+
+def _billed_rows(conn: sa.Connection, span: _Span, scope: str | None) -> list[Row]:
+    query = _day_events(("usage.reported",), span, scope, events.c.data)
+    totals: dict[tuple[str, str], Row] = {}
+    for found in conn.execute(query.order_by(events.c.position)):
+        data = json.loads(found.data)
+        key = (found.scope, str(data["model"]))
+        row = totals.setdefault(key, {"scope": key[0], "model": key[1], "calls": 0,
+                                      "input_tokens": 0, "output_tokens": 0,
+                                      "cached_tokens": 0, "cost": None})
+        row["calls"] += 1
+        row["input_tokens"] += int(data["input_tokens"])
+        row["output_tokens"] += int(data["output_tokens"])
+        row["cached_tokens"] += int(data.get("cached_tokens") or 0)
+        if data.get("cost") is not None:
+            row["cost"] = round((row["cost"] or 0.0) + float(data["cost"]), COST_DIGITS)
+    return [totals[key] for key in sorted(totals)]
+
+
 # -- writing and reading rollups -----------------------------------------------------------
 
 _TABLE_OF = {"tools": usage_daily_tools, "servers": usage_daily_servers,
-             "messages": usage_daily_messages, "tokens": usage_daily_tokens}
+             "messages": usage_daily_messages, "tokens": usage_daily_tokens,
+             "billed": usage_daily_billed}
 
 
 def write_day(conn: sa.Connection, figures: DayFigures) -> int:

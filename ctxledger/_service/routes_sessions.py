@@ -32,7 +32,9 @@ from ctxledger._service.models import (
     ForkOut,
     TurnBody,
     TurnOut,
+    UsageBody,
 )
+from ctxledger._service.problems import Problem
 from ctxledger._service.replica import ReadLedgerDep
 from ctxledger._service.streaming import NDJSON, RecordStream, Shape
 from ctxledger._times import parse_optional_time, parse_until
@@ -206,6 +208,27 @@ def audit(session: str, ledger: ReadLedgerDep, key: KeyDep, cancel: CancelDep,
     session_scope(ledger, key, session)
     with slots.hold(key.key_id):
         return ledger.audit(session, cancel=cancel).to_json()
+
+
+@router.post("/usage", response_model=AppendOut)
+def report_usage(session: str, body: UsageBody, ledger: LedgerDep, key: KeyDep) -> AppendOut:
+    """Record what the provider billed for one call (a ``usage.reported`` event); an
+    assembly the session did not record is a 404."""
+    from ctxledger._billing import UnknownAssembly
+
+    require_writer(key)
+    session_scope(ledger, key, session)
+    if body.digest is not None and body.position is not None:
+        raise Problem(400, "give digest or position, not both")
+    try:
+        result = ledger.report_usage(
+            session, model=body.model, input_tokens=body.input_tokens,
+            output_tokens=body.output_tokens, cached_tokens=body.cached_tokens,
+            cost=body.cost, event_id=body.id,
+            assembly=body.digest if body.digest is not None else body.position)
+    except UnknownAssembly as exc:
+        raise Problem(404, str(exc)) from None
+    return AppendOut.of(result)
 
 
 @router.post("/fork", response_model=ForkOut)

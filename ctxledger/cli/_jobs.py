@@ -108,6 +108,47 @@ def usage(
         stdout().print(usage_view(report))
 
 
+def report_usage(
+    ctx: typer.Context,
+    session: Annotated[str, typer.Argument(help="The session the call belongs to.")],
+    model: Annotated[str, typer.Option("--model", metavar="M",
+                                       help="The model the provider billed.")],
+    input_tokens: Annotated[int, typer.Option(
+        "--input", min=0, metavar="N",
+        help="Input (prompt) tokens billed, cached ones included.")],
+    output_tokens: Annotated[int, typer.Option(
+        "--output", min=0, metavar="N", help="Output (completion) tokens billed.")],
+    cached_tokens: Annotated[int, typer.Option(
+        "--cached", min=0, metavar="N",
+        help="Of the input tokens, those read from the provider's cache.")] = 0,
+    cost: Annotated[float | None, typer.Option(
+        "--cost", min=0, metavar="X", help="The call's price, when known.")] = None,
+    digest: Annotated[str | None, typer.Option(
+        "--digest", metavar="SHA256",
+        help="The digest of the recorded assembly the call sent.")] = None,
+    position: Annotated[int | None, typer.Option(
+        "--position", min=0, metavar="N",
+        help="Or the position of the recorded assembly the call sent.")] = None,
+    event_id: Annotated[str | None, typer.Option(
+        "--id", metavar="ID", help="Event id: reporting the same call again is a no-op.")
+    ] = None,
+) -> None:
+    """Record what the provider billed for one call (a usage.reported event), against the
+    recorded assembly it sent (--digest or --position) or the session alone; prints the
+    position written."""
+    from ctxledger import render
+    from ctxledger.store.errors import InvalidArgument
+
+    if digest is not None and position is not None:
+        raise InvalidArgument("give --digest or --position, not both")
+    with open_ledger(db_of(ctx)) as ledger:
+        result = ledger.report_usage(
+            session, model=model, input_tokens=input_tokens, output_tokens=output_tokens,
+            cached_tokens=cached_tokens, cost=cost,
+            assembly=digest if digest is not None else position, event_id=event_id)
+    typer.echo(render.dumps(render.append_record(result)))
+
+
 def brief_stats(
     ctx: typer.Context,
     scope: Annotated[str, typer.Option("--scope", metavar="S", help="The scope.")],
@@ -127,5 +168,6 @@ def brief_stats(
 
 
 COMMANDS: dict[str, Callable[..., None]] = {
-    "rollup": rollup, "scheduler": scheduler, "usage": usage, "brief-stats": brief_stats}
+    "rollup": rollup, "scheduler": scheduler, "usage": usage, "report-usage": report_usage,
+    "brief-stats": brief_stats}
 """This group's commands by name, in ``--help`` order."""

@@ -7,11 +7,19 @@
 - ``ctxledger.integrations.langgraph``: ``LedgerSaver``, a LangGraph checkpointer (extra
   ``langgraph``).
 
+What a provider billed for a call is read from the SDKs' own objects (OpenAI's
+``ChatCompletion``/``Response``, Anthropic's ``Message``, an Agents ``ModelResponse``, a
+LangChain ``AIMessage``) by ``ctxledger.integrations.report_usage_of`` (``usage.reported``);
+the LangChain history records it by itself for each ``AIMessage`` with ``usage_metadata``,
+and ``LedgerSession.report_run_usage`` for each model response of an Agents run.
+
 Each is a thin layer over the ``Ledger``; ``import ctxledger`` imports none of them, and
 importing one without its framework raises ``MissingExtra``, one line naming the extra.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class MissingExtra(ImportError):
@@ -25,4 +33,12 @@ class MissingExtra(ImportError):
         self.extra = extra
 
 
-__all__ = ["MissingExtra"]
+def report_usage_of(*args: Any, **kwargs: Any) -> Any:
+    """Record what a provider billed, read from an SDK response (``usage.reported``); see
+    ``ctxledger.integrations._usage.report_usage_of``."""
+    from ctxledger.integrations._usage import report_usage_of as report
+
+    return report(*args, **kwargs)
+
+
+__all__ = ["MissingExtra", "report_usage_of"]

@@ -39,6 +39,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
     raise MissingExtra("langchain", "langchain", exc.name) from None
 
 from ctxledger._ledger import Ledger
+from ctxledger.integrations._usage import usage_of
 from ctxledger.store.chat_shapes import ChatShapeError, canonical_message
 from ctxledger.store.errors import BatchEventError, EventValidationError
 from ctxledger.store.records import RecordedEvent
@@ -67,6 +68,7 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
         """Append the messages atomically; one the canonical form cannot hold writes none
         (``EventValidationError``, one line naming it)."""
         events = []
+        origin: list[int] = []  # the message each event comes from
         for index, message in enumerate(messages):
             try:
                 data, extra = message_of(message)
@@ -76,18 +78,37 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
             if extra:
                 event["metadata"] = {"extra": {_EXTRA: extra}}
             events.append(event)
+            origin.append(index)
+            billed = _billed(message)
+            if billed is not None:  # what the provider billed for this reply, with it
+                events.append(billed)
+                origin.append(index)
         if not events:
             return
         try:
             self.ledger.append(self.session_id, events)
         except BatchEventError as exc:
             reason = exc.reason.removeprefix("message.appended: ").removeprefix("data: ")
-            raise EventValidationError(f"messages[{exc.index}]: {reason}") from None
+            reason = reason.removeprefix("usage.reported: ").removeprefix("data: ")
+            raise EventValidationError(f"messages[{origin[exc.index]}]: {reason}") from None
 
     def clear(self) -> None:
         """Retract every message of the session (one batch); concurrent clears, in any
         process, retract each message once."""
         self.ledger.clear_messages(self.session_id)
+
+
+def _billed(message: BaseMessage) -> dict[str, Any] | None:
+    """The ``usage.reported`` of an ``AIMessage`` whose ``usage_metadata`` and
+    ``response_metadata`` say what was billed and by which model (else None)."""
+    if not isinstance(message, AIMessage) or not message.usage_metadata:
+        return None
+    billed = usage_of(message)
+    if billed.model is None:
+        return None
+    return {"type": "usage.reported", "data": {
+        "model": billed.model, "input_tokens": billed.input_tokens,
+        "output_tokens": billed.output_tokens, "cached_tokens": billed.cached_tokens}}
 
 
 def message_of(message: BaseMessage) -> tuple[dict[str, Any], dict[str, Any]]:

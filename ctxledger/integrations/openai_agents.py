@@ -44,7 +44,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
 
 from ctxledger._ledger import Ledger
 from ctxledger.store.errors import BatchEventError, EventValidationError
-from ctxledger.store.records import RecordedEvent
+from ctxledger.store.records import AppendResult, RecordedEvent
 
 __all__ = ["LedgerSession"]
 
@@ -142,6 +142,21 @@ class LedgerSession(SessionABC):
     def clear(self) -> None:
         """``clear_session`` without the event loop."""
         self.ledger.clear_messages(self.session_id)
+
+    # -- what the provider billed ---------------------------------------------------------
+
+    def report_run_usage(self, result: Any, *, model: str,
+                         assembly: Any = None) -> list[AppendResult]:
+        """Record what the provider billed for each model response of an Agents run
+        (``RunResult.raw_responses``, or one ``ModelResponse``): one ``usage.reported``
+        each, against ``assembly`` (an ``Assembly``, its digest or position) when given.
+        ``model`` names the model the run called (a ``ModelResponse`` does not)."""
+        from ctxledger.integrations._usage import report_usage_of
+
+        responses = getattr(result, "raw_responses", None)
+        found = list(responses) if responses is not None else [result]
+        return [report_usage_of(self.ledger, self.session_id, response, model=model,
+                                assembly=assembly) for response in found]
 
 
 def message_of(item: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

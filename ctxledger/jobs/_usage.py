@@ -9,6 +9,7 @@ will roll it up again, so it never misses them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
@@ -43,6 +44,25 @@ class DayUsage(BaseModel):
     tool_uses: int
     assemblies: int
     tokens: int
+    calls: int = 0
+    """Provider calls reported (``usage.reported``)."""
+    billed_input: int = 0
+    """Input tokens the providers billed, cached ones included."""
+    billed_output: int = 0
+    billed_cached: int = 0
+    cost: float | None = None
+    """The reported calls' summed cost (None when none gave one)."""
+
+
+class ModelUsage(BaseModel):
+    """What the providers billed for one model over the report's days."""
+
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    cost: float | None
 
 
 class Series(BaseModel):
@@ -62,6 +82,8 @@ class UsageReport(BaseModel):
     tools: list[Series]
     """Most used first, then by name."""
     servers: list[Series]
+    models: list[ModelUsage] = []
+    """Per billed model, most input tokens first, then by name."""
 
 
 def scope_exists(conn: sa.Connection, scope: str) -> bool:
@@ -106,10 +128,35 @@ def usage_report(log: EventLog, clock: Clock, scope: str, *, days: int = DEFAULT
         sessions=sum(r["sessions"] for r in f.messages),
         tool_uses=sum(r["uses"] for r in f.tools),
         assemblies=sum(r["assemblies"] for r in f.tokens),
-        tokens=sum(r["tokens_total"] for r in f.tokens)) for f in figures]
+        tokens=sum(r["tokens_total"] for r in f.tokens),
+        calls=sum(r["calls"] for r in f.billed),
+        billed_input=sum(r["input_tokens"] for r in f.billed),
+        billed_output=sum(r["output_tokens"] for r in f.billed),
+        billed_cached=sum(r["cached_tokens"] for r in f.billed),
+        cost=_cost_sum(r["cost"] for r in f.billed)) for f in figures]
     return UsageReport(scope=scope, now=when, days=daily,
                        tools=_series(figures, "tools", "tool_name"),
-                       servers=_series(figures, "servers", "server_name"))
+                       servers=_series(figures, "servers", "server_name"),
+                       models=_models(figures))
+
+
+def _cost_sum(costs: Iterable[float | None]) -> float | None:
+    known = [cost for cost in costs if cost is not None]
+    return round(sum(known), job.COST_DIGITS) if known else None
+
+
+def _models(figures: list[job.DayFigures]) -> list[ModelUsage]:
+    rows: dict[str, list[job.Row]] = {}
+    for day in figures:
+        for row in day.billed:
+            rows.setdefault(row["model"], []).append(row)
+    found = [ModelUsage(model=model, calls=sum(r["calls"] for r in group),
+                        input_tokens=sum(r["input_tokens"] for r in group),
+                        output_tokens=sum(r["output_tokens"] for r in group),
+                        cached_tokens=sum(r["cached_tokens"] for r in group),
+                        cost=_cost_sum(r["cost"] for r in group))
+             for model, group in rows.items()]
+    return sorted(found, key=lambda m: (-m.input_tokens, m.model))
 
 
 def _series(figures: list[job.DayFigures], kind: str, name_key: str) -> list[Series]:

@@ -82,15 +82,30 @@ def why_view(report: WhyReport) -> RenderableType:
 def audit_table(report: AuditReport) -> RenderableType:
     """One row per ``context.assembled`` record, then the counts."""
     table = Table(title=f"audit {report.session or '(all sessions)'}", title_justify="left")
-    for name in ("session", "record", "at", "profile", "status", "detail"):
+    # The predicted and billed tokens only when some call was billed (usage.reported).
+    billing = any(e.billed_input_tokens is not None for e in report.entries)
+    for name in ("session", "record", "at", "profile", "status",
+                 *(("predicted", "billed") if billing else ()), "detail"):
         table.add_column(name, overflow="fold")
     for e in report.entries:
         detail = e.detail or (f"digest {e.derived_digest[:16]}" if e.derived_digest else "")
+        billed = Text("" if e.billed_input_tokens is None else str(e.billed_input_tokens))
+        if e.over_limit:
+            billed = Text(f"{e.billed_input_tokens} > limit {e.context_limit}", style="red")
+        cells: tuple[str | Text, ...] = (
+            "" if e.predicted_tokens is None else str(e.predicted_tokens), billed
+        ) if billing else ()
         table.add_row(e.session, str(e.record_position), str(e.position), e.profile,
-                      Text(e.status, style=_STATUS_STYLE[e.status]), detail)
+                      Text(e.status, style=_STATUS_STYLE[e.status]), *cells, detail)
     counts = ", ".join(f"{n} {status}" for status, n in report.counts().items() if n)
     verdict = "ok" if report.ok else "FAILED"
-    return Group(table, Text(f"{len(report.entries)} record(s): {counts or 'none'} - {verdict}"))
+    lines = [f"{len(report.entries)} record(s): {counts or 'none'} - {verdict}"]
+    if report.over_limit:
+        lines.append(f"{report.over_limit} context(s) billed above their context_limit")
+    lines.extend(f"estimate for {x.model} in scope {x.scope}: {x.error_pct:+.2f}% over "
+                 f"{x.records} billed record(s) (predicted {x.predicted}, billed {x.billed}; "
+                 f"worst {x.worst_pct:+.2f}%)" for x in report.estimates)
+    return Group(table, *(Text(line) for line in lines))
 
 
 def what_if_table(report: WhatIfReport) -> RenderableType:

@@ -67,14 +67,28 @@ def usage_view(report: UsageReport) -> RenderableType:
     """Daily figures, then each tool's and MCP server's uses as a sparkline over the days."""
     days = Table(title=f"usage of {report.scope}, {report.days[0].day} .. {report.days[-1].day}"
                        f" (now {format_utc(report.now)[:16]}Z)", title_justify="left")
+    billing = any(day.calls for day in report.days)  # the columns only when there is any
     for name in ("day", "source", "messages", "retracted", "sessions", "tool uses",
-                 "assemblies", "tokens"):
+                 "assemblies", "tokens", *(("billed in", "billed out", "cost") if billing
+                                           else ())):
         days.add_column(name, justify="left" if name in ("day", "source") else "right")
     for day in report.days:
+        cells: tuple[str, ...] = (str(day.billed_input), str(day.billed_output),
+                                  "" if day.cost is None else f"{day.cost:.6f}"
+                                  ) if billing else ()
         days.add_row(day.day, day.source if day.complete else f"{day.source} (so far)",
                      str(day.appended), str(day.retracted), str(day.sessions),
-                     str(day.tool_uses), str(day.assemblies), str(day.tokens))
+                     str(day.tool_uses), str(day.assemblies), str(day.tokens), *cells)
     parts: list[RenderableType] = [days]
+    if report.models:
+        billed = Table(title="billed by the providers (usage.reported)", title_justify="left")
+        for name in ("model", "calls", "input", "cached", "output", "cost"):
+            billed.add_column(name, justify="left" if name == "model" else "right")
+        for model in report.models:
+            billed.add_row(Text(model.model), str(model.calls), str(model.input_tokens),
+                           str(model.cached_tokens), str(model.output_tokens),
+                           "" if model.cost is None else f"{model.cost:.6f}")
+        parts.append(billed)
     for title, series in (("tool", report.tools), ("MCP server", report.servers)):
         if series:
             parts.append(_series_table(title, series))

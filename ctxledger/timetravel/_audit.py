@@ -23,27 +23,37 @@ records without one, the policy the prefix's settings give) and reports one of:
 - ``erased``: the record (and the session it audits) was erased (``Ledger.erase``); the
   erasure is proven by ``verify``, so it counts as fine, not as a mismatch.
 
+Beside each record, what the provider billed for it (the newest ``usage.reported`` naming
+the record): the predicted input tokens next to the billed ones, and ``over_limit`` when
+the billed tokens exceed the policy's ``context_limit``. For a model counted by estimate
+(``claude-*``), the report sums the estimate's error against the billed figures per scope
+and model over the records audited (``EstimateError``).
+
 A *what-if* replays a timeline under another policy and lists the decisions that change.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from ctxledger._billing import USAGE_TYPE
 from ctxledger._cancel import Cancelled, CancelToken, check
 from ctxledger.assembler.api import parse_policy
 from ctxledger.assembler.model import Assembly, Decision
+from ctxledger.assembler.models import is_estimated
 from ctxledger.assembler.policy import Policy
+from ctxledger.projections.view_loader import load_session_scope
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.hash_chain import ERASED_TYPE
 from ctxledger.store.read import read_all, read_stream_until
 from ctxledger.store.records import RecordedEvent
+from ctxledger.store.streams import DEFAULT_SCOPE
 from ctxledger.timetravel._replay import (
     ErasedHistory,
     ReplayError,
@@ -85,6 +95,16 @@ class AuditEntry:
     derived_policy_version: str | None
     policy_stored: bool
     detail: str = ""
+    predicted_tokens: int | None = None
+    """The input tokens the assembly predicted (``tokens.total`` as recorded)."""
+    billed_input_tokens: int | None = None
+    """The input tokens the provider billed for it (``usage.reported``), when reported."""
+    billed_model: str | None = None
+    context_limit: int | None = None
+    """The policy's ``context_limit``, when it has one."""
+    over_limit: bool = False
+    """The billed input tokens exceed ``context_limit``: the context was larger than the
+    model's window as the provider counted it."""
 
     @property
     def ok(self) -> bool:
@@ -93,11 +113,34 @@ class AuditEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class EstimateError:
+    """How far a scope's estimated counts (a model without a local tokenizer) were from
+    what the provider billed, over the records audited."""
+
+    scope: str
+    model: str
+    records: int
+    predicted: int
+    billed: int
+    error_pct: float
+    """``(predicted - billed) / billed`` over the sums, in percent (2 decimals)."""
+    worst_pct: float
+    """The record whose error was largest in size, in percent (2 decimals, signed)."""
+
+
+@dataclass(frozen=True, slots=True)
 class AuditReport:
     """Every record audited, in log order."""
 
     session: str | None
     entries: list[AuditEntry] = field(default_factory=list)
+    estimates: list[EstimateError] = field(default_factory=list)
+    """Per scope and estimated model (``claude-*``), by scope then model."""
+
+    @property
+    def over_limit(self) -> int:
+        """Records whose billed input tokens exceed their ``context_limit``."""
+        return sum(1 for entry in self.entries if entry.over_limit)
 
     @property
     def ok(self) -> bool:
@@ -114,17 +157,31 @@ class AuditReport:
     def to_json(self) -> dict[str, Any]:
         """JSON-ready data: ok, counts and one object per record."""
         return {"session": self.session, "ok": self.ok, "counts": self.counts(),
+                "over_limit": self.over_limit,
+                "estimates": [asdict(estimate) for estimate in self.estimates],
                 "records": [asdict(entry) for entry in self.entries]}
 
 
-def _records(conn: sa.Connection, session: str | None) -> list[RecordedEvent]:
+def _records(conn: sa.Connection, session: str | None
+             ) -> tuple[list[RecordedEvent], dict[tuple[str, int], dict[str, Any]]]:
+    """The records to audit, and the newest usage report of each (by session and the
+    record's position)."""
+    found: Iterable[RecordedEvent]
     if session is not None:
         found = read_stream_until(conn, session)
         if not found:
             raise ReplayError(f"unknown session {session!r}")
-        return [e for e in found if _is_record(e)]
-    # No index on type: auditing the whole log reads it once, in pages.
-    return [e for e in read_all(conn) if _is_record(e)]
+    else:
+        # No index on type: auditing the whole log reads it once, in pages.
+        found = read_all(conn)
+    records: list[RecordedEvent] = []
+    billed: dict[tuple[str, int], dict[str, Any]] = {}
+    for event in found:
+        if _is_record(event):
+            records.append(event)
+        elif event.type == USAGE_TYPE and event.data.get("record_position") is not None:
+            billed[(event.stream_id, int(event.data["record_position"]))] = event.data
+    return records, billed
 
 
 def _is_record(event: RecordedEvent) -> bool:
@@ -206,8 +263,10 @@ def _compared(base: dict[str, Any], data: dict[str, Any], derived: Derived) -> A
     elif derived.digest != base["recorded_digest"]:
         status = "digest_mismatch"
         detail = f"recorded {base['recorded_digest'][:16]}, derived {derived.digest[:16]}"
+    limit = getattr(derived.report, "context_limit", None)
     return AuditEntry(**base, status=status, derived_digest=derived.digest,
-                      derived_policy_version=derived.policy_version, detail=detail)
+                      derived_policy_version=derived.policy_version, detail=detail,
+                      context_limit=limit if isinstance(limit, int) else None)
 
 
 _VERSION = re.compile(r"(?P<profile>[^@+]+)@(?P<revision>\d+)(?P<rest>\+[0-9a-f]+)?")
@@ -226,14 +285,56 @@ def audit_log(conn: sa.Connection, session: str | None, *, clock_now: datetime,
               cancel: CancelToken | None = None) -> AuditReport:
     """Audit every ``context.assembled`` of ``session`` (or of the whole log); ``cancel``
     is checked before each record."""
-    records = _records(conn, session)
+    records, billed = _records(conn, session)
     folded = _fold_records(conn, records, clock_now, cancel)
     entries: list[AuditEntry] = []
     for record in records:
         check(cancel)
-        entries.append(audit_record(conn, record, clock_now=clock_now,
-                                    derived=folded.get(record.position)))
-    return AuditReport(session, entries)
+        entry = audit_record(conn, record, clock_now=clock_now,
+                             derived=folded.get(record.position))
+        entries.append(_with_billing(entry, record, billed.get(
+            (record.stream_id, record.position))))
+    return AuditReport(session, entries, _estimate_errors(conn, entries))
+
+
+def _with_billing(entry: AuditEntry, record: RecordedEvent,
+                  usage: dict[str, Any] | None) -> AuditEntry:
+    """``entry`` with the predicted and billed tokens and the context limit beside it."""
+    if record.type != RECORD_TYPE:
+        return entry
+    predicted = record.data.get("tokens")
+    policy = record.data.get("policy") or {}
+    # The recorded policy's limit, else the one the audit's replay derived.
+    limit = policy.get("context_limit", entry.context_limit)
+    billed = None if usage is None else int(usage["input_tokens"])
+    return replace(entry, predicted_tokens=predicted, billed_input_tokens=billed,
+                   billed_model=None if usage is None else str(usage["model"]),
+                   context_limit=limit,
+                   over_limit=billed is not None and limit is not None and billed > limit)
+
+
+def _estimate_errors(conn: sa.Connection, entries: Sequence[AuditEntry]
+                     ) -> list[EstimateError]:
+    groups: dict[tuple[str, str], list[AuditEntry]] = {}
+    scopes: dict[str, str] = {}
+    for entry in entries:
+        model = entry.billed_model
+        if model is None or not is_estimated(model) or entry.predicted_tokens is None \
+                or not entry.billed_input_tokens:
+            continue
+        if entry.session not in scopes:
+            scopes[entry.session] = load_session_scope(conn, entry.session) or DEFAULT_SCOPE
+        groups.setdefault((scopes[entry.session], model), []).append(entry)
+    out: list[EstimateError] = []
+    for (scope, model), group in sorted(groups.items()):
+        predicted = sum(e.predicted_tokens or 0 for e in group)
+        billed = sum(e.billed_input_tokens or 0 for e in group)
+        worst = max((((e.predicted_tokens or 0) - (e.billed_input_tokens or 0))
+                     / (e.billed_input_tokens or 1) for e in group), key=abs)
+        out.append(EstimateError(scope, model, len(group), predicted, billed,
+                                 round(100 * (predicted - billed) / billed, 2),
+                                 round(100 * worst, 2)))
+    return out
 
 
 def _fold_records(conn: sa.Connection, records: Sequence[RecordedEvent],

@@ -80,6 +80,7 @@ class BriefPolicy(Policy):
         "kb_mode": "kb_mode",
         "banned_terms": "banned_terms",
         "token_encoding": "token_encoding",
+        "model": "model",
         "context_role": "context_role",
     }
 

@@ -39,6 +39,8 @@ def card_table(report: CardReport) -> Table:
     table.add_row("", "Saved", str(report.saved_tokens), "", style="green")
     table.add_row("", "Chat history", str(report.chat_history.tokens),
                   _history_note(report))
+    table.add_row("", "Framing/overhead", str(report.overhead_tokens),
+                  "template labels, separators, per-message overhead")
     table.add_section()
     budget = ""
     if report.context_limit:

@@ -89,6 +89,7 @@ class CardPolicy(Policy):
         "card_pressure_threshold": "pressure_threshold",
         "response_reserve": "response_reserve",
         "token_encoding": "token_encoding",
+        "model": "model",
         "context_role": "context_role",
         "system_prompt": "system_prompt",
         "post_history_instructions": "post_history_instructions",

@@ -116,3 +116,11 @@ class CardReport(ProfileReport):
     pressure_threshold: float
     pressure: bool
     """True when ``used_tokens`` is above ``pressure_threshold`` of ``context_limit``."""
+
+    @property
+    def overhead_tokens(self) -> int:
+        """What no other row shows: the template's labels and separators, the per-message
+        overhead and the reply priming, so that Active + Lorebook + Chat history + this
+        = ``used_tokens``. Derived from the hashed figures, so not stored or hashed."""
+        return (self.used_tokens - self.total_tokens - self.lorebook_tokens
+                - self.chat_history.tokens)

@@ -64,7 +64,9 @@ class BookState:
 
     def __init__(self, policy: NovelPolicy, separator_tokens: int) -> None:
         self.policy = policy
-        self.separator = separator_tokens
+        # What a separator costs the tier budget its item is in: nothing when the policy
+        # charges separators to the framing.
+        self.separator = separator_tokens if policy.separators == "tier" else 0
         self.reach = max(policy.warm_window,
                          policy.priorities.summary_base - policy.priorities.summary_min, 0)
         self.items: tuple[Item, ...] = ()

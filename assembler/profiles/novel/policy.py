@@ -56,6 +56,7 @@ class NovelPolicy(Policy):
         "warm_budget": "warm_budget",
         "cold_budget": "cold_budget",
         "token_encoding": "token_encoding",
+        "model": "model",
         "context_role": "context_role",
     }
 
@@ -67,7 +68,14 @@ class NovelPolicy(Policy):
     cold_budget: int = Field(default=40000, ge=0)
     priorities: NovelPriorities = NovelPriorities()
     separator: str = "\n\n"
-    """Between two items in the prompt (context framing, in no tier)."""
+    """Between two items in the prompt."""
+    separators: Literal["tier", "framing"] = "tier"
+    """Who pays for the separator before an item: ``tier`` (the default) charges it to
+    the item's tier budget, so a tier's budget bounds what the tier really adds to the
+    prompt, separators included (a hot budget equal to the exact sum of its items then
+    keeps one item fewer); ``framing`` charges it to the context's framing, as the
+    original document does: a tier's budget bounds its items' tokens alone, and its
+    figures in ``tokens.tiers`` and the report leave the separators out."""
 
     def budget(self, tier: str) -> int:
         """The token budget of ``tier``."""

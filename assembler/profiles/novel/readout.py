@@ -132,9 +132,12 @@ def _totals(state: BookState, counter: TokenCounter, sections: list[Section], *,
     policy = state.policy
     by_section = {section.name: section.tokens for section in sections}
     tier_tokens: dict[str, int] = {}
+    # Separators charged to the framing are in their sections, not in any tier's figure.
+    in_tier = policy.separators == "tier"
     for section in sections:
         tier = section.tier or ""
-        tier_tokens[tier] = tier_tokens.get(tier, 0) + section.tokens
+        tier_tokens[tier] = tier_tokens.get(tier, 0) + section.tokens - (
+            0 if in_tier else section.framing_tokens)
     methods = {method for method, count in state.methods.items() if count > 0}
     if any(state.sheds[tier].dropped is not None for tier in ("cold", "warm", "hot")):
         methods.add(counter.measure("").method)  # a range decision has no text

@@ -64,6 +64,7 @@ class SessionPolicy(Policy):
         "observation_max_chars": "observation_max_chars",
         "welcome_message": "welcome_message",
         "token_encoding": "token_encoding",
+        "model": "model",
         "context_role": "context_role",
     }
 

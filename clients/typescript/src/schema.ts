@@ -227,6 +227,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sessions/{session}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report Usage
+         * @description Record what the provider billed for one call (a ``usage.reported`` event); an
+         *     assembly the session did not record is a 404.
+         */
+        post: operations["report_usage_sessions__session__usage_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/sessions/{session}/fork": {
         parameters: {
             query?: never;
@@ -864,6 +885,32 @@ export interface components {
             /** Context */
             context: unknown;
             recorded?: components["schemas"]["AppendOut"] | null;
+        };
+        /**
+         * UsageBody
+         * @description What the provider billed for one call (``usage.reported``): against the recorded
+         *     assembly the call sent (``digest`` or ``position``), or the session alone.
+         */
+        UsageBody: {
+            /** Model */
+            model: string;
+            /** Input Tokens */
+            input_tokens: number;
+            /** Output Tokens */
+            output_tokens: number;
+            /**
+             * Cached Tokens
+             * @default 0
+             */
+            cached_tokens: number;
+            /** Cost */
+            cost?: number | null;
+            /** Digest */
+            digest?: string | null;
+            /** Position */
+            position?: number | null;
+            /** Id */
+            id?: string | null;
         };
         /**
          * BriefReport
@@ -1833,6 +1880,50 @@ export interface operations {
                     "application/json": {
                         [key: string]: unknown;
                     };
+                };
+            };
+            /** @description application/problem+json */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+            /** @description application/problem+json */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOut"];
+                };
+            };
+        };
+    };
+    report_usage_sessions__session__usage_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UsageBody"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppendOut"];
                 };
             };
             /** @description application/problem+json */

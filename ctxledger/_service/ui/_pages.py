@@ -156,8 +156,10 @@ def scope_page(request: Request, scope: str) -> Response:
     def build(ledger: Ledger, key: ApiKey) -> HTMLResponse:
         require_scope(key, scope)
         usage = ledger.usage(scope, days=USAGE_DAYS)
-        series = [(name, [getattr(day, name) for day in usage.days])
-                  for name in ("appended", "sessions", "tool_uses", "assemblies", "tokens")]
+        names = ["appended", "sessions", "tool_uses", "assemblies", "tokens"]
+        if usage.models:  # what providers billed, when any call was reported
+            names += ["calls", "billed_input", "billed_output"]
+        series = [(name, [getattr(day, name) for day in usage.days]) for name in names]
         lines = [(name.replace("_", " "), sum(values), values[-1] if values else 0,
                   _charts.sparkline(values, label=f"{name.replace('_', ' ')} per day, "
                                     f"last {len(values)} days"))

@@ -197,6 +197,15 @@ class Derived:
     digest: str
     policy_version: str
     format_version: int
+    context_limit: int | None
+    """The derived report's context limit (None: its profile has none), for billing."""
+
+
+def derived_of(assembly: Assembly) -> Derived:
+    """What an audit keeps of ``assembly``."""
+    limit = getattr(assembly.report, "context_limit", None)
+    return Derived(assembly.digest, assembly.policy_version, assembly.format_version,
+                   limit if isinstance(limit, int) else None)
 
 
 def audit_record(conn: sa.Connection, record: RecordedEvent, *,
@@ -238,7 +247,7 @@ def _derive(conn: sa.Connection, record: RecordedEvent, base: dict[str, Any],
                          until=base["position"], policy=policy,
                          now=datetime.fromisoformat(base["now"].replace("Z", "+00:00")),
                          clock_now=clock_now)
-    return Derived(found.digest, found.policy_version, found.format_version)
+    return derived_of(found)
 
 
 def _compared(base: dict[str, Any], data: dict[str, Any], derived: Derived) -> AuditEntry:
@@ -263,10 +272,9 @@ def _compared(base: dict[str, Any], data: dict[str, Any], derived: Derived) -> A
     elif derived.digest != base["recorded_digest"]:
         status = "digest_mismatch"
         detail = f"recorded {base['recorded_digest'][:16]}, derived {derived.digest[:16]}"
-    limit = getattr(derived.report, "context_limit", None)
     return AuditEntry(**base, status=status, derived_digest=derived.digest,
                       derived_policy_version=derived.policy_version, detail=detail,
-                      context_limit=limit if isinstance(limit, int) else None)
+                      context_limit=derived.context_limit)
 
 
 _VERSION = re.compile(r"(?P<profile>[^@+]+)@(?P<revision>\d+)(?P<rest>\+[0-9a-f]+)?")
@@ -364,8 +372,7 @@ def _fold_records(conn: sa.Connection, records: Sequence[RecordedEvent],
         try:
             for at, assembly in fold_assemblies(conn, session, profile, wanted, clock_now,
                                                 cancel):
-                derived[at] = Derived(assembly.digest, assembly.policy_version,
-                                      assembly.format_version)
+                derived[at] = derived_of(assembly)
         except Cancelled:
             raise
         except (LedgerError, ValueError):

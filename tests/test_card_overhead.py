@@ -11,7 +11,7 @@ from rich.console import Console
 
 from ctxledger import Ledger
 from ctxledger.assembler.profiles.card import CardReport
-from ctxledger.assembler.profiles.card.view import card_table
+from ctxledger.assembler.profiles.card.breakdown import card_table
 
 
 def ev(type_: str, **data: object) -> dict[str, object]:

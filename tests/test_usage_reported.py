@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from ctxledger import Assembly, Ledger
 from ctxledger._config import ENV_VAR
 from ctxledger.cli import app
-from ctxledger.projections.rollup_job import DayFigures
+from ctxledger.projections.rollup_day import DayFigures
 from ctxledger.projections.usage_rollups import usage_daily_billed
 from ctxledger.store.errors import LedgerError
 

@@ -218,7 +218,9 @@ def test_audit_derives_a_sessions_records_by_one_fold_as_a_replay_each_would(
     # no session and folds nothing.
     assert len(folds) == 2
     with ledger.engine.connect() as conn:
-        alone = [_audit.audit_record(conn, record, clock_now=ledger.clock())
+        # No usage was reported, so billing adds only the recorded prediction and limit.
+        alone = [_audit._with_billing(_audit.audit_record(conn, record, clock_now=ledger.clock()),
+                                      record, None)
                  for record in ledger.events("chat-1") if record.type == "context.assembled"]
     assert report.entries == alone
     assert [e.status for e in report.entries] == ["match"] * 7 + ["digest_mismatch", "error"]

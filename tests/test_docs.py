@@ -48,7 +48,8 @@ def test_nothing_shipped_is_announced_for_later() -> None:
     assert "later release" not in text
 
 
-DOC_FILES = ("README.md", "CHANGELOG.md", "CONTRIBUTING.md", "benchmarks/README.md")
+DOC_FILES = ("README.md", "CHANGELOG.md", "CONTRIBUTING.md", "benchmarks/README.md",
+             "benchmarks/HISTORY.md")
 README_LIMIT = 30_000
 # "issue 13", "seeds #4", "Issue #6": a number a reader of the repository cannot resolve.
 NUMBERED_CITATION = re.compile(r"\b(issue|seed)s? #?\d+", re.IGNORECASE)

@@ -148,6 +148,11 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "why over 60 messages: peak memory vs one replay's",
         "timeline of 30 messages (32 steps), no context limit",
         "audit of 20 recorded assemblies in one session vs the fold alone",
+        # The tokens leg (--quick: 2,000 texts): o200k against an independent count at
+        # every limit, usage.reported's cost, o200k against cl100k.
+        "o200k tokens.total != independent count (120 limits)",
+        "usage.reported per turn vs the turn",
+        "o200k_base counting vs cl100k_base (2,000 texts)",
         "... the audit vs the live turns that recorded them",
     ]
     for row in report["results"]:
@@ -175,6 +180,9 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         elif row["leg"] == "timeline":  # times, and why's peak memory against a replay's
             assert unit in ("s", "MB") and (row["peer"] is None
                                             or row["peer"]["unit"] == unit)
+        elif row["leg"] == "tokens":  # mismatched limits, a turn's cost, counting times
+            assert unit in ("limits", "ms", "s") and (row["peer"] is None
+                                                      or row["peer"]["unit"] == unit)
         elif row["leg"] in ("assemble", "replay", "startup", "lorebook", "erase_pg") or (
                 row["peer"] is not None):
             assert unit == "ms" and (row["peer"] is None or row["peer"]["unit"] == "ms")
@@ -182,14 +190,15 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit == "calls"
         # A tokenizer call count may be 0; rates and times may not.
         # Memory above idle may be none at all.
-        assert row["ours"]["value"] >= 0 if unit == "MB" or (
+        assert row["ours"]["value"] >= 0 if unit in ("MB", "limits") or (
             unit == "calls" and row["peer"] is None) else row["ours"]["value"] > 0
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",
                 "rollup", "seal", "brief", "replay",
                 "novel", "lorebook", "startup", "pg_writers", "erase", "erase_pg", "serve",
-                "serve_memory", "witness", "langgraph", "ui", "hook", "bounded", "timeline"):
+                "serve_memory", "witness", "langgraph", "ui", "hook", "bounded", "timeline",
+                "tokens"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

@@ -16,10 +16,13 @@ ESTIMATE_ENCODING = "cl100k_base"
 """The encoding that estimates a model without a local tokenizer (Claude)."""
 ESTIMATED_PREFIXES: tuple[str, ...] = ("claude-",)
 """Model names counted by estimate."""
+CLAUDE_CODE_ALIASES: tuple[str, ...] = ("default", "sonnet", "opus", "haiku", "opusplan")
+"""The names Claude Code's own ``model`` setting takes (``sonnet[1m]`` too): Claude models,
+so counted by estimate like ``claude-*``."""
 ESTIMATE_METHOD_PREFIX = "estimate:"
 """What ``tokens.methods`` of an estimated count start with."""
 EXAMPLE_MODELS = ("gpt-5", "gpt-4.1", "gpt-4o", "o1", "o3", "o4-mini", "gpt-4",
-                  "gpt-3.5-turbo", "claude-*")
+                  "gpt-3.5-turbo", "claude-*", "sonnet", "opus", "haiku")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +37,8 @@ class ModelEncoding:
 
 def is_estimated(model: str) -> bool:
     """Whether ``model`` has no local tokenizer (its counts are estimates)."""
-    return model.startswith(ESTIMATED_PREFIXES)
+    return (model.startswith(ESTIMATED_PREFIXES)
+            or model.split("[", 1)[0] in CLAUDE_CODE_ALIASES)
 
 
 def encoding_for_model(model: str) -> ModelEncoding:

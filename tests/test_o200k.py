@@ -119,12 +119,15 @@ def test_a_packaged_file_with_another_hash_is_refused(
     ("o4-mini", "o200k_base"), ("gpt-5", "o200k_base"), ("gpt-5-mini", "o200k_base"),
     ("gpt-4", "cl100k_base"), ("gpt-4-0613", "cl100k_base"),
     ("gpt-3.5-turbo", "cl100k_base"), ("claude-sonnet-4-5", "cl100k_base"),
+    # Claude Code's own model setting: its aliases name Claude models.
+    ("opus", "cl100k_base"), ("sonnet[1m]", "cl100k_base"), ("haiku", "cl100k_base"),
 ])
 def test_the_model_setting_picks_the_encoding(model: str, encoding: str) -> None:
     for profile in ("card", "session", "novel", "brief"):
         policy = policy_for(profile, {"model": model})
         assert policy.token_encoding == encoding
-        assert policy.estimated == model.startswith("claude-")
+        assert policy.estimated == (model.startswith("claude-")
+                                    or model.split("[")[0] in ("opus", "sonnet", "haiku"))
     assert encoding_for_model(model).encoding == encoding
 
 

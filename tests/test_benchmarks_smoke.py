@@ -129,7 +129,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "timeline of 202 steps vs a replay per step",
         "timeline page, 202 steps (the last 100 drawn)",
         # The hook leg: process wall times, and the import floors beside them.
-        "PostToolUse, worker (spools; the worker drains)",
+        "PostToolUse, worker (spools; the worker drains), vs python -c pass of the same venv",
         "SessionStart, worker (it drains and assembles)",
         "PostToolUse, no worker (spools; a drainer process appends)",
         "SessionStart, no worker (drains, loads the stack, prints the injection)",

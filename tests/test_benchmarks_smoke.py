@@ -148,12 +148,12 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "why over 60 messages: peak memory vs one replay's",
         "timeline of 30 messages (32 steps), no context limit",
         "audit of 20 recorded assemblies in one session vs the fold alone",
+        "... the audit vs the live turns that recorded them",
         # The tokens leg (--quick: 2,000 texts): o200k against an independent count at
         # every limit, usage.reported's cost, o200k against cl100k.
         "o200k tokens.total != independent count (120 limits)",
         "usage.reported per turn vs the turn",
         "o200k_base counting vs cl100k_base (2,000 texts)",
-        "... the audit vs the live turns that recorded them",
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout

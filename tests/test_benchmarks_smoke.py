@@ -188,10 +188,9 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
             assert unit == "ms" and (row["peer"] is None or row["peer"]["unit"] == "ms")
         else:
             assert unit == "calls"
-        # A tokenizer call or fold count may be 0 (the ui leg's target judges it); rates
-        # and times may not.
+        # A tokenizer call count may be 0; rates and times may not.
         # Memory above idle may be none at all.
-        assert row["ours"]["value"] >= 0 if unit in ("MB", "limits", "folds") or (
+        assert row["ours"]["value"] >= 0 if unit in ("MB", "limits") or (
             unit == "calls" and row["peer"] is None) else row["ours"]["value"] > 0
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)

@@ -82,7 +82,9 @@ def _peak_mb(call: Callable[[], object]) -> tuple[float, float]:
     started = time.perf_counter()
     call()
     elapsed = time.perf_counter() - started
-    return (_kb("VmHWM") - before) / 1024.0, elapsed
+    # A call that allocates nothing new can read a few pages below ``before`` (pages the
+    # reading itself touched and freed); a peak is never below where it started.
+    return max(0.0, _kb("VmHWM") - before) / 1024.0, elapsed
 
 
 def _live_turns(url: str, session: str, messages: int, *, record: bool) -> float:

@@ -26,7 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ctxledger.projections.session_stats import counted_in_scope, sessions
-from ctxledger.projections.tool_usage import USE_TABLES, known_uses
+from ctxledger.projections.tool_usage_tables import USE_TABLES, known_uses
 from ctxledger.projections.usage_rollups import (
     JOB_TABLES,
     rollup_days,

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from ctxledger.projections.base import forget_owned_rows
 from ctxledger.projections.fork_copies import counts_in_scope
-from ctxledger.projections.tool_usage import (
+from ctxledger.projections.tool_usage_tables import (
     USE_TABLES,
     reported_uses,
     tool_usage,

@@ -191,7 +191,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         # A tokenizer call count may be 0; rates and times may not.
         # Memory above idle may be none at all.
         assert row["ours"]["value"] >= 0 if unit in ("MB", "limits") or (
-            unit == "calls" and row["peer"] is None) else row["ours"]["value"] > 0
+            unit == "calls" and row["peer"] is None) else row["ours"]["value"] > 0, row
         assert isinstance(row["passed"], bool)
         assert (row["peer"] is None) == (row["ratio"] is None)
     for leg in ("single", "batch", "rebuild", "assemble", "reassemble", "turnloop", "cold",

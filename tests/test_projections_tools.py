@@ -11,7 +11,7 @@ from helpers.legacy import append_legacy
 
 from ctxledger import Ledger
 from ctxledger.projections.session_view import ToolUsage, ViewRequest
-from ctxledger.projections.tool_usage import tool_uses
+from ctxledger.projections.tool_usage_tables import tool_uses
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

@@ -30,7 +30,7 @@ from ctxledger import Ledger
 from ctxledger.projections.checkpoints import checkpoints
 from ctxledger.projections.registry import builtin_projections
 from ctxledger.projections.session_stats import ROLES, messages, sessions
-from ctxledger.projections.tool_usage import tool_usage, tool_uses, tool_uses_late
+from ctxledger.projections.tool_usage_tables import tool_usage, tool_uses, tool_uses_late
 from ctxledger.store.errors import StreamRuleError
 
 SESSIONS = ("s1", "s2")

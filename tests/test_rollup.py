@@ -30,7 +30,7 @@ from ctxledger.jobs._rollup import (
     rollup_event_id,
     run_rollup,
 )
-from ctxledger.projections.tool_usage import tool_usage, tool_uses
+from ctxledger.projections.tool_usage_tables import tool_usage, tool_uses
 from ctxledger.projections.usage_rollups import JOB_TABLES
 from ctxledger.store.errors import LedgerError
 

@@ -31,7 +31,7 @@ from helpers.usage_log import (
 from ctxledger import Ledger
 from ctxledger.jobs._rollup import RollupPolicy, run_rollup
 from ctxledger.jobs._usage import UsageReport
-from ctxledger.projections.tool_usage import USE_TABLES
+from ctxledger.projections.tool_usage_tables import USE_TABLES
 from ctxledger.store.errors import LedgerError
 
 FIRST = date(2026, 3, 2)

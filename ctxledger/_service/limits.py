@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from http import HTTPStatus
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -54,7 +55,12 @@ async def send_problem(send: Send, status: int, detail: str,
 class BodyLimit:
     """413 for a body over ``max_bytes``: refused by its Content-Length before reading,
     or once that many bytes have arrived (a chunked body). A body under the limit is
-    read whole and handed on (it is small by definition)."""
+    read whole and handed on (it is small by definition).
+
+    Before a 413 the rest of a body that is not much larger is read and dropped (a
+    "lingering close", bounded by ``DRAIN_FACTOR`` times the limit and ``DRAIN_SECONDS``):
+    closing with unread bytes makes the kernel reset the connection, and a client still
+    sending would see the reset instead of the 413. A body larger still is not read."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -70,6 +76,8 @@ class BodyLimit:
             # over 4,300 digits).
             if name == b"content-length" and value.isdigit() and (
                     len(value) > 19 or int(value) > self.max_bytes):
+                if len(value) <= 19 and int(value) <= self.max_bytes * DRAIN_FACTOR:
+                    await _drain(receive, self.max_bytes * DRAIN_FACTOR)
                 await send_problem(send, 413, too_large, [(b"connection", b"close")])
                 return
         chunks: list[bytes] = []
@@ -82,11 +90,32 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
+                if more:
+                    await _drain(receive, self.max_bytes * DRAIN_FACTOR - size)
                 await send_problem(send, 413, too_large, [(b"connection", b"close")])
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
         await self.app(scope, replay_body(b"".join(chunks), receive), send)
+
+
+DRAIN_FACTOR = 4
+"""A refused body up to this many times the limit is read to its end before the 413."""
+DRAIN_SECONDS = 2.0
+"""The most time spent reading a refused body before the 413."""
+
+
+async def _drain(receive: Receive, budget: int) -> None:
+    """Read and drop the rest of a refused body: at most ``budget`` bytes, for at most
+    ``DRAIN_SECONDS``, ending early when the body ends or the client goes away."""
+    with anyio.move_on_after(DRAIN_SECONDS):
+        while budget > 0:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            budget -= len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
 
 
 def replay_body(body: bytes, receive: Receive) -> Receive:

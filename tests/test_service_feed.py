@@ -24,13 +24,20 @@ import uvicorn
 from fastapi import FastAPI, Request
 
 from ctxledger import Ledger
-from ctxledger._service.feed import HEARTBEAT_COMMENT, FeedItem, feed_router, follow
+from ctxledger._service.feed import (
+    GAVE_UP_COMMENT,
+    HEARTBEAT_COMMENT,
+    FeedItem,
+    feed_router,
+    follow,
+)
 from ctxledger._times import MAX_POSITION
 from ctxledger.store.records import RecordedEvent
 
 POLL = 0.02
 HEARTBEAT = 0.05
 WAIT = 60.0  # a deadline against hanging on a loaded machine, never an assertion of speed
+GIVE_UP = 2.0  # a stream's feed that brought none of its events ends after this
 SECRET = "secret-"  # streams the test filter hides
 
 
@@ -168,7 +175,7 @@ def server(db_url: str) -> Iterator[Server]:
     with Ledger.open(db_url, load_vocabulary=False) as ledger:
         app = FastAPI()
         app.include_router(feed_router(lambda request: ledger, hide_secrets,
-                                       poll=POLL, heartbeat=HEARTBEAT))
+                                       poll=POLL, heartbeat=HEARTBEAT, wait=GIVE_UP))
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
@@ -316,6 +323,31 @@ def test_the_stream_filter_skips_other_streams(
     response = client.get(server.base + f"/streams/{SECRET}a/events/stream")
     assert response.status_code == 404
     assert response.headers["content-type"] == "application/problem+json"
+
+
+def test_a_feed_of_a_stream_that_never_comes_ends(server: Server, writer: Ledger,
+                                                  client: httpx.Client) -> None:
+    """Waiting is bounded: heartbeats, then the closing comment, then the end; a stream
+    that shows an event in time is followed on past the bound."""
+    started = time.monotonic()
+    with server.stream(client, "/streams/never/events/stream") as response:
+        blocks = list(parse(response.iter_lines()))  # ends: the server closes the feed
+    assert time.monotonic() - started >= GIVE_UP
+    assert blocks[-1].comments == [GAVE_UP_COMMENT] and blocks[-1].id is None
+    assert all(b.comments == [HEARTBEAT_COMMENT] for b in blocks[:-1])
+    with server.stream(client, "/streams/late/events/stream") as response:
+        feed = Feed(response)
+        feed.until_heartbeat()
+        writer.append("late", message("in time"))
+        assert [b.record["data"]["content"] for b in feed.events(1)] == ["in time"]
+        time.sleep(GIVE_UP)
+        writer.append("late", message("long after"))
+        assert [b.record["data"]["content"] for b in feed.events(1)] == ["long after"]
+
+
+def test_a_bad_wait_is_refused() -> None:
+    with pytest.raises(ValueError, match="wait must be positive"):
+        feed_router(lambda request: None, wait=0)  # type: ignore[arg-type,return-value]
 
 
 @pytest.mark.parametrize(("params", "headers", "name"), [

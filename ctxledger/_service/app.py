@@ -50,6 +50,8 @@ DEFAULT_MAX_BODY_BYTES = DEFAULT_MAX_EVENT_BYTES
 DEFAULT_REQUEST_TIMEOUT = 30.0
 """Seconds a request may take before it is answered with a 503 (a long read stops)."""
 DEFAULT_FEED_RECHECK = 1.0
+DEFAULT_FEED_WAIT = 600.0
+"""Seconds a feed of a stream waits for the stream's first event before it ends."""
 """Seconds an idle change feed waits at most before asking again whether its key is live."""
 DEFAULT_MAX_EXPENSIVE = 2
 """Expensive requests (timeline, why, audit, replay, their pages) one key may run at once."""
@@ -76,6 +78,7 @@ CORS_EXPOSED = ("Retry-After",)
 def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
                feed_recheck: float = DEFAULT_FEED_RECHECK,
+               feed_wait: float = DEFAULT_FEED_WAIT,
                max_expensive: int = DEFAULT_MAX_EXPENSIVE,
                page_bytes: int = DEFAULT_PAGE_BYTES,
                replica_url: str | None = None,
@@ -86,7 +89,9 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ``request_timeout`` seconds a 503 (a long read stops there, or when its client goes
     away), a key's expensive request beyond ``max_expensive`` at once a 429, all as
     problem+json; a page of events holds at most ``page_bytes`` of them. An open change
-    feed ends at most ``feed_recheck`` seconds (plus one poll) after its key is revoked.
+    feed ends at most ``feed_recheck`` seconds (plus one poll) after its key is revoked,
+    and a feed of a stream that brought no event in ``feed_wait`` seconds ends (a client
+    reconnects to wait again).
     With ``replica_url`` (a read replica, opened read-only), reads that depend only on
     the log go there (``_service.replica``).
     A page served from one of ``cors_origins`` may call the API (CORS); none by default."""
@@ -127,7 +132,7 @@ def create_app(url: str | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                    routes_cards):
         app.include_router(module.router)
     app.include_router(feed_router(feed_ledger, feed_filter, alive_of=feed_alive,
-                                   recheck=feed_recheck),
+                                   recheck=feed_recheck, wait=feed_wait),
                        dependencies=[Depends(feed_access)])
     install_ui(app)  # the browser view, /ui (left out of the OpenAPI document)
     app.add_middleware(RefuseNul)

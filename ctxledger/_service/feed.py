@@ -37,6 +37,8 @@ from ctxledger.store.errors import InvalidArgument
 from ctxledger.store.records import RecordedEvent
 
 HEARTBEAT_COMMENT = "heartbeat"
+GAVE_UP_COMMENT = "no event of this stream yet; reconnect to wait again"
+"""The comment a feed ends with when its stream brought nothing for ``wait`` seconds."""
 
 _log = logging.getLogger("ctxledger.service")
 
@@ -85,6 +87,11 @@ class FeedItem:
         """A comment line: keeps proxies from closing an idle stream, dispatches nothing."""
         return cls(comment=HEARTBEAT_COMMENT)
 
+    @classmethod
+    def gave_up(cls) -> FeedItem:
+        """The comment that ends a feed whose stream never showed an event."""
+        return cls(comment=GAVE_UP_COMMENT)
+
     def sse(self) -> ServerSentEvent:
         """The item as sse-starlette sends it."""
         return ServerSentEvent(data=self.data, event=self.event, id=self.id,
@@ -129,7 +136,7 @@ async def follow(ledger: Ledger, *, after: int, stream: str | None = None,
                  streams: StreamFilter | None = None, poll: float = 0.25,
                  heartbeat: float = 15.0, page: int = 500,
                  alive: Callable[[], bool] | None = None,
-                 recheck: float = 1.0) -> AsyncIterator[FeedItem]:
+                 recheck: float = 1.0, wait: float | None = None) -> AsyncIterator[FeedItem]:
     """The events after position ``after`` (of the whole log, or of ``stream``), in
     position order, then every event committed later, as it settles; ends only when
     ``alive`` says no.
@@ -145,7 +152,10 @@ async def follow(ledger: Ledger, *, after: int, stream: str | None = None,
     not exist yet is waited for). The log is read ``page`` events at a time in a worker
     thread (the event loop never waits on the database); once a read comes back short it
     is read again every ``poll`` seconds. After ``heartbeat`` seconds with nothing to send
-    a heartbeat item comes. Cancelling the iteration (the client went away) stops it
+    a heartbeat item comes. A feed of ``stream`` that has sent none of its events after
+    ``wait`` seconds (the stream does not exist, or not for this caller: the two look the
+    same) ends with a ``gave_up`` item, so a request never waits without bound for a
+    stream that may never come. Cancelling the iteration (the client went away) stops it
     between reads; a read in progress finishes first (a thread cannot be interrupted).
     Positions have holes (rolled-back appends), so the ids are increasing, not dense.
     """
@@ -153,8 +163,8 @@ async def follow(ledger: Ledger, *, after: int, stream: str | None = None,
         raise ValueError(f"page must be >= 1, got {page}")
     cursor = after
     version = 0  # of ``stream``: the last one read at or below the settled position
-    quiet_since = checked_at = time.monotonic()
-    opened = False
+    quiet_since = checked_at = began = time.monotonic()
+    opened = sent = False
     while True:
         if stream is None:
             events, cursor = await anyio.to_thread.run_sync(
@@ -172,7 +182,7 @@ async def follow(ledger: Ledger, *, after: int, stream: str | None = None,
         for event in events:
             if streams is None or streams(event.stream_id) is True:
                 yield FeedItem.of(event)
-                opened = True
+                opened = sent = True
                 quiet_since = time.monotonic()
         if full:
             continue  # more is there already: read on without waiting
@@ -180,6 +190,10 @@ async def follow(ledger: Ledger, *, after: int, stream: str | None = None,
             yield FeedItem.heartbeat()
             opened = True
             quiet_since = time.monotonic()
+        if (stream is not None and wait is not None and not sent
+                and time.monotonic() - began >= wait):
+            yield FeedItem.gave_up()
+            return
         if time.monotonic() - quiet_since >= heartbeat:
             yield FeedItem.heartbeat()
             quiet_since = time.monotonic()
@@ -207,7 +221,7 @@ def feed_router(ledger_of: Callable[[Request], Ledger],
                 filter_of: Callable[[Request], StreamFilter | None] | None = None, *,
                 poll: float = 0.25, heartbeat: float = 15.0,
                 alive_of: Callable[[Request], Callable[[], bool]] | None = None,
-                recheck: float = 1.0) -> APIRouter:
+                recheck: float = 1.0, wait: float | None = None) -> APIRouter:
     """The feed's routes: ``GET /events/stream`` (the whole log) and
     ``GET /streams/{stream_id}/events/stream`` (one stream), both ``text/event-stream``.
 
@@ -216,10 +230,13 @@ def feed_router(ledger_of: Callable[[Request], Ledger],
     answers None for is waited for: its events come once it exists for the caller);
     ``alive_of`` whether its caller may still follow (asked as
     ``follow`` says, every ``recheck`` seconds at most while idle; a no ends the stream).
+    A stream's feed that sent none of its events in ``wait`` seconds ends (``follow``).
     Authentication is the mounting app's (router dependencies).
     """
-    if not all(math.isfinite(s) and s > 0 for s in (poll, heartbeat, recheck)):
-        raise ValueError("poll, heartbeat and recheck must be positive numbers of seconds")
+    bounds = (poll, heartbeat, recheck, 1.0 if wait is None else wait)
+    if not all(math.isfinite(s) and s > 0 for s in bounds):
+        raise ValueError("poll, heartbeat, recheck and wait must be positive numbers of "
+                         "seconds")
     router = APIRouter(tags=["feed"])
 
     def respond(request: Request, after: str | None, last_event_id: str | None,
@@ -232,7 +249,7 @@ def feed_router(ledger_of: Callable[[Request], Ledger],
         if stream is not None and allowed is not None and allowed(stream) is False:
             return problem_response(404, f"no stream {stream!r}")
         items = follow(ledger_of(request), after=start, stream=stream, streams=allowed,
-                       poll=poll, heartbeat=heartbeat, recheck=recheck,
+                       poll=poll, heartbeat=heartbeat, recheck=recheck, wait=wait,
                        alive=alive_of(request) if alive_of is not None else None)
         return EventSourceResponse(
             _encoded(items), ping=0,  # the feed sends its own heartbeats
@@ -252,7 +269,9 @@ def feed_router(ledger_of: Callable[[Request], Ledger],
     def stream_feed(request: Request, stream_id: str, after: After = None,
                     last_event_id: LastEventId = None) -> Response:
         """The events of ``stream_id`` after position ``after`` (or ``Last-Event-ID``), then
-        each new one as it commits; the same server-sent events as ``/events/stream``."""
+        each new one as it commits; the same server-sent events as ``/events/stream``. A
+        stream with no event yet is waited for; after the server's bound (10 minutes by
+        default) with none, the feed ends with a comment, and a client reconnects."""
         return respond(request, after, last_event_id, stream_id)
 
     return router

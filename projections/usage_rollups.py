@@ -11,7 +11,7 @@ The projection itself records which days were rolled up, from the job's
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 
@@ -20,74 +20,53 @@ from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType, UTCDateTime
 
-usage_daily_tools = sa.Table(
-    "usage_daily_tools",
-    metadata,
-    sa.Column("scope", sa.Text, primary_key=True),
-    sa.Column("tool_name", sa.Text, primary_key=True),
-    sa.Column("day", sa.Date, primary_key=True),
-    sa.Column("uses", sa.Integer, nullable=False),
-    sa.Column("last_used", UTCDateTime),
-    sa.Index("ix_usage_daily_tools_day", "day"),
-    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
-)
+
+def _daily(name: str, key: sa.Column[Any] | None, *figures: sa.Column[Any]) -> sa.Table:
+    """A table of figures per scope, ``key`` (if any) and UTC day, read by day."""
+    return sa.Table(
+        name,
+        metadata,
+        sa.Column("scope", sa.Text, primary_key=True),
+        *([] if key is None else [key]),
+        sa.Column("day", sa.Date, primary_key=True),
+        *figures,
+        sa.Index(f"ix_{name}_day", "day"),
+        sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
+    )
+
+
+usage_daily_tools = _daily(
+    "usage_daily_tools", sa.Column("tool_name", sa.Text, primary_key=True),
+    sa.Column("uses", sa.Integer, nullable=False), sa.Column("last_used", UTCDateTime))
 """Uses of one tool in one scope on one UTC day (written by the nightly job)."""
 
-usage_daily_servers = sa.Table(
-    "usage_daily_servers",
-    metadata,
-    sa.Column("scope", sa.Text, primary_key=True),
-    sa.Column("server_name", sa.Text, primary_key=True),
-    sa.Column("day", sa.Date, primary_key=True),
-    sa.Column("uses", sa.Integer, nullable=False),
-    sa.Column("last_used", UTCDateTime),
-    sa.Index("ix_usage_daily_servers_day", "day"),
-    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
-)
+usage_daily_servers = _daily(
+    "usage_daily_servers", sa.Column("server_name", sa.Text, primary_key=True),
+    sa.Column("uses", sa.Integer, nullable=False), sa.Column("last_used", UTCDateTime))
 """Uses of an MCP server's tools (``mcp__<server>__<tool>``) summed per scope and UTC day."""
 
-usage_daily_messages = sa.Table(
-    "usage_daily_messages",
-    metadata,
-    sa.Column("scope", sa.Text, primary_key=True),
-    sa.Column("day", sa.Date, primary_key=True),
+usage_daily_messages = _daily(
+    "usage_daily_messages", None,
     sa.Column("appended", sa.Integer, nullable=False),
     sa.Column("sessions", sa.Integer, nullable=False),
-    sa.Column("retracted", sa.Integer, nullable=False),
-    sa.Index("ix_usage_daily_messages_day", "day"),
-    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
-)
+    sa.Column("retracted", sa.Integer, nullable=False))
 """Messages appended and retracted in one scope on one UTC day, and how many sessions
 had either."""
 
-usage_daily_tokens = sa.Table(
-    "usage_daily_tokens",
-    metadata,
-    sa.Column("scope", sa.Text, primary_key=True),
-    sa.Column("profile", sa.String(100), primary_key=True),
-    sa.Column("day", sa.Date, primary_key=True),
+usage_daily_tokens = _daily(
+    "usage_daily_tokens", sa.Column("profile", sa.String(100), primary_key=True),
     sa.Column("assemblies", sa.Integer, nullable=False),
     sa.Column("tokens_total", sa.BigInteger, nullable=False),
-    sa.Column("tokens_max", sa.Integer, nullable=False),
-    sa.Index("ix_usage_daily_tokens_day", "day"),
-    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
-)
+    sa.Column("tokens_max", sa.Integer, nullable=False))
 """``context.assembled`` figures per scope, profile and UTC day."""
 
-usage_daily_billed = sa.Table(
-    "usage_daily_billed",
-    metadata,
-    sa.Column("scope", sa.Text, primary_key=True),
-    sa.Column("model", sa.String(200), primary_key=True),
-    sa.Column("day", sa.Date, primary_key=True),
+usage_daily_billed = _daily(
+    "usage_daily_billed", sa.Column("model", sa.String(200), primary_key=True),
     sa.Column("calls", sa.Integer, nullable=False),
     sa.Column("input_tokens", sa.BigInteger, nullable=False),
     sa.Column("output_tokens", sa.BigInteger, nullable=False),
     sa.Column("cached_tokens", sa.BigInteger, nullable=False),
-    sa.Column("cost", sa.Float),
-    sa.Index("ix_usage_daily_billed_day", "day"),
-    sqlite_with_rowid=False,  # the key is the table: one b-tree per row written
-)
+    sa.Column("cost", sa.Float))
 """``usage.reported`` figures per scope, model and UTC day: what the provider billed
 (``cost`` NULL when no report of the day gave one)."""
 

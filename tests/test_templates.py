@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import BACKENDS, PG_URL, fresh_database
+from conftest import BACKENDS, PG_URL, fresh_database, require_postgres
 from helpers.databases import pg_schema
 from helpers.templates import Templates
 
@@ -97,3 +97,56 @@ def test_a_copy_is_at_the_head_and_empty(ledger: Ledger) -> None:
     assert current_revision(ledger.engine) == head_revision()
     assert ledger.head() == 0
     assert ledger.refresh_projections() == []  # every projection already up to date
+
+
+def _schema_of(url: str) -> str:
+    return str(sa.engine.make_url(url).query["options"]).removeprefix("-csearch_path=")
+
+
+@pytest.mark.postgres
+def test_a_used_schema_comes_back_as_a_fresh_one(tmp_path: Path) -> None:
+    """A PostgreSQL schema a test wrote into is emptied, refilled and renamed for the next
+    test: it then equals a database migrated from scratch, rows and sequences included."""
+    require_postgres()
+    own = Templates(tmp_path, PG_URL)  # a pool of its own, so the reuse is certain
+    try:
+        with own.postgres() as first, Ledger.open(first, load_vocabulary=False) as ledger:
+            ledger.append("s", [{"type": "message.appended",
+                                 "data": {"role": "user", "content": f"m{n}"}}
+                                for n in range(5)])
+            ledger.seal()
+            assert ledger.head() > 0
+        kept = list(own._pg_pool)
+        assert len(kept) == 1 and kept != [_schema_of(first)]  # kept, under a new name
+        with own.postgres() as second, _scratch_database(
+                "postgres", tmp_path / "scratch") as scratch_url:
+            assert [_schema_of(second)] == kept  # the one kept: no stale cache by name
+            with Ledger.open(scratch_url, load_vocabulary=False):
+                pass
+            assert snapshot(second) == snapshot(scratch_url)
+            with Ledger.open(second, load_vocabulary=False) as ledger:
+                assert ledger.head() == 0
+                # Positions start again where a fresh database starts them.
+                assert ledger.append("s", {"type": "message.appended", "data": {
+                    "role": "user", "content": "again"}}).positions == (1,)
+    finally:
+        own.close()
+
+
+@pytest.mark.postgres
+def test_a_schema_whose_shape_changed_is_dropped_not_reused(tmp_path: Path) -> None:
+    require_postgres()
+    own = Templates(tmp_path, PG_URL)
+    try:
+        with own.postgres() as url:
+            engine = sa.create_engine(url)
+            with engine.begin() as conn:
+                conn.exec_driver_sql("ALTER TABLE events DISABLE TRIGGER events_no_truncate")
+            engine.dispose()
+        assert own._pg_pool == []  # dropped, where an unchanged one is kept (above)
+        with own.admin().connect() as conn:
+            assert conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_namespace WHERE nspname = %s",
+                (_schema_of(url),)).scalar() == 0
+    finally:
+        own.close()

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 # A wheel installs store/, projections/, assembler/ and migrations/ inside this package; a
 # checkout keeps them beside it, so there the checkout's root joins the package's search
-# path. No symlinks: a checkout made without them imports the same modules.
+# path (an editable install maps only the top-level name ctxledger, so it cannot). No
+# symlinks: a checkout made without them imports the same modules.
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if not os.path.isdir(os.path.join(__path__[0], "store")) and os.path.isfile(
         os.path.join(_ROOT, "store", "__init__.py")):

@@ -1,52 +1,54 @@
-"""Run ``mypy --strict -p ctxledger`` over the package as a wheel lays it out.
+"""Run ``mypy --strict`` over the package in place: ``python scripts/typecheck.py [MYPY ARGS...]``.
 
-The checkout keeps ``store/``, ``projections/``, ``assembler/`` and ``migrations/`` beside
-``ctxledger/``; the package finds them at run time through its ``__path__``, which mypy
-does not follow. So this script copies the wheel's layout to ``build/typecheck/`` (afresh
-each run, so new modules are seen; times kept, so mypy's cache holds), runs mypy there, and
-prints each path as the checkout's own file. Copies, not links: a build backend walking the
-checkout would take a linked folder for the real one.
-
-    python scripts/typecheck.py [MYPY ARGS...]
+The checkout keeps ``store/``, ``projections/`` and ``assembler/`` beside ``ctxledger/``;
+the package finds them at run time through its ``__path__``, which mypy does not follow.
+So mypy is handed each of their files with the module name it has once installed
+(``store/log.py`` is ``ctxledger.store.log``), beside ``-p ctxledger``: nothing is copied,
+and every path mypy prints is the checkout's own file. Settings come from pyproject.toml.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
 import sys
+import time
 from pathlib import Path
 
+from mypy import util
+from mypy.fscache import FileSystemCache
+from mypy.main import process_options, run_build
+from mypy.modulefinder import BuildSource
+
 ROOT = Path(__file__).resolve().parent.parent
-TREE = ROOT / "build" / "typecheck"
-FOLDERS = ("store", "projections", "assembler", "migrations")
+FOLDERS = ("store", "projections", "assembler")
+"""The top-level folders holding modules; ``migrations/`` runs under alembic, not on import."""
 
 
-def copy_tree() -> Path:
-    """``build/typecheck/ctxledger``: ``ctxledger/`` with the top-level folders inside."""
-    package = TREE / "ctxledger"
-    shutil.rmtree(TREE, ignore_errors=True)
-    skip = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(ROOT / "ctxledger", package, ignore=skip)
-    for folder in FOLDERS:
-        shutil.copytree(ROOT / folder, package / folder, ignore=skip)
-    return package
+def folder_sources(folder: str) -> list[BuildSource]:
+    """Every module of a top-level folder, named as it is inside ``ctxledger``."""
+    sources = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        module = ".".join(("ctxledger", *parts)).removesuffix(".__init__")
+        sources.append(BuildSource(str(path.relative_to(ROOT)), module, None, str(ROOT)))
+    return sources
 
 
 def main() -> int:
-    """Copy the tree, run mypy on it, and map its paths back to the checkout."""
-    copy_tree()
-    env = {**os.environ, "MYPYPATH": str(TREE)}
-    done = subprocess.run([sys.executable, "-m", "mypy", "-p", "ctxledger", *sys.argv[1:]],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    prefix = re.escape(str(TREE.relative_to(ROOT)) + os.sep + "ctxledger" + os.sep)
-    inner = re.compile(rf"^{prefix}({'|'.join(FOLDERS)}){re.escape(os.sep)}", re.MULTILINE)
-    outer = re.compile(rf"^{prefix}", re.MULTILINE)
-    for stream, text in ((sys.stdout, done.stdout), (sys.stderr, done.stderr)):
-        stream.write(outer.sub("ctxledger" + os.sep, inner.sub(r"\1" + os.sep, text)))
-    return done.returncode
+    """Check ``ctxledger`` and the folders as one package; print mypy's own report."""
+    started = time.time()
+    cache = FileSystemCache()
+    sources, options = process_options(["-p", "ctxledger", *sys.argv[1:]], fscache=cache)
+    for folder in FOLDERS:
+        sources.extend(folder_sources(folder))
+    _, messages, blockers = run_build(sources, options, cache, started, sys.stdout, sys.stderr)
+    errors, _, files = util.count_stats(messages)
+    formatter = util.FancyFormatter(sys.stdout, sys.stderr, options.hide_error_codes)
+    if errors:
+        print(formatter.format_error(errors, files, len(sources), blockers=blockers,
+                                     use_color=options.color_output))
+        return 2 if blockers else 1
+    print(formatter.format_success(len(sources), options.color_output))
+    return 0
 
 
 if __name__ == "__main__":

@@ -27,11 +27,10 @@ REPO = Path(__file__).resolve().parent.parent
 FOLDERS = ("store", "projections", "assembler", "migrations")
 pytestmark = pytest.mark.slow
 
-# Runs inside the new venv. The dev venv's site-packages is appended (after the new
-# venv's own) only so the dependencies resolve; ctxledger must come from the install.
+# Runs inside the new venv, whose path ends with the dev venv's site-packages (see
+# ``install``); ctxledger must come from the install.
 PROBE = """
 import importlib, importlib.util, json, sys
-sys.path.append(sys.argv[1])
 from pathlib import Path
 import ctxledger, ctxledger.store as store, ctxledger.projections as projections
 import ctxledger.assembler as assembler
@@ -54,7 +53,7 @@ def modules():
                     yield ".".join((name, *parts)).removesuffix(".__init__")
 
 imported = sorted(m for m in modules() if importlib.import_module(m))
-db = Path(sys.argv[2]) / "x.db"
+db = Path(sys.argv[1]) / "x.db"
 with Ledger.open(f"sqlite:///{db}") as ledger:
     result = ledger.append("chat-1", [
         {"type": "session.started", "data": {"scope": "wheel"}},
@@ -68,7 +67,7 @@ with Ledger.open(f"sqlite:///{db}") as ledger:
             "SELECT messages_total FROM sessions WHERE stream_id = 'chat-1'").scalar()
     verified = ledger.verify().ok
 try:
-    Ledger.open("sqlite:///" + str(Path(sys.argv[2]) / "missing" / "y.db"), create=False)
+    Ledger.open("sqlite:///" + str(Path(sys.argv[1]) / "missing" / "y.db"), create=False)
     caught = False
 except LedgerError:
     caught = True  # the one LedgerError class: nothing was imported twice
@@ -114,6 +113,11 @@ def install(target: Path, tmp_path: Path, *, editable: bool = False) -> dict[str
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp_path)
     new_python = venv / "bin" / "python"
     dev_site = sysconfig.get_paths()["purelib"]
+    # The dev venv's site-packages goes after the new venv's own, only so the dependencies
+    # resolve: from a .pth, since an editable install's finder (editables) is imported by
+    # its own .pth at start-up, which sorts after this one.
+    new_site = sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"]
+    Path(new_site, "0_dependencies.pth").write_text(dev_site + "\n")
     # The backend runs in the new venv's Python, so it borrows hatchling from the dev venv.
     run([sys.executable, "-m", "pip", "--python", str(new_python), "install", "--no-deps",
          "--no-index", "--no-build-isolation", "--quiet",
@@ -121,7 +125,7 @@ def install(target: Path, tmp_path: Path, *, editable: bool = False) -> dict[str
         pythonpath=dev_site)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    out = run([str(new_python), "-I", "-c", PROBE, dev_site, str(elsewhere)], cwd=elsewhere)
+    out = run([str(new_python), "-I", "-c", PROBE, str(elsewhere)], cwd=elsewhere)
     found: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     assert found["imported"] == expected_modules()
     assert found["caught"]

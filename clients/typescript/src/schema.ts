@@ -397,7 +397,9 @@ export interface paths {
         /**
          * Follow one stream
          * @description The events of ``stream_id`` after position ``after`` (or ``Last-Event-ID``), then
-         *     each new one as it commits; the same server-sent events as ``/events/stream``.
+         *     each new one as it commits; the same server-sent events as ``/events/stream``. A
+         *     stream with no event yet is waited for; after the server's bound (10 minutes by
+         *     default) with none, the feed ends with a comment, and a client reconnects.
          */
         get: operations["stream_feed_streams__stream_id__events_stream_get"];
         put?: never;
@@ -902,7 +904,7 @@ export interface components {
              * Cached Tokens
              * @default 0
              */
-            cached_tokens: number;
+            cached_tokens?: number;
             /** Cost */
             cost?: number | null;
             /** Digest */

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxledger._times import MAX_POSITION
+from ctxledger.assembler import Assembly
 from ctxledger.store.records import AppendResult
 
 
@@ -103,6 +104,23 @@ class ChatRequestOut(BaseModel):
 
     messages: list[dict[str, Any]]
     system: list[dict[str, Any]] | None = None
+
+
+class AgentOut(BaseModel):
+    """An agent's part of a context: its name, the session state its manifest scopes
+    (with ``_agent`` and ``_savings``), and the whole context text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    state: dict[str, Any]
+    text: str
+
+
+class AgentAssemblyOut(Assembly):
+    """The Assembly (json format) of a request naming an ``agent``: plus ``agent``."""
+
+    agent: AgentOut
 
 
 class TurnOut(BaseModel):

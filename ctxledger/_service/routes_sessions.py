@@ -24,6 +24,7 @@ from ctxledger._service.auth import (
 from ctxledger._service.context import context_data, context_response
 from ctxledger._service.limits import Slots, cancel_of, slots_of
 from ctxledger._service.models import (
+    AgentAssemblyOut,
     AppendOut,
     AssembleBody,
     ChatRequestOut,
@@ -56,9 +57,9 @@ Until = Annotated[str | None, Query(
 CancelDep = Annotated[CancelToken, Depends(cancel_of)]
 SlotsDep = Annotated[Slots, Depends(slots_of)]
 _ASSEMBLY: dict[int | str, dict[str, Any]] = {200: {
-    "model": Assembly | ChatRequestOut,
-    "description": "The Assembly (json), its text (text/plain), or the chat request shape"
-                   " (openai, anthropic).",
+    "model": Assembly | AgentAssemblyOut | ChatRequestOut,
+    "description": "The Assembly (json; with an agent, plus its scoped state), its text"
+                   " (text/plain), or the chat request shape (openai, anthropic).",
     "content": {"text/plain": {}}}}
 
 

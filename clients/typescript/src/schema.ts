@@ -415,6 +415,57 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /**
+         * AgentAssemblyOut
+         * @description The Assembly (json format) of a request naming an ``agent``: plus ``agent``.
+         */
+        AgentAssemblyOut: {
+            /**
+             * Format Version
+             * @default 5
+             */
+            format_version?: number;
+            /** Profile */
+            profile: string;
+            /** Policy Version */
+            policy_version: string;
+            /** Session */
+            session: string;
+            /** Position */
+            position: number;
+            /** Now */
+            now: string;
+            /** Text */
+            text: string;
+            /** Messages */
+            messages?: components["schemas"]["ContextMessage"][];
+            /** Sections */
+            sections: components["schemas"]["Section"][];
+            tokens: components["schemas"]["TokenTotals"];
+            /** Decisions */
+            decisions: components["schemas"]["Decision"][];
+            /** Warnings */
+            warnings?: string[];
+            report: components["schemas"]["ProfileReport"];
+            /** Digest */
+            digest: string;
+            agent: components["schemas"]["AgentOut"];
+        };
+        /**
+         * AgentOut
+         * @description An agent's part of a context: its name, the session state its manifest scopes
+         *     (with ``_agent`` and ``_savings``), and the whole context text.
+         */
+        AgentOut: {
+            /** Name */
+            name: string;
+            /** State */
+            state: {
+                [key: string]: unknown;
+            };
+            /** Text */
+            text: string;
+        };
+        /**
          * AppendBody
          * @description Events to append to one stream, atomically.
          */
@@ -1622,7 +1673,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The Assembly (json), its text (text/plain), or the chat request shape (openai, anthropic). */
+            /** @description The Assembly (json; with an agent, plus its scoped state), its text (text/plain), or the chat request shape (openai, anthropic). */
             200: {
                 headers: {
                     /** @description With record=true: the position of the context.assembled written. */
@@ -1630,7 +1681,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Assembly"] | components["schemas"]["ChatRequestOut"];
+                    "application/json": components["schemas"]["Assembly"] | components["schemas"]["AgentAssemblyOut"] | components["schemas"]["ChatRequestOut"];
                     "text/plain": unknown;
                 };
             };
@@ -1680,7 +1731,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The Assembly (json), its text (text/plain), or the chat request shape (openai, anthropic). */
+            /** @description The Assembly (json; with an agent, plus its scoped state), its text (text/plain), or the chat request shape (openai, anthropic). */
             200: {
                 headers: {
                     /** @description With record=true: the position of the context.assembled written. */
@@ -1688,7 +1739,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Assembly"] | components["schemas"]["ChatRequestOut"];
+                    "application/json": components["schemas"]["Assembly"] | components["schemas"]["AgentAssemblyOut"] | components["schemas"]["ChatRequestOut"];
                     "text/plain": unknown;
                 };
             };

@@ -51,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
 from ctxledger._ledger import Ledger
 from ctxledger.integrations._usage import USAGE_EVENT, usage_event_of
 from ctxledger.store.errors import BatchEventError, ConcurrencyError, EventValidationError
-from ctxledger.store.records import RecordedEvent
+from ctxledger.store.records import AppendResult, RecordedEvent
 from ctxledger.store.strict import json_value_ok
 
 __all__ = ["STREAM_PREFIX", "LedgerSaver"]
@@ -176,11 +176,13 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                                  "checkpoint_id": checkpoint["id"]}}
 
     def _append(self, stream: str, events: list[dict[str, Any]],
-                billed: Sequence[dict[str, Any]], expected: int | None) -> Any:
+                billed: Sequence[dict[str, Any]], expected: int | None) -> AppendResult:
         """Append a checkpoint with its replies' usage; a usage report the log refuses
         is one line naming the reply, and nothing is written."""
         try:
-            return self.ledger.append(stream, events, expected_version=expected)
+            # One event alone takes the single-event path (no batch to build).
+            return self.ledger.append(stream, events if billed else events[0],
+                                      expected_version=expected)
         except BatchEventError as exc:
             if exc.index == 0:
                 raise

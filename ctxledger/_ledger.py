@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from ctxledger.assembler.caches import CacheWrite
     from ctxledger.assembler.memo import SessionMemos
     from ctxledger.assembler.setting_check import ProfileChoice
+    from ctxledger.assembler.text import LengthUnit
     from ctxledger.jobs._rollup import RollupPolicy, RollupReport
     from ctxledger.jobs._usage import UsageReport
     from ctxledger.projections.session_stats import SessionSummary
@@ -735,7 +736,7 @@ class Ledger:
             profile = choose_profile(profile, settings).name
             chosen = (policy_for(profile, settings) if policy is None
                       else policy if isinstance(policy, Policy) else parse_policy(policy))
-            counter = self._counter(chosen.token_encoding)
+            counter = self._counter(chosen.token_encoding, chosen.text_unit)
             memos = self._memos()
             counter.attach(TableTokenStore(conn))
             try:
@@ -804,15 +805,17 @@ class Ledger:
             memos = self._local.memos = SessionMemos()
         return memos
 
-    def _counter(self, encoding: str) -> TokenCounter:
+    def _counter(self, encoding: str, unit: LengthUnit) -> TokenCounter:
         from ctxledger.assembler import TokenCounter
+        from ctxledger.assembler.tokens import counter_key
 
         counters: dict[str, TokenCounter] | None = getattr(self._local, "counters", None)
         if counters is None:
             counters = self._local.counters = {}
-        counter = counters.get(encoding)
+        key = counter_key(encoding, unit)
+        counter = counters.get(key)
         if counter is None or counter.cached > _COUNTER_MEMO_LIMIT:
-            counter = counters[encoding] = TokenCounter(encoding)
+            counter = counters[key] = TokenCounter(encoding, unit=unit)
         return counter
 
     def _save_caches(self, counts: Sequence[Any], caches: Sequence[CacheWrite]) -> None:

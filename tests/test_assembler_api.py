@@ -74,8 +74,10 @@ def test_counter_must_match_the_policy_encoding() -> None:
 def test_policy_defaults_to_the_view_settings() -> None:
     assembly = assemble(card_view({"token_encoding": "chars4", "user_name": "Kim"}), "card",
                         NOW)
-    assert assembly.policy_version.startswith("card@4+")
-    assert assembly.tokens.encoding == "chars4" and assembly.tokens.methods == ["chars4"]
+    assert assembly.policy_version.startswith("card@5+")
+    # The card app's estimate is over UTF-16 lengths; the method names the unit.
+    assert assembly.tokens.encoding == "chars4"
+    assert assembly.tokens.methods == ["chars4:utf16"]
     assert isinstance(assembly.report, CardReport)
     line = "ana: Hello there, how are you?"
     # A message costs what a chat API counts: 3, its role, its content, its name and 1.

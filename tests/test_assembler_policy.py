@@ -28,7 +28,8 @@ def test_card_defaults_are_the_spec_values() -> None:
         "mes_example": ("Example Dialogue", False, 5, "chat_dialogue"),
         "first_mes": ("First Message", False, 3, "aggressive"),
     }
-    assert policy.version == "card@4"
+    assert policy.length_unit == "utf16"  # the app's String.length
+    assert policy.version == "card@5"
     # What a chat API adds around messages (OpenAI's cookbook figures), and the role of
     # the message a profile builds from its own text.
     overhead = policy.message_overhead
@@ -48,7 +49,8 @@ def test_session_defaults_are_the_spec_values() -> None:
     assert policy.observation_max_chars == 120
     assert policy.mcp_server_pattern == r"^mcp__([^_]+(?:_[^_]+)*)__"
     assert policy.trim_order[:4] == ("tools", "reference", "finding", "change")
-    assert policy.version == "session@2"
+    assert policy.length_unit == "utf16"  # the app's String.length
+    assert policy.version == "session@3"
 
 
 def test_named_settings_override_and_change_the_version() -> None:
@@ -58,10 +60,10 @@ def test_named_settings_override_and_change_the_version() -> None:
     assert isinstance(policy, CardPolicy)
     assert (policy.compression_level, policy.context_limit, policy.user_name) == (
         "aggressive", 4096, "Sam")
-    assert policy.version.startswith("card@4+")
+    assert policy.version.startswith("card@5+")
     assert policy_for("card", dict(reversed(list(settings.items())))).version == policy.version
     assert policy_for("card", {**settings, "user_name": "Alex"}).version != policy.version
-    assert policy_for("card", {"unrelated_setting": 1}).version == "card@4"
+    assert policy_for("card", {"unrelated_setting": 1}).version == "card@5"
 
 
 def test_expiration_table_is_overridable_per_field() -> None:

@@ -39,14 +39,25 @@ ANY_DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d")
 
 GOLDEN = {
     "brief.jsonl": "c73e175e05de7e27037692672be855174e7546561615d6a1280d2dbd132ffbb8",
-    "card.jsonl": "7bc9a9a6a016a33377a048168aaab88192171bb0ac5b3f9a1e1b43c2ddd6f1d3",
-    "lorebook.jsonl": "b71bdf6ec70af35a526d477d81aff54d2acfc99d8171387e8b79295aa71248fd",
+    "card.jsonl": "c1172588a953646ef2cca1282c01d530fe88c5ba9485ce6c969b61fc41f07bde",
+    "lorebook.jsonl": "ed882dca0b312bad2a7ac203e155d1288f0f313a28279773652e4aaf819a5287",
     "novel.jsonl": "a788bee08252ca343c3951b94b38589838fad9beb352c7fb758952136d702472",
-    "session.jsonl": "68061019864a3d0e66b137105a7730b5823409111ddb9822fa851334cc8dd77d",
-    "tools.jsonl": "7a221fdd36ff9dc80c848898db6df580ee2006210f725394e5034a7d51f76ea4",
+    "session.jsonl": "b8366ddd216e0ce819d3c430029efa7302778ed55c7cdddf1c9de14ce2eb79c2",
+    "tools.jsonl": "cbaa774da1989648989c0c618e63f13474408df5e8f24a7d1aa8e343c9810996",
 }
 """Digests of the example assemblies (``ctxledger demo``), pinned. When one changes on
 purpose, bump ``FORMAT_VERSION`` if what is hashed changed, and update README and here."""
+
+PREVIOUS_REVISIONS = {"card": 4, "session": 2}
+"""The profile revisions before lengths were counted in the app's unit."""
+PREVIOUS_GOLDEN = {
+    "card.jsonl": "7bc9a9a6a016a33377a048168aaab88192171bb0ac5b3f9a1e1b43c2ddd6f1d3",
+    "lorebook.jsonl": "b71bdf6ec70af35a526d477d81aff54d2acfc99d8171387e8b79295aa71248fd",
+    "session.jsonl": "68061019864a3d0e66b137105a7730b5823409111ddb9822fa851334cc8dd77d",
+    "tools.jsonl": "7a221fdd36ff9dc80c848898db6df580ee2006210f725394e5034a7d51f76ea4",
+}
+"""What those revisions pinned: the examples hold no text outside the BMP, so under the
+old revision numbers they hash exactly as before (only ``policy_version`` moved)."""
 
 def strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
@@ -153,6 +164,18 @@ def test_the_examples_give_the_pinned_digests_on_both_backends(sqlite_url: str,
         assert (session, other.digest) == (other_session, assembly.digest), name
         assert other.model_dump() == assembly.model_dump(), name
     assert {name: found[1].digest for name, found in on_sqlite.items()} == GOLDEN
+
+
+def test_only_the_revision_moved_the_examples_digests(
+        sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxledger.assembler.profiles.card import CardPolicy
+    from ctxledger.assembler.profiles.session import SessionPolicy
+
+    monkeypatch.setattr(CardPolicy, "REVISION", PREVIOUS_REVISIONS["card"])
+    monkeypatch.setattr(SessionPolicy, "REVISION", PREVIOUS_REVISIONS["session"])
+    found = {name: assembly.digest
+             for name, (_, assembly) in load_and_assemble_examples(sqlite_url).items()}
+    assert found == {**GOLDEN, **PREVIOUS_GOLDEN}
 
 
 def test_the_digest_covers_the_messages(sqlite_url: str) -> None:

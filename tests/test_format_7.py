@@ -117,7 +117,7 @@ def test_compression_enabled_means_chat_only(ledger: Ledger) -> None:
     card_session(ledger, "none")
     legacy = ledger.assemble("legacy", "card", now=FAR)
     level = ledger.assemble("level", "card", now=FAR)
-    assert legacy.policy_version == level.policy_version != "card@4"
+    assert legacy.policy_version == level.policy_version != "card@5"
     assert fates(legacy) == fates(level) and legacy.text == level.text
     assert legacy.warnings == [] and legacy.format_version == WITHOUT_REGEX_KEYS
     off = ledger.assemble("off", "card", now=FAR)

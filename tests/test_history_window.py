@@ -229,7 +229,7 @@ def test_a_window_that_fills_the_budget_exactly_keeps_every_message_that_fits(
     assert assembly.text == "user: hello number 2\nuser: hello number 3\nuser: hello number 4"
     assert assembly.tokens.total == api_count(assembly) == 27
     assert kept_messages(assembly) == ["m2", "m3", "m4"]
-    assert assembly.policy_version.startswith("card@4+")
+    assert assembly.policy_version.startswith("card@5+")
 
 
 def api_count(assembly: Assembly) -> int:

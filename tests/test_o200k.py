@@ -147,9 +147,9 @@ def test_an_unknown_model_is_one_line_naming_the_setting() -> None:
 
 def test_a_policy_without_a_model_keeps_its_version() -> None:
     # The field is new: a policy that does not set it hashes as before.
-    assert policy_for("card", {"context_limit": 100}).version == "card@4+11d317333f"
+    assert policy_for("card", {"context_limit": 100}).version == "card@5+11d317333f"
     assert policy_for("card", {"context_limit": 100, "model": "gpt-4o"}).version \
-        != "card@4+11d317333f"
+        != "card@5+11d317333f"
 
 
 def test_a_claude_count_is_marked_an_estimate(ledger: Ledger) -> None:

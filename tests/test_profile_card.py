@@ -352,8 +352,14 @@ def test_request_follows_the_level() -> None:
     assert (none.history, none.token_encoding) == ("full", None)
     tail = request_for("card", policy_for("card", {"compression_level": "chat_only",
                                                    "token_encoding": "chars4"}), NOW)
-    # The memo of summarized messages is kept per encoding and message overhead.
-    assert (tail.history, tail.token_encoding, tail.now) == ("tail", "chars4/m3.1.3.85", NOW)
+    # The memo of summarized messages is kept per encoding (with the unit chars4 counts
+    # lengths in) and message overhead.
+    assert (tail.history, tail.token_encoding, tail.now) == (
+        "tail", "chars4:utf16/m3.1.3.85", NOW)
+    points = request_for("card", policy_for("card", {
+        "compression_level": "chat_only", "token_encoding": "chars4",
+        "length_unit": "codepoints"}), NOW)
+    assert points.token_encoding == "chars4/m3.1.3.85"
 
 
 def test_views_that_cannot_serve_the_policy_are_refused() -> None:

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from ctxledger.store.records import AppendResult
 
 
+USAGE_EVENT = "usage.reported"
+
+
 @dataclass(frozen=True, slots=True)
 class BilledUsage:
     """One call's billed tokens, and the model when the object named it."""
@@ -86,6 +89,20 @@ def _counts(usage: Any, model: str | None) -> BilledUsage:
         cached = _int(_get(langchain, "cache_read"))
     return BilledUsage(_int(_get(usage, "input_tokens")), _int(_get(usage, "output_tokens")),
                        cached, model)
+
+
+def usage_event_of(reply: Any) -> dict[str, Any] | None:
+    """The ``usage.reported`` event of a LangChain reply (an ``AIMessage``) whose
+    ``usage_metadata`` and ``response_metadata`` say what was billed and by which model;
+    None for a message that says neither."""
+    if not _get(reply, "usage_metadata"):
+        return None
+    billed = usage_of(reply)
+    if billed.model is None:
+        return None
+    return {"type": USAGE_EVENT, "data": {
+        "model": billed.model, "input_tokens": billed.input_tokens,
+        "output_tokens": billed.output_tokens, "cached_tokens": billed.cached_tokens}}
 
 
 def report_usage_of(ledger: Ledger, session: str, response: Any, *, model: str | None = None,

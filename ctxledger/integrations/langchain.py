@@ -39,7 +39,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
     raise MissingExtra("langchain", "langchain", exc.name) from None
 
 from ctxledger._ledger import Ledger
-from ctxledger.integrations._usage import usage_of
+from ctxledger.integrations._usage import usage_event_of
 from ctxledger.store.chat_shapes import ChatShapeError, canonical_message
 from ctxledger.store.errors import BatchEventError, EventValidationError
 from ctxledger.store.records import RecordedEvent
@@ -101,14 +101,7 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
 def _billed(message: BaseMessage) -> dict[str, Any] | None:
     """The ``usage.reported`` of an ``AIMessage`` whose ``usage_metadata`` and
     ``response_metadata`` say what was billed and by which model (else None)."""
-    if not isinstance(message, AIMessage) or not message.usage_metadata:
-        return None
-    billed = usage_of(message)
-    if billed.model is None:
-        return None
-    return {"type": "usage.reported", "data": {
-        "model": billed.model, "input_tokens": billed.input_tokens,
-        "output_tokens": billed.output_tokens, "cached_tokens": billed.cached_tokens}}
+    return usage_event_of(message) if isinstance(message, AIMessage) else None
 
 
 def message_of(message: BaseMessage) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -5,6 +5,12 @@ stream (``langgraph:<thread_id>``); each ``put`` appends one ``checkpoint.saved`
 the checkpoint's skeleton and only the channel values that step changed, and a list
 value that extends what the channel held before (a chat's ``messages``) holds only its
 new tail. So a thread grows by what each step adds, not by a snapshot of everything.
+A reply a step adds to a list channel (a LangChain ``AIMessage`` whose ``usage_metadata``
+and ``response_metadata`` say what was billed and by which model) is recorded with the
+checkpoint: one ``usage.reported`` per reply, in the same append, the reply's id in
+``metadata.extra.langgraph`` so a reply seen again (a channel stored whole, another saver
+on the thread) is never billed twice.
+
 ``put_writes`` appends ``checkpoint.written``; ``delete_thread`` and ``delete_for_runs``
 append ``checkpoints.cleared`` (the log is append-only: the history stays there for
 replay, and reads skip what was cleared); ``copy_thread`` is ``Ledger.fork``.
@@ -26,6 +32,7 @@ from typing import Any
 from ctxledger.integrations import MissingExtra
 
 try:
+    from langchain_core.messages import AIMessage
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import (
         WRITES_IDX_MAP,
@@ -42,8 +49,9 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
     raise MissingExtra("langgraph", "langgraph", exc.name) from None
 
 from ctxledger._ledger import Ledger
-from ctxledger.store.errors import ConcurrencyError
-from ctxledger.store.records import RecordedEvent
+from ctxledger.integrations._usage import USAGE_EVENT, usage_event_of
+from ctxledger.store.errors import BatchEventError, ConcurrencyError, EventValidationError
+from ctxledger.store.records import AppendResult, RecordedEvent
 from ctxledger.store.strict import json_value_ok
 
 __all__ = ["STREAM_PREFIX", "LedgerSaver"]
@@ -58,6 +66,7 @@ STREAM_PREFIX = "langgraph:"
 """A thread's stream is this prefix plus its ``thread_id``."""
 
 SAVED, WRITTEN, CLEARED = "checkpoint.saved", "checkpoint.written", "checkpoints.cleared"
+_EXTRA = "langgraph"
 
 
 class LedgerSaver(BaseCheckpointSaver[str]):
@@ -79,6 +88,9 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         # Per stream, its fold as of the last read: the next read folds only the events
         # appended since (a step's get_tuple costs what the step added, not the thread).
         self._reads: dict[str, _Thread] = {}
+        # Per stream, the ids of the replies whose usage is recorded (read from the log
+        # the first time a reply with usage comes, then kept up to date).
+        self._billed: dict[str, set[str]] = {}
 
     @classmethod
     @contextmanager
@@ -133,14 +145,24 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                 entries.append(entry)
             data["values"] = entries
             event = {"type": SAVED, "data": data}
+            replies = [reply for (channel, _), entry in zip(changed, entries, strict=True)
+                       for reply in _replies(values[channel], _tail_start(known, ns, channel,
+                                                                          entry))]
             try:
-                result = self.ledger.append(
-                    stream, event, expected_version=known.version if delta and known else None)
+                billed = self._usage_events(stream, replies, checkpoint["id"])
+                result = self._append(stream, [event, *billed], billed,
+                                      known.version if delta and known else None)
             except ConcurrencyError:
-                # Another writer moved the stream: store the values whole.
+                # Another writer moved the stream: store the values whole, and read again
+                # which replies it recorded.
                 data["values"] = [self._entry(None, ns, c, v, values[c]) for c, v in changed]
-                result = self.ledger.append(stream, event)
+                self._billed.pop(stream, None)
+                billed = self._usage_events(stream, replies, checkpoint["id"])
+                result = self._append(stream, [event, *billed], billed, None)
                 known = None
+            found = self._billed.get(stream)
+            if found is not None:
+                found.update(_reply_id(usage) for usage in billed)
             tail = known if known is not None else _StreamTail()
             tail.version = result.stream_version
             for channel, version in changed:
@@ -152,6 +174,51 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             self._tails[stream] = tail
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                  "checkpoint_id": checkpoint["id"]}}
+
+    def _append(self, stream: str, events: list[dict[str, Any]],
+                billed: Sequence[dict[str, Any]], expected: int | None) -> AppendResult:
+        """Append a checkpoint with its replies' usage; a usage report the log refuses
+        is one line naming the reply, and nothing is written."""
+        try:
+            # One event alone takes the single-event path (no batch to build).
+            return self.ledger.append(stream, events if billed else events[0],
+                                      expected_version=expected)
+        except BatchEventError as exc:
+            if exc.index == 0:
+                raise
+            reason = exc.reason.removeprefix(f"{USAGE_EVENT}: ").removeprefix("data: ")
+            raise EventValidationError(
+                f"reply {_reply_id(billed[exc.index - 1])!r}: usage: {reason}") from None
+
+    def _usage_events(self, stream: str, replies: Sequence[tuple[AIMessage, bool]],
+                      checkpoint_id: str) -> list[dict[str, Any]]:
+        """The ``usage.reported`` of each reply whose usage the thread has not recorded:
+        by its id, or (a reply without one) when it is in a list's new tail only."""
+        events: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for reply, in_tail in replies:
+            usage = usage_event_of(reply)
+            if usage is None or (reply.id is None and not in_tail):
+                continue
+            if reply.id is not None:
+                if reply.id in seen or reply.id in self._billed_ids(stream):
+                    continue
+                seen.add(reply.id)
+            usage["metadata"] = {"extra": {_EXTRA: {"message_id": reply.id,
+                                                    "checkpoint_id": checkpoint_id}}}
+            events.append(usage)
+        return events
+
+    def _billed_ids(self, stream: str) -> set[str]:
+        """The ids of the replies whose usage ``stream`` records; call with the lock held."""
+        found = self._billed.get(stream)
+        if found is None:
+            found = self._billed[stream] = {
+                _reply_id({"metadata": event.metadata})
+                for event in self.ledger.log.read_stream(stream, 1)
+                if event.type == USAGE_EVENT}
+            found.discard("")
+        return found
 
     def _entry(self, known: _StreamTail | None, ns: str, channel: str, version: Any,
                value: Any) -> dict[str, Any]:
@@ -333,6 +400,30 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         if "json" in stored:
             return stored["json"]
         return self.serde.loads_typed((stored["serde"], base64.b64decode(stored["b64"])))
+
+
+def _tail_start(known: _StreamTail | None, ns: str, channel: str,
+                entry: Mapping[str, Any]) -> int | None:
+    """Where the new tail of a list channel's value starts, when the put stores only its
+    tail (None: the value is stored whole)."""
+    if "extends" not in entry or known is None:
+        return None
+    return len(known.lists[(ns, channel)][1])
+
+
+def _replies(value: Any, start: int | None) -> list[tuple[AIMessage, bool]]:
+    """The LangChain replies of a channel's value from ``start`` on (None: all of it),
+    each with whether it is in a new tail."""
+    if type(value) is not list:
+        return []
+    items = value if start is None else value[start:]
+    return [(item, start is not None) for item in items if isinstance(item, AIMessage)]
+
+
+def _reply_id(event: Mapping[str, Any]) -> str:
+    """The reply id a ``usage.reported`` of this adapter names ("" for none)."""
+    found = event.get("metadata", {}).get("extra", {}).get(_EXTRA, {}).get("message_id")
+    return found if isinstance(found, str) else ""
 
 
 @dataclass

@@ -41,7 +41,7 @@ from ctxledger.assembler.memo import SessionMemos
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles import get_profile
-from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.assembler.tokens import TokenCounter, counter_key
 from ctxledger.projections.checkpoints import checkpoints
 from ctxledger.projections.registry import builtin_projections
 from ctxledger.projections.rowstore import RowStore
@@ -311,10 +311,11 @@ class Assembler:
         ``policy`` (default: the one given, or the settings')."""
         if policy is None:
             policy = self.policy_at(scratch, session)
-        counter = self._counters.get(policy.token_encoding)
+        key = counter_key(policy.token_encoding, policy.text_unit)
+        counter = self._counters.get(key)
         if counter is None:
-            counter = self._counters[policy.token_encoding] = TokenCounter(
-                policy.token_encoding, store=self._store)
+            counter = self._counters[key] = TokenCounter(
+                policy.token_encoding, store=self._store, unit=policy.text_unit)
         memos = self._memos
         view = scratch.view(session, request_for(self.profile, policy, now, counter, memos))
         return assemble_with_caches(view, self.profile, now, policy, counter, memos)[0]

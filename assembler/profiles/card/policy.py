@@ -24,6 +24,7 @@ from ctxledger.assembler.profiles.card.expiry import (
     level_rank,
 )
 from ctxledger.assembler.template import Template, TemplateError, parse_template
+from ctxledger.assembler.text import LengthUnit
 
 LORE_VARIABLES: tuple[str, ...] = ("lore_before", "lore_after")
 """The lorebook entries placed before and after the character's fields."""
@@ -67,19 +68,21 @@ class CardPolicy(Policy):
     response_reserve, ``token_encoding`` -> token_encoding,
     ``context_role`` -> context_role, ``system_prompt``, ``post_history_instructions``,
     ``greeting``, ``card_lorebook``, ``lorebook_scan_depth``, ``lorebook_token_budget``,
-    ``lorebook_recursive_scanning`` -> the same; ``policy.card`` -> any field.
+    ``lorebook_recursive_scanning``, ``length_unit`` -> the same; ``policy.card`` -> any
+    field.
     Legacy: ``compressionEnabled`` true -> compression_level ``chat_only`` (false:
     ``none``) unless a compression level is set.
     """
 
-    REVISION: ClassVar[int] = 4
+    REVISION: ClassVar[int] = 5
     """2: the history window no longer charges the oldest kept message a line break that
     is never sent, so at some limits it keeps one message more. 3: the budget holds for
     the context sent as chat messages (each message's cost as an API counts it), a tool
     call is kept or dropped with its results, and post-history instructions are sent.
     4: lorebooks, the greeting sent once, default system prompt and post-history
     instructions, and the macros ``{{original}}``, ``{{newline}}``, ``{{// …}}``,
-    ``<BOT>``, ``<USER>``, ``<CHAR>``."""
+    ``<BOT>``, ``<USER>``, ``<CHAR>``. 5: the ``chars4`` estimate counts lengths in
+    ``length_unit``, UTF-16 units by default as the app (JavaScript) counts them."""
     SETTINGS: ClassVar[Mapping[str, str]] = {
         "compression_level": "compression_level",
         "card_template": "template",
@@ -98,11 +101,15 @@ class CardPolicy(Policy):
         "lorebook_scan_depth": "lorebook_scan_depth",
         "lorebook_token_budget": "lorebook_token_budget",
         "lorebook_recursive_scanning": "lorebook_recursive_scanning",
+        "length_unit": "length_unit",
     }
 
     LEGACY_SETTINGS: ClassVar[frozenset[str]] = frozenset({COMPRESSION_ENABLED})
 
     profile: Literal["card"] = "card"
+    length_unit: LengthUnit = "utf16"
+    """The unit the ``chars4`` estimate (ceil(length/4)) measures a text's length in:
+    ``utf16`` (JavaScript's ``String.length``, the app's) or ``codepoints``."""
     levels: tuple[str, ...] = LEVELS
     compression_level: str = "none"
     history_min_level: str = "chat_only"
@@ -199,6 +206,11 @@ class CardPolicy(Policy):
         if len(set(self.overflow_order)) != len(self.overflow_order):
             raise ValueError("overflow_order names an item twice")
         return self
+
+    @property
+    def text_unit(self) -> LengthUnit:
+        """``length_unit``: the unit the ``chars4`` estimate counts lengths in."""
+        return self.length_unit
 
     @property
     def budget(self) -> int | None:

@@ -76,7 +76,7 @@ from ctxledger.assembler.profiles.card.report import (
 )
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.template import Macros
-from ctxledger.assembler.tokens import TokenCounter
+from ctxledger.assembler.tokens import TokenCounter, counter_key
 from ctxledger.projections.session_view import History, Message, SessionView, ViewRequest
 
 if TYPE_CHECKING:
@@ -151,7 +151,9 @@ class CardProfile(Profile):
             "history_whole_units": True}
         if policy.summarizes():
             return ViewRequest(history="tail", now=now, lorebooks=True,
-                               token_encoding=cost_key(policy.token_encoding, overhead),
+                               token_encoding=cost_key(
+                                   counter_key(policy.token_encoding, policy.text_unit),
+                                   overhead),
                                **window)
         return ViewRequest(history="full", now=now, lorebooks=True, **window)
 
@@ -260,7 +262,7 @@ class CardProfile(Profile):
         if (history.prefix_through_seq, history.prefix_tokens) != (summary.through_seq,
                                                                    replaced):
             engine.remember(HistoryMemoRow(
-                stream_id=view.stream_id, encoding=cost_key(counter.encoding, overhead),
+                stream_id=view.stream_id, encoding=cost_key(counter.key, overhead),
                 through_seq=summary.through_seq,
                 retracted_count=history.summarized_retracted, tokens=replaced))
         return replaced

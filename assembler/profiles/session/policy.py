@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ctxledger.assembler.policy import Policy
 from ctxledger.assembler.profiles.session.tool_ranking import RankingWeights
+from ctxledger.assembler.text import LengthUnit
 from ctxledger.projections.tool_window import TOOL_WINDOW_DAYS
 from ctxledger.store.tool_names import MCP_SERVER_PATTERN
 
@@ -49,13 +50,14 @@ class SessionPolicy(Policy):
     ``usage_window_days`` -> usage_window_days, ``observation_limit`` ->
     observation_limit, ``observation_max_chars`` -> observation_max_chars,
     ``welcome_message`` -> welcome_message, ``token_encoding`` -> token_encoding,
-    ``context_role`` -> context_role;
+    ``context_role`` -> context_role, ``length_unit`` -> length_unit;
     ``policy.session`` -> any field (weights, decay, headings, trim order...).
     """
 
     # 2: a tool use that names its server through ``server_name`` counts toward that
-    # server (the name pattern only when it names none).
-    REVISION: ClassVar[int] = 2
+    # server (the name pattern only when it names none). 3: lengths in ``length_unit``,
+    # UTF-16 units by default as the app (JavaScript) counts them.
+    REVISION: ClassVar[int] = 3
     SETTINGS: ClassVar[Mapping[str, str]] = {
         "session_max_chars": "max_chars",
         "tool_section_budget": "tool_section_budget",
@@ -66,9 +68,13 @@ class SessionPolicy(Policy):
         "token_encoding": "token_encoding",
         "model": "model",
         "context_role": "context_role",
+        "length_unit": "length_unit",
     }
 
     profile: Literal["session"] = "session"
+    length_unit: LengthUnit = "utf16"
+    """The unit of ``max_chars``, ``tool_section_budget`` and ``observation_max_chars``:
+    ``utf16`` (JavaScript's ``String.length``, the app's) or ``codepoints``."""
     max_chars: int = Field(default=6000, gt=0)
     tool_section_budget: int = Field(default=500, gt=0)
     usage_window_days: int = Field(default=TOOL_WINDOW_DAYS, ge=1)
@@ -111,6 +117,11 @@ class SessionPolicy(Policy):
                 raise ValueError(f"trim_order step {step!r} is not 'tools', "
                                  "'previous_session' or an observation kind")
         return self
+
+    @property
+    def text_unit(self) -> LengthUnit:
+        """``length_unit``: the unit every character budget of the profile counts in."""
+        return self.length_unit
 
     @property
     def usage_window(self) -> timedelta:

@@ -8,6 +8,9 @@ Rules (SPEC §3 "Profile session"), in the seed's formats with ctxledger naming:
    ``- CONTENT (RELATIVE_TIME)``, CONTENT on one line and cut at 120 characters + ``...``.
 3. ``## Available Tools``: ranked (``tool_ranking``), lines added while the section,
    header included, stays within 500 characters, then ``(N more available)`` if it fits.
+
+Every length is in the policy's ``length_unit``: UTF-16 units by default, the
+``String.length`` the app (TypeScript) measured with, so an emoji counts 2.
    No non-builtin tools: no section at all.
 
 The whole text is at most 6000 characters. When over, the tool section goes first, then
@@ -20,7 +23,7 @@ observations the context part is the welcome message (the tool section still fol
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
@@ -57,7 +60,7 @@ from ctxledger.assembler.profiles.session.tool_ranking import (
     rank_entries,
 )
 from ctxledger.assembler.report import ProfileReport
-from ctxledger.assembler.text import ELLIPSIS, cut, one_line, shorten_to
+from ctxledger.assembler.text import ELLIPSIS, LengthUnit, cut, one_line, shorten_to, text_length
 from ctxledger.assembler.timefmt import relative_time
 from ctxledger.assembler.tokens import TokenCounter
 from ctxledger.projections.session_view import (
@@ -158,10 +161,12 @@ class SessionProfile(Profile):
         steps = _trim_steps(layout, policy)
         placeholder = Frame(policy.welcome_message, SECTION_WELCOME)
 
+        unit = policy.length_unit
+
         def measure(current: Sequence[Candidate]) -> int:
             pieces = prompt_pieces(layout, {candidate.id: candidate for candidate in current},
                             placeholder)
-            return sum(len(piece.text) for piece in pieces)
+            return sum(text_length(piece.text, unit) for piece in pieces)
 
         shed = engine.shed_until_fits(kept, steps, limit=policy.max_chars, unit="chars",
                                       measure=measure, reason="over_total_budget")
@@ -173,21 +178,21 @@ class SessionProfile(Profile):
                                         policy.welcome_message)
             engine.include(greeting, "no_previous_session_or_observations")
         pieces = prompt_pieces(layout, final, greeting)
-        text = "".join(piece.text for piece in pieces)
+        length = text_length("".join(piece.text for piece in pieces), unit)
         warnings: list[str] = []
         if not shed.fits:
-            warnings.append(f"session context is {len(text)} characters, over the "
+            warnings.append(f"session context is {length} characters, over the "
                             f"{policy.max_chars}-character cap after every trim step")
         sections = [SectionLayout(SECTION_WELCOME), SectionLayout(SECTION_PREVIOUS),
                     *(SectionLayout(group.spec.section) for group in groups),
                     SectionLayout(SECTION_TOOLS)]
 
         report = SessionReport(
-            chars=len(text), max_chars=policy.max_chars, welcome=welcome,
+            chars=length, max_chars=policy.max_chars, welcome=welcome,
             previous_session=prior.stream_id if prior is not None else None,
             observations={group.spec.kind: sum(line.id in final for line in group.lines)
                           for group in groups},
-            tool_section_chars=_tool_section_chars(layout, final),
+            tool_section_chars=_tool_section_chars(layout, final, unit),
             tool_section_budget=policy.tool_section_budget,
             more_available=more if tools_more is not None and tools_more.id in final else 0,
             usage_window_start=window_start, usage_window_end=now, max_usage=max_usage,
@@ -252,7 +257,7 @@ def _observation_groups(engine: Engine, observations: Sequence[Observation], now
         engine.include(frame, "section_has_content", observations=len(chosen))
         lines: list[Candidate] = []
         for observation in chosen:
-            content_chars = len(one_line(observation.content))
+            content_chars = text_length(one_line(observation.content), policy.length_unit)
             candidate = engine.candidate(f"observation:{observation.position}", spec.section,
                                          observation_line(observation, now, policy))
             lines.append(engine.include(
@@ -272,7 +277,8 @@ def _observation_groups(engine: Engine, observations: Sequence[Observation], now
 
 def observation_line(observation: Observation, now: datetime, policy: SessionPolicy) -> str:
     """``- CONTENT (RELATIVE_TIME)``: content on one line, cut at the policy's length."""
-    content = cut(one_line(observation.content), policy.observation_max_chars)
+    content = cut(one_line(observation.content), policy.observation_max_chars,
+                  unit=policy.length_unit)
     return f"- {content} ({relative_time(observation.recorded_at, now)})"
 
 
@@ -308,7 +314,8 @@ def _tool_section(engine: Engine, ranked: Sequence[RankedEntry], policy: Session
                for item in ranked}
 
     def section_chars(lines: Sequence[Candidate]) -> int:
-        return len("\n".join([heading, *(line.text for line in lines)]))
+        return text_length("\n".join([heading, *(line.text for line in lines)]),
+                           policy.length_unit)
 
     kept = engine.admit_while_fits(candidates, limit=policy.tool_section_budget, unit="chars",
                                    measure=section_chars, reason_in="ranked_within_budget",
@@ -355,7 +362,8 @@ def _trim_steps(layout: _Layout, policy: SessionPolicy) -> list[ShedStep]:
                 steps.append(ShedStep((layout.tools_frame, *layout.tool_lines, *more)))
         elif step == SHORTEN_PREVIOUS:
             if layout.previous is not None and layout.previous_frame is not None:
-                steps.append(ShedStep((layout.previous,), shrink=_shorten_summary,
+                steps.append(ShedStep((layout.previous,),
+                                      shrink=_summary_shortener(policy.length_unit),
                                       reason="over_total_budget_shortened"))
                 steps.append(ShedStep((layout.previous_frame, layout.previous)))
         elif step in groups:
@@ -368,9 +376,16 @@ def _trim_steps(layout: _Layout, policy: SessionPolicy) -> list[ShedStep]:
     return steps
 
 
-def _shorten_summary(candidate: Candidate, overflow: int) -> str:
-    # Keep at least one character: a summary shortened to nothing is dropped instead.
-    return shorten_to(candidate.text, max(len(ELLIPSIS) + 1, candidate.chars - overflow))
+def _summary_shortener(unit: LengthUnit) -> Callable[[Candidate, int], str]:
+    """The shrink step shortening the previous summary by an overflow counted in ``unit``."""
+
+    def shorten(candidate: Candidate, overflow: int) -> str:
+        # Keep at least one character: a summary shortened to nothing is dropped instead.
+        size = text_length(candidate.text, unit)
+        return shorten_to(candidate.text, max(len(ELLIPSIS) + 1, size - overflow),
+                          unit=unit)
+
+    return shorten
 
 
 # -- rendering -----------------------------------------------------------------------------
@@ -383,10 +398,11 @@ def _has_context(layout: _Layout, kept: Mapping[str, Candidate]) -> bool:
     return any(line.id in kept for group in layout.groups for line in group.lines)
 
 
-def _tool_section_chars(layout: _Layout, kept: Mapping[str, Candidate]) -> int:
+def _tool_section_chars(layout: _Layout, kept: Mapping[str, Candidate],
+                        unit: LengthUnit) -> int:
     parts = [c for c in (layout.tools_frame, *layout.tool_lines, layout.tools_more)
              if c is not None and c.id in kept]
-    return len("\n".join(kept[c.id].text for c in parts))
+    return text_length("\n".join(kept[c.id].text for c in parts), unit)
 
 
 def prompt_pieces(layout: _Layout, kept: Mapping[str, Candidate], welcome: Piece) -> list[Piece]:

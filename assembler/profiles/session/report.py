@@ -35,6 +35,7 @@ class SessionReport(ProfileReport):
 
     profile: Literal["session"] = "session"
     chars: int
+    """The context's length, in the policy's ``length_unit`` (as every figure here)."""
     max_chars: int
     welcome: bool
     previous_session: str | None = None
@@ -42,6 +43,7 @@ class SessionReport(ProfileReport):
     observations: dict[str, int]
     """Observation lines shown per kind, in section order."""
     tool_section_chars: int
+    """The tool section's length, heading and line breaks included."""
     tool_section_budget: int
     more_available: int
     """N in ``(N more available)`` (0 when the line is absent)."""

@@ -68,7 +68,7 @@ def batch_inputs(batch: Sequence[MixEvent]) -> list[dict[str, Any]]:
     only once, and only with its first event (the scope is fixed by it): every other
     ``session.started`` goes in as a ``setting.changed`` holding the same data, so the
     batch keeps its size, its payload bytes and its projection work."""
-    inputs = []
+    inputs: list[dict[str, Any]] = []
     for event in batch:
         item = event.as_input()
         if item["type"] == "session.started" and inputs:

@@ -121,7 +121,7 @@ def _ledger_session(directory: Path) -> tuple[Any, Callable[[], None]]:
 def _sdk_session(directory: Path) -> tuple[Any, Callable[[], None]]:
     from agents.memory import SQLiteSession
 
-    class SameDurability(SQLiteSession):  # type: ignore[misc]
+    class SameDurability(SQLiteSession):
         """The SDK's session with ctxledger's durability: it sets WAL itself, and
         ``synchronous=NORMAL`` here (its default FULL syncs every commit)."""
 

@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                     for items in turns[args.turns:]:
                         session.items()
                         session.add(items)
-                    return 2 * args.timed_turns
+                    return 2 * int(args.timed_turns)
 
                 profiled(f"chat turns at {args.turns:,} turns (LedgerSession: read the "
                          "history, add two items)", turn_loop, args.top)

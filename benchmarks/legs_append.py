@@ -65,17 +65,15 @@ def batch_layout(ctx: Context) -> list[tuple[str, Sequence[MixEvent]]]:
 
 def batch_inputs(batch: Sequence[MixEvent]) -> list[dict[str, Any]]:
     """A batch's inputs. A batch stream mixes many sessions' events, but a stream may start
-    only once: later ``session.started`` events go in as a ``setting.changed`` holding the
-    same data, so the batch keeps its size, its payload bytes and its projection work."""
-    inputs = []
-    started = False
+    only once, and only with its first event (the scope is fixed by it): every other
+    ``session.started`` goes in as a ``setting.changed`` holding the same data, so the
+    batch keeps its size, its payload bytes and its projection work."""
+    inputs: list[dict[str, Any]] = []
     for event in batch:
         item = event.as_input()
-        if item["type"] == "session.started":
-            if started:
-                item = {"type": "setting.changed",
-                        "data": {"key": "session.started", "value": item["data"]}}
-            started = True
+        if item["type"] == "session.started" and inputs:
+            item = {"type": "setting.changed",
+                    "data": {"key": "session.started", "value": item["data"]}}
         inputs.append(item)
     return inputs
 

@@ -35,7 +35,7 @@ LEG_MODULES = ("legs_append", "legs_rebuild", "legs_assemble", "legs_turnloop", 
                "legs_brief", "legs_replay", "legs_novel", "legs_lorebook",
                "legs_startup", "legs_pg_writers", "legs_serve", "legs_erase",
                "legs_witness", "legs_langgraph", "legs_ui", "legs_hook", "legs_bounded",
-               "legs_timeline", "legs_tokens")
+               "legs_timeline", "legs_tokens", "legs_chat_peers")
 """Modules whose import registers legs, in the order their legs run."""
 
 QUICK = Settings(events=3_000, single_events=600, batch_size=1_000, rounds=1, quick=True,

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -14,6 +12,7 @@ from ctxledger.projections.base import Projection, RebuildFold
 from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.backends import backend_for
 from ctxledger.store.clock import Clock, system_clock
+from ctxledger.store.gc_pause import cyclic_gc_paused
 from ctxledger.store.read import EventDecoder, head_position, read_raw_pages, with_hashes
 from ctxledger.store.records import NewEvent, RecordedEvent
 
@@ -200,7 +199,7 @@ class ProjectionRunner:
                    or s.stored_version is None]
         if rebuild:
             # Resumed once the rebuild's rows are freed, so no pass walks them.
-            with _cyclic_gc_paused():
+            with cyclic_gc_paused():
                 self._rebuild(conn, rebuild, progress)
         lagging = [s for s in statuses if s.name not in rebuild and s.behind]
         if lagging:
@@ -292,22 +291,3 @@ def _flush(rows: RowStore, folds: Sequence[RebuildFold]) -> None:
     rows.flush()
 
 
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused while a rebuild folds and flushes (then
-    restored as it was).
-
-    A rebuild keeps every row it builds (hundreds of thousands of dicts and tuples) until
-    its flush, so the collector's passes, triggered by those very allocations, walk an
-    ever larger heap and find nothing: the fold makes no reference cycles. Measured on
-    the benchmark's log, about a tenth of the rebuild. Objects are still freed by
-    reference counting; only cycles wait for the next pass after the rebuild.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()

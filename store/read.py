@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
 from ctxledger.store.clock import ensure_utc
+from ctxledger.store.gc_pause import cyclic_gc_paused
 from ctxledger.store.records import RecordedEvent
 from ctxledger.store.schema import PositionType, events
 from ctxledger.store.sql_engine import driver_statement, result_processor
@@ -179,15 +180,38 @@ def row_to_event(row: Any) -> RecordedEvent:
     )
 
 
+def _stream_statement(bounded: bool) -> sa.Select[Any]:
+    query = sa.select(*_COLUMNS).where(
+        events.c.stream_id == sa.bindparam("stream_id"),
+        events.c.stream_version >= sa.bindparam("from_version", type_=sa.Integer))
+    if bounded:
+        query = query.where(
+            events.c.stream_version <= sa.bindparam("to_version", type_=sa.Integer))
+    return query.order_by(events.c.stream_version)
+
+
 def read_stream(conn: sa.Connection, stream_id: str, from_version: int = 1,
                 to_version: int | None = None) -> list[RecordedEvent]:
-    """Events of one stream with ``from_version <= stream_version <= to_version``."""
-    query = sa.select(*_COLUMNS).where(events.c.stream_id == stream_id,
-                                       events.c.stream_version >= from_version)
-    if to_version is not None:
-        query = query.where(events.c.stream_version <= to_version)
-    query = query.order_by(events.c.stream_version)
-    return [row_to_event(r) for r in conn.execute(query)]
+    """Events of one stream with ``from_version <= stream_version <= to_version``.
+
+    Compiled once per dialect and decoded by ``EventDecoder``: a chat's history is read
+    whole on every turn, so this is the read view's hot path."""
+    bounded = to_version is not None
+    stmt = driver_statement(conn.dialect, ("ctxledger.store.read.stream", bounded),
+                            lambda: _stream_statement(bounded))
+    values: dict[str, Any] = {"stream_id": stream_id, "from_version": from_version}
+    if bounded:
+        values["to_version"] = to_version
+    rows = stmt.execute(conn, values).fetchall()
+    decode = EventDecoder(conn.dialect)
+    if len(rows) < _PAUSE_GC_ROWS:
+        return [decode(row) for row in rows]
+    with cyclic_gc_paused():
+        return [decode(row) for row in rows]
+
+
+_PAUSE_GC_ROWS = 256
+"""Rows from which a stream read pauses the cyclic collector while it decodes them."""
 
 
 def _page_statement(bounded: bool, hashes: tuple[str, ...] | None = None) -> sa.Select[Any]:

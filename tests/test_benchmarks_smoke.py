@@ -53,6 +53,13 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
     if "pg_writers: " in done.stdout and "skipped: PostgreSQL" in done.stdout:
         pg_rows = []
         erase_pg_rows = []
+    # The chat peers leg at --quick sizes (10 and 50 turns), where both peers are installed.
+    chat_rows = [f"{family} turn at {size} turns: {ours} vs the peer"
+                 for family, ours in (("Agents SDK", "LedgerSession"),
+                                      ("LangChain", "LedgerChatMessageHistory"))
+                 for size in (10, 50)]
+    if "chat_peers skipped" in done.stdout:
+        chat_rows = []
     if "PostgreSQL rows skipped" in done.stdout:
         serve_pg_rows = []
     assert labels == [
@@ -154,6 +161,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "o200k tokens.total != independent count (120 limits)",
         "usage.reported per turn vs the turn",
         "o200k_base counting vs cl100k_base (2,000 texts)",
+        *chat_rows,
     ]
     for row in report["results"]:
         assert row["label"] in done.stdout
@@ -198,7 +206,7 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
                 "rollup", "seal", "brief", "replay",
                 "novel", "lorebook", "startup", "pg_writers", "erase", "erase_pg", "serve",
                 "serve_memory", "witness", "langgraph", "ui", "hook", "bounded", "timeline",
-                "tokens"):
+                "tokens", "chat_peers"):
         assert f"{leg}: " in done.stdout
     assert report["settings"]["quick"] is True
     assert report["mix"]["message.appended"] > report["mix"]["tool.used"] > 0

@@ -44,6 +44,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
 
 from ctxledger._ledger import Ledger
 from ctxledger.store.errors import BatchEventError, EventValidationError
+from ctxledger.store.gc_pause import cyclic_gc_paused
 from ctxledger.store.records import AppendResult, RecordedEvent
 
 __all__ = ["LedgerSession"]
@@ -113,7 +114,10 @@ class LedgerSession(SessionABC):
                 events = events[max(0, len(events) - limit):] if limit > 0 else []
         else:
             events = self.ledger.messages(self.session_id, last=limit)
-        return [item_of(event) for event in events]
+        # A whole history's items are many small dicts and no cycle: the collector's
+        # passes over them would cost more than building them.
+        with cyclic_gc_paused():
+            return [item_of(event) for event in events]
 
     def add(self, items: Sequence[TResponseInputItem]) -> None:
         """``add_items`` without the event loop."""

@@ -74,7 +74,8 @@ def find_record(conn: sa.Connection, session: str, assembly: AssemblyRef) -> Rec
             return RecordRef(int(row.position), str(data["digest"]))
     named = f"digest {digest[:16]}..." if digest is not None else f"position {position}"
     raise UnknownAssembly(f"session {session!r} has no recorded assembly with {named} "
-                          "(the app records what it sends with record_assembly)")
+                          "(record what is sent with record_assembly, 'assemble --record' or"
+                          " record=true)")
 
 
 def usage_data(*, model: str, input_tokens: int, output_tokens: int, cached_tokens: int = 0,

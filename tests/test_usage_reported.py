@@ -265,14 +265,39 @@ def test_the_cli_reports_usage_and_shows_it(db_url: str,
                                   "25", "--output", "4", "--position", "9999"])
     assert refused.exit_code == 1
     assert refused.output.strip().splitlines() == [
-        "error: session 's' has no recorded assembly with position 9999 (the app records "
-        "what it sends with record_assembly)"]
+        "error: session 's' has no recorded assembly with position 9999 (record what is "
+        "sent with record_assembly, 'assemble --record' or record=true)"]
     audit = runner.invoke(app, ["audit", "s", "--format", "text"])
     assert "1 context(s) billed above their context_limit" in audit.stdout
     usage = runner.invoke(app, ["usage", "--scope", "p", "--format", "json"])
     report = json.loads(usage.stdout)
     assert report["models"] == [{"model": "gpt-4o", "calls": 1, "input_tokens": 25,
                                  "output_tokens": 4, "cached_tokens": 0, "cost": 0.002}]
+
+
+def test_the_cli_records_what_it_assembles_and_bills_it(db_url: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_VAR, db_url)
+    with Ledger.open(db_url) as ledger:
+        chat(ledger, "s", "p")
+        before = ledger.head()
+    runner = CliRunner()
+    plain = runner.invoke(app, ["assemble", "s", "--profile", "card"])
+    assert plain.exit_code == 0, plain.output
+    with Ledger.open(db_url) as ledger:
+        assert ledger.head() == before  # without --record nothing is written
+    done = runner.invoke(app, ["assemble", "s", "--profile", "card", "--record"])
+    assert done.exit_code == 0, done.output
+    digest = json.loads(done.stdout)["digest"]
+    assert done.stderr.strip() == f"recorded context.assembled at position {before + 1}"
+    billed = runner.invoke(app, ["report-usage", "s", "--model", "gpt-4o", "--input", "9",
+                                 "--output", "2", "--digest", digest])
+    assert billed.exit_code == 0, billed.output
+    audit = runner.invoke(app, ["audit", "s", "--format", "json"])
+    assert audit.exit_code == 0, audit.output
+    [entry] = json.loads(audit.stdout)["records"]
+    assert (entry["status"], entry["record_position"]) == ("match", before + 1)
+    assert (entry["billed_input_tokens"], entry["billed_model"]) == (9, "gpt-4o")
 
 
 # -- HTTP ----------------------------------------------------------------------------------

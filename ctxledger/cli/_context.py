@@ -94,12 +94,18 @@ def assemble(
     text: Annotated[bool, typer.Option(
         "--text/--no-text",
         help="With --format text: show the context text after the breakdown.")] = True,
+    record: Annotated[bool, typer.Option(
+        "--record",
+        help="Also append the assembly as context.assembled (with its policy), so audit"
+             " derives it again and report-usage can name it; the position written goes"
+             " to stderr.")] = False,
 ) -> None:
     """Build a session's context with a profile; JSON prints the whole Assembly.
 
     The profile is --profile, else the session's 'profile' setting; --format text says
     which, then shows the breakdown and (unless --no-text) the context text. --format
-    openai and anthropic print the context's messages as that API takes them."""
+    openai and anthropic print the context's messages as that API takes them. With
+    --record the context sent is recorded for audit (as HTTP's record=true does)."""
     from ctxledger import render
     from ctxledger.io._input import read_policy
     from ctxledger.render._assembly import assembly_view
@@ -118,6 +124,10 @@ def assemble(
             raise fail(f"unknown session {session!r}")
         profile, source = session_profile(ledger, session, profile)
         found = ledger.context(session, profile, agent=agent, now=when, policy=policy_text)
+        if record:
+            written = ledger.record_assembly(session, found.assembly, policy_text)
+            typer.echo(f"recorded context.assembled at position {written.positions[-1]}",
+                       err=True)
     result = found.assembly
     if format is AssembleFormat.json:
         typer.echo(result.model_dump_json(indent=2) if agent is None

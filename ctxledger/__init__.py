@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ctxledger._cancel import Cancelled, CancelToken
     from ctxledger._erase import ErasureReport
     from ctxledger._ledger import Ledger
+    from ctxledger._message_list import MessageList
     from ctxledger._observations import ObservationHit
     from ctxledger.assembler.chat_tokens import MessageOverhead
     from ctxledger.assembler.errors import ChatFormatError
@@ -83,6 +84,7 @@ _SOURCES = {
     **dict.fromkeys(["AgentContext"], "ctxledger._agent_context"),
     **dict.fromkeys(["ProfileChoice"], "ctxledger.assembler.setting_check"),
     **dict.fromkeys(["ObservationHit"], "ctxledger._observations"),
+    **dict.fromkeys(["MessageList"], "ctxledger._message_list"),
     **dict.fromkeys(["Assembly", "ContextMessage", "Decision", "Section"],
                     "ctxledger.assembler.model"),
     **dict.fromkeys(["MessageOverhead"], "ctxledger.assembler.chat_tokens"),
@@ -150,6 +152,7 @@ __all__ = [
     "LedgerError",
     "LorebookWarning",
     "Marker",
+    "MessageList",
     "MessageOverhead",
     "ObservationHit",
     "Policy",

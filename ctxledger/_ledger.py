@@ -54,6 +54,7 @@ from ctxledger.store.witness import WITNESS_ENV, Witness, WitnessSettings, witne
 if TYPE_CHECKING:
     from ctxledger._agent_context import AgentContext
     from ctxledger._erase import ErasureReport
+    from ctxledger._message_list import MessageList
     from ctxledger._observations import ObservationHit
     from ctxledger.assembler import Assembly, Policy, TokenCounter
     from ctxledger.assembler.caches import CacheWrite
@@ -304,6 +305,17 @@ class Ledger:
             return []
         with self.log.connection() as conn, read_snapshot(conn):
             return _live_messages(conn, session, last)
+
+    def messages_since(self, session: str, known: MessageList | None = None) -> MessageList:
+        """``messages(session)`` with the stream's version, read incrementally: given what
+        this returned before for ``session``, only the messages appended since are read
+        and decoded, unless one it holds was retracted, replaced or erased since (then
+        every message is read again). For a caller that asks for the whole history again
+        and again, such as a chat adapter on every turn."""
+        from ctxledger._message_list import read_message_list
+
+        with self.log.connection() as conn, read_snapshot(conn):
+            return read_message_list(conn, session, known)
 
     def _messages_at_version(self, session: str, last: int | None
                              ) -> tuple[list[RecordedEvent], int]:

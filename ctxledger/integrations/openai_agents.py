@@ -43,6 +43,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
     raise MissingExtra("openai_agents", "openai-agents", exc.name) from None
 
 from ctxledger._ledger import Ledger
+from ctxledger._message_list import MessageList
 from ctxledger.store.errors import BatchEventError, EventValidationError
 from ctxledger.store.gc_pause import cyclic_gc_paused
 from ctxledger.store.records import AppendResult, RecordedEvent
@@ -79,6 +80,8 @@ class LedgerSession(SessionABC):
         self.session_settings: SessionSettings = (
             SessionSettings() if session_settings is None
             else coerce_session_settings(session_settings))
+        # The whole history as last read: the next read decodes only what came since.
+        self._history: MessageList | None = None
 
     # -- the Session protocol (async, as the SDK defines it) ------------------------------
 
@@ -112,6 +115,9 @@ class LedgerSession(SessionABC):
                                                 response_reserve=self.response_reserve)
             if limit is not None:
                 events = events[max(0, len(events) - limit):] if limit > 0 else []
+        elif limit is None:
+            self._history = self.ledger.messages_since(self.session_id, self._history)
+            events = list(self._history.events)
         else:
             events = self.ledger.messages(self.session_id, last=limit)
         # A whole history's items are many small dicts and no cycle: the collector's

@@ -8,9 +8,6 @@ Rules (SPEC §3 "Profile session"), in the seed's formats with ctxledger naming:
    ``- CONTENT (RELATIVE_TIME)``, CONTENT on one line and cut at 120 characters + ``...``.
 3. ``## Available Tools``: ranked (``tool_ranking``), lines added while the section,
    header included, stays within 500 characters, then ``(N more available)`` if it fits.
-
-Every length is in the policy's ``length_unit``: UTF-16 units by default, the
-``String.length`` the app (TypeScript) measured with, so an emoji counts 2.
    No non-builtin tools: no section at all.
 
 The whole text is at most 6000 characters. When over, the tool section goes first, then
@@ -18,6 +15,9 @@ observations: references, then findings, then changes, each oldest first. SPEC n
 further step, yet promises the cap, so two more follow if ever needed: decisions (oldest
 first), then the previous summary is shortened. With no previous summary and no
 observations the context part is the welcome message (the tool section still follows).
+
+Every length is in the policy's ``length_unit``: UTF-16 units by default, the
+``String.length`` the app (TypeScript) measured with, so an emoji counts 2.
 """
 
 from __future__ import annotations

@@ -102,8 +102,24 @@ def test_concurrent_clears_retract_each_message_once(ledger: Ledger) -> None:
 def test_a_message_id_appended_again_replaces_the_older_message(ledger: Ledger) -> None:
     history = LedgerChatMessageHistory(ledger, "s")
     history.add_messages([HumanMessage(content="draft", id="m1")])
+    assert history.messages == [HumanMessage(content="draft", id="m1")]  # read, and kept
     history.add_messages([HumanMessage(content="final", id="m1")])
     assert history.messages == [HumanMessage(content="final", id="m1")]
+
+
+def test_a_history_kept_between_reads_sees_every_writer(ledger: Ledger) -> None:
+    """A history reads only what came since its last read, and still sees what another
+    writer added, retracted or erased in between."""
+    mine, other = (LedgerChatMessageHistory(ledger, "s") for _ in range(2))
+    mine.add_messages([HumanMessage(content="a"), AIMessage(content="b")])
+    assert mine.messages == [HumanMessage(content="a"), AIMessage(content="b")]
+    other.add_messages([HumanMessage(content="c")])
+    assert mine.messages == [HumanMessage(content="a"), AIMessage(content="b"),
+                             HumanMessage(content="c")]
+    ledger.pop_message("s")
+    assert mine.messages == [HumanMessage(content="a"), AIMessage(content="b")]
+    ledger.erase(session="s", reason="asked")
+    assert mine.messages == [] == LedgerChatMessageHistory(ledger, "s").messages
 
 
 @pytest.mark.parametrize(("message", "fragment"), [

@@ -39,6 +39,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
     raise MissingExtra("langchain", "langchain", exc.name) from None
 
 from ctxledger._ledger import Ledger
+from ctxledger._message_list import MessageList
 from ctxledger.integrations._usage import usage_event_of
 from ctxledger.store.chat_shapes import ChatShapeError, canonical_message
 from ctxledger.store.errors import BatchEventError, EventValidationError
@@ -58,11 +59,15 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
     def __init__(self, ledger: Ledger, session_id: str) -> None:
         self.ledger = ledger
         self.session_id = session_id
+        # The history as last read: the next read decodes only what came since.
+        self._history: MessageList | None = None
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        """The session's messages, in order (retracted ones left out)."""
-        return [message_from(event) for event in self.ledger.messages(self.session_id)]
+        """The session's messages, in order (retracted ones left out); each read decodes
+        only the messages added since the one before (``Ledger.messages_since``)."""
+        self._history = self.ledger.messages_since(self.session_id, self._history)
+        return [message_from(event) for event in self._history.events]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append the messages atomically; one the canonical form cannot hold writes none

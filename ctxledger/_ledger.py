@@ -1275,15 +1275,10 @@ def _event_type(event: EventInput) -> object:
 def _live_messages(conn: sa.Connection, session: str, last: int | None
                    ) -> list[RecordedEvent]:
     """The messages of ``session`` that still count (the newest ``last``), read on ``conn``."""
+    from ctxledger._message_list import events_at
     from ctxledger.projections.read_history import live_message_seqs
-    from ctxledger.store.read import read_stream
 
-    seqs = live_message_seqs(conn, session, last)
-    if not seqs:
-        return []
-    wanted = set(seqs)
-    return [event for event in read_stream(conn, session, seqs[0], seqs[-1])
-            if event.stream_version in wanted]
+    return list(events_at(conn, session, tuple(live_message_seqs(conn, session, last))))
 
 
 def _setting_key(event: EventInput) -> str | None:

@@ -42,12 +42,12 @@ def read_message_list(conn: sa.Connection, session: str,
         kept = len(known.seqs)
         if seqs[:kept] == known.seqs and all(seq > known.version for seq in seqs[kept:]):
             return MessageList(session, version, seqs,
-                               known.events + _events_of(conn, session, seqs[kept:]))
-    return MessageList(session, version, seqs, _events_of(conn, session, seqs))
+                               known.events + events_at(conn, session, seqs[kept:]))
+    return MessageList(session, version, seqs, events_at(conn, session, seqs))
 
 
-def _events_of(conn: sa.Connection, session: str,
-               seqs: tuple[int, ...]) -> tuple[RecordedEvent, ...]:
+def events_at(conn: sa.Connection, session: str,
+              seqs: tuple[int, ...]) -> tuple[RecordedEvent, ...]:
     """The events of ``session`` at the (ascending) stream versions ``seqs``."""
     from ctxledger.store.read import read_stream
 

@@ -33,14 +33,14 @@ from ctxledger.store.canonical import (
 _EXCLUDED: Any = {"digest": True, "tokens": {"methods": True}}
 _WITHOUT_MESSAGES: Any = {"digest": True, "messages": True, "tokens": {"methods": True}}
 _SPLIT: Any = {"digest": True, "decisions": True, "messages": True, "report": True,
-               "tokens": {"methods": True}}
+               "sections": True, "tokens": {"methods": True}}
 
 def canonical_payload(assembly: Assembly, memo: CanonicalMemo | None = None) -> str:
     """The canonical JSON text the digest is computed over.
 
-    With ``memo``, lists of models (the decisions, a report's rows) are joined from their
-    memoized JSON and the object is put together key by key, in sorted order: the same
-    text as without it.
+    With ``memo``, lists of models (the decisions, the sections' items, a report's rows)
+    are joined from their memoized JSON and the object is put together key by key, in
+    sorted order: the same text as without it.
     """
     if memo is None:
         parts = {key: canonical_json(value) for key, value in
@@ -51,6 +51,10 @@ def canonical_payload(assembly: Assembly, memo: CanonicalMemo | None = None) -> 
              assembly.model_dump(mode="json", exclude=_SPLIT).items()}
     parts["decisions"] = _json_list(assembly.decisions, memo)
     parts["messages"] = _json_list(assembly.messages, memo)
+    # Each section's items come from the memo too: a long history's are the same objects
+    # every assembly.
+    parts["sections"] = "[" + ",".join([_model_json(section, memo)
+                                        for section in assembly.sections]) + "]"
     parts["report"] = _model_json(assembly.report, memo)
     return json_object(parts)
 

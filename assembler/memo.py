@@ -15,11 +15,11 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ctxledger.projections.session_view import ItemSet
+from ctxledger.projections.session_view import ItemSet, MessageSet
 from ctxledger.store.canonical import canonical_json
 
 T = TypeVar("T")
@@ -79,6 +79,40 @@ class CanonicalMemo:
         in ``built``)."""
         self._models[key] = value
 
+    def derived(self, source: object, tag: Hashable, build: Callable[[], T]) -> T:
+        """What ``build()`` derives from the immutable object ``source`` (and from what
+        ``tag`` names), kept for that very object: a read view that hands the same object
+        again (``MessageSet``) gets the value without deriving it again."""
+        self._used += 1
+        key = ("derived", id(source), tag)
+        found = self._models.get(key)
+        if found is None or found[0] is not source:  # type: ignore[index]
+            found = self._old_models.get(key)
+            if found is None or found[0] is not source:  # type: ignore[index]
+                # The entry holds the object, so its id cannot name another meanwhile.
+                found = (source, build())
+                self.built += 1
+            self._models[key] = found
+        return found[1]  # type: ignore[index,no-any-return]
+
+    def derived_before(self, source: object, tag: Hashable) -> Any:
+        """What ``derived`` or ``keep_derived`` kept for ``source`` under ``tag``, or
+        None (nothing is built)."""
+        self._used += 1
+        key = ("derived", id(source), tag)
+        found = self._models.get(key)
+        if found is None or found[0] is not source:  # type: ignore[index]
+            found = self._old_models.get(key)
+            if found is None or found[0] is not source:  # type: ignore[index]
+                return None
+            self._models[key] = found
+        return found[1]  # type: ignore[index]
+
+    def keep_derived(self, source: object, tag: Hashable, value: object) -> None:
+        """Keep ``value``, derived from the immutable ``source``, for ``derived``."""
+        self._models[("derived", id(source), tag)] = (source, value)
+        self.built += 1
+
     def json_of(self, model: BaseModel) -> str:
         """``canonical_json(model.model_dump(mode="json"))``, from the memo when known."""
         slot = id(model)
@@ -129,6 +163,7 @@ class SessionMemos:
         self.capacity = capacity
         self._memos: OrderedDict[str, CanonicalMemo] = OrderedDict()
         self._item_sets: dict[str, ItemSet] = {}
+        self._message_sets: dict[str, MessageSet] = {}
         self._lock = threading.Lock()
 
     def for_session(self, stream_id: str) -> CanonicalMemo:
@@ -141,6 +176,7 @@ class SessionMemos:
             while len(self._memos) > self.capacity:
                 gone, _ = self._memos.popitem(last=False)
                 self._item_sets.pop(gone, None)
+                self._message_sets.pop(gone, None)
             return memo
 
     def item_set(self, stream_id: str) -> ItemSet | None:
@@ -155,8 +191,21 @@ class SessionMemos:
             if item_set.stream_id in self._memos:
                 self._item_sets[item_set.stream_id] = item_set
 
+    def message_set(self, stream_id: str) -> MessageSet | None:
+        """The whole history kept for ``stream_id`` (``ViewRequest.history_probe``)."""
+        with self._lock:
+            return self._message_sets.get(stream_id)
+
+    def keep_message_set(self, message_set: MessageSet) -> None:
+        """Keep ``message_set`` for its session's next read view (one per session, for
+        the sessions that have a memo)."""
+        with self._lock:
+            if message_set.stream_id in self._memos:
+                self._message_sets[message_set.stream_id] = message_set
+
     def clear(self) -> None:
         """Forget every memo (tests: a cold assembly in the same process)."""
         with self._lock:
             self._memos.clear()
             self._item_sets.clear()
+            self._message_sets.clear()

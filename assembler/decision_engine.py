@@ -524,7 +524,7 @@ class Engine:
                 whole = counter.count(content)
                 framing[None] += whole - cost
                 cost = whole
-            built.append(self._composed(plan, content, spanned, wrapper + cost))
+            built.append(self._composed(plan, content, spanned, wrapper + cost, memo))
         if built:
             framing[None] += overhead.reply_priming
         return laid, built
@@ -540,11 +540,18 @@ class Engine:
         return memo.intern(key, lambda: said_message(plan, kept))
 
     @staticmethod
-    def _composed(plan: Composed, content: str, spanned: list[str],
-                  tokens: int) -> ContextMessage:
-        return ContextMessage.model_construct(
-            role=plan.role, content=content, name=None, tool_calls=None,
-            tool_call_id=None, is_error=None, item=None, sections=spanned, tokens=tokens)
+    def _composed(plan: Composed, content: str, spanned: list[str], tokens: int,
+                  memo: CanonicalMemo | None = None) -> ContextMessage:
+        def build() -> ContextMessage:
+            return ContextMessage.model_construct(
+                role=plan.role, content=content, name=None, tool_calls=None,
+                tool_call_id=None, is_error=None, item=None, sections=spanned, tokens=tokens)
+
+        if memo is None:
+            return build()
+        # The same message as last time is the same object (and its JSON is not made
+        # again): the card's memory text is the same turn after turn.
+        return memo.intern(("composed", plan.role, content, *spanned, tokens), build)
 
     @staticmethod
     def _place(kept: Candidate, items: dict[str, list[SectionItem]],

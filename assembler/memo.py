@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
+from itertools import compress, count
+from operator import is_not
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -23,6 +25,9 @@ from ctxledger.projections.session_view import ItemSet, MessageSet
 from ctxledger.store.canonical import canonical_json
 
 T = TypeVar("T")
+
+_LISTS = 16
+"""Lists whose last JSON ``json_list`` keeps (an assembly has a handful)."""
 
 GENERATION_SLACK = 3
 """A memo generation is retired when it holds more than this many times the models one
@@ -48,6 +53,7 @@ class CanonicalMemo:
         self._old_json: dict[int, tuple[BaseModel, str]] = {}
         self._used = 0
         self._states: OrderedDict[Hashable, object] = OrderedDict()
+        self._lists: dict[Hashable, tuple[list[BaseModel], list[str]]] = {}
         self.built = 0
         """Models built (interning misses) so far: a test checks reuse."""
 
@@ -112,6 +118,28 @@ class CanonicalMemo:
         """Keep ``value``, derived from the immutable ``source``, for ``derived``."""
         self._models[("derived", id(source), tag)] = (source, value)
         self.built += 1
+
+    def json_list(self, name: Hashable, models: Sequence[BaseModel]) -> str:
+        """The canonical JSON of the list ``models`` (each as ``json_of``), where ``name``
+        says which list of an assembly it is: the part shared with the last list of that
+        name, the very same objects in the same places, is not joined again (a long
+        history's decisions and messages are the same objects every assembly)."""
+        found = self._lists.get(name)
+        shared = 0
+        parts: list[str] = []
+        if found is not None:
+            before, before_parts = found
+            # C-level walks: the index of the first object that is not the same one.
+            shared = next(compress(count(), map(is_not, models, before)),
+                          min(len(models), len(before)))
+            parts = before_parts[:shared] if shared < len(before_parts) else before_parts
+        json_of = self.json_of
+        parts = [*parts, *(json_of(model) for model in models[shared:])] \
+            if shared < len(models) else parts[:len(models)]
+        if len(self._lists) >= _LISTS and name not in self._lists:
+            self._lists.clear()
+        self._lists[name] = (list(models), parts)
+        return "[" + ",".join(parts) + "]"
 
     def json_of(self, model: BaseModel) -> str:
         """``canonical_json(model.model_dump(mode="json"))``, from the memo when known."""

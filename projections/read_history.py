@@ -68,6 +68,13 @@ def _messages(conn: sa.Connection, stream_id: str, after_seq: int | None = None,
               through_seq: int | None = None, pool: MessagePool | None = None
               ) -> tuple[Message, ...]:
     """Non-retracted messages with ``after_seq < seq <= through_seq``, in seq order."""
+    return _messages_and_hash(conn, stream_id, after_seq, through_seq, pool)[0]
+
+
+def _messages_and_hash(conn: sa.Connection, stream_id: str, after_seq: int | None = None,
+                       through_seq: int | None = None, pool: MessagePool | None = None
+                       ) -> tuple[tuple[Message, ...], str | None]:
+    """``_messages``, and the chained hash of the newest one's event (None: none)."""
     query = _MESSAGE_SELECT.where(messages.c.stream_id == stream_id,
                                   messages.c.retracted.is_(False))
     if after_seq is not None:
@@ -75,8 +82,9 @@ def _messages(conn: sa.Connection, stream_id: str, after_seq: int | None = None,
     if through_seq is not None:
         query = query.where(messages.c.seq <= through_seq)
     # seq is the stream version: unique within a session, so it is a total order.
-    rows = conn.execute(query.order_by(messages.c.seq)).mappings()
-    return tuple(_message(row, pool) for row in rows)
+    rows = conn.execute(query.order_by(messages.c.seq)).mappings().all()
+    return tuple(_message(row, pool) for row in rows), (str(rows[-1]["hash"]) if rows
+                                                          else None)
 
 
 # The history window is read newest first in pages that grow, so a short window costs a
@@ -155,24 +163,22 @@ def _whole_history(conn: sa.Connection, session: sa.RowMapping, request: ViewReq
     stream_id = session["stream_id"]
     retracted = int(session["messages_retracted"])
     base = None if request.history_probe is None else request.history_probe(stream_id)
-    loaded: tuple[Message, ...] | None = None
     if base is not None and base.stream_id == stream_id and base.retracted == retracted \
             and _event_hash(conn, base.messages[-1].position) == base.event_hash:
-        newer = _messages(conn, stream_id, after_seq=base.messages[-1].seq, pool=pool)
+        newer, newest = _messages_and_hash(conn, stream_id, after_seq=base.messages[-1].seq,
+                                           pool=pool)
         # No message before the base's newest was retracted or replaced (the count), so
         # the base plus what follows it is the whole history (unless the counts disagree:
         # a stream erased and written again, say; then it is read whole).
         if len(base.messages) + len(newer) == int(session["messages_total"]):
-            loaded = base.messages + newer if newer else base.messages
-            if not newer:
-                return loaded, base
-    if loaded is None:
-        loaded = _messages(conn, stream_id, pool=pool)
-    if not loaded or request.history_probe is None:
+            if newest is None:
+                return base.messages, base
+            whole = base.messages + newer
+            return whole, MessageSet(stream_id, whole, newest, retracted)
+    loaded, newest = _messages_and_hash(conn, stream_id, pool=pool)
+    if newest is None or request.history_probe is None:
         return loaded, None
-    newest_hash = _event_hash(conn, loaded[-1].position)
-    return loaded, (None if newest_hash is None
-                    else MessageSet(stream_id, loaded, newest_hash, retracted))
+    return loaded, MessageSet(stream_id, loaded, newest, retracted)
 
 
 def _load_window(conn: sa.Connection, session: sa.RowMapping, after_seq: int | None,

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
+from types import MappingProxyType
 from typing import cast
 
 from ctxledger.assembler.budget import Additive, Measure, ShedResult, ShedStep
@@ -62,6 +63,10 @@ from ctxledger.assembler.model import (
 from ctxledger.assembler.outgoing import said_message
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.tokens import TokenCounter
+
+_NO_DETAIL: Mapping[str, DetailValue] = MappingProxyType({})
+"""A slot's details before any decision: one read-only mapping for all (every decision
+replaces a slot's details with a new dict, never changes them in place)."""
 
 
 @dataclass(slots=True)
@@ -138,7 +143,7 @@ class Engine:
         else:
             self._given.add(item_id)
         candidate = Candidate(item_id, section, text, tokens, tier, priority)
-        self._slots[item_id] = _Slot(candidate)
+        self._slots[item_id] = _Slot(candidate, detail=_NO_DETAIL)
         self._order.append(item_id)
         return candidate
 
@@ -150,7 +155,7 @@ class Engine:
         if item_id in self._slots:
             raise EngineError(f"candidate {item_id!r} registered twice")
         self._given.add(item_id)
-        self._slots[item_id] = _Slot(candidate)
+        self._slots[item_id] = _Slot(candidate, detail=_NO_DETAIL)
         self._order.append(item_id)
         return candidate
 

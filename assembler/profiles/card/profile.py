@@ -168,7 +168,9 @@ class CardProfile(Profile):
                 f"session {view.stream_id!r}: the read view holds no chat history "
                 "(the card profile requests history 'tail' or 'full')")
         card = _Card(policy, _macros(policy, view.card), engine.counter, view.card)
-        fields = _expire_fields(engine, card, view, history)
+        memo = None if engine.memos is None else engine.memo_for(view.stream_id)
+        loading = _Loading.of(engine, history.messages, policy, memo)
+        fields = _expire_fields(engine, card, view, history, loading.uncounted())
 
         summarizing = policy.summarizes() and history.summary is not None \
             and history.summary.through_seq is not None
@@ -178,8 +180,7 @@ class CardProfile(Profile):
                 f"but level {policy.compression_level!r} sends every message")
         replaced = self._remember_memo(engine, view, history, summarizing, policy)
         summary = _summary(engine, history, policy, summarizing, replaced)
-        memo = None if engine.memos is None else engine.memo_for(view.stream_id)
-        loaded = _loaded(engine, history.messages, policy, memo)
+        loaded = _loaded(engine, loading, policy, memo)
         post = _post_history(engine, card)
         lore = decide_lore(engine, policy, card.macros, view, history.messages,
                            SECTION_CARD, SECTION_HISTORY)
@@ -281,15 +282,42 @@ def _tokens(counter: TokenCounter, pieces: Sequence[Piece]) -> int:
                for piece in pieces)
 
 
-def _loaded(engine: Engine, messages: Sequence[Message], policy: CardPolicy,
+@dataclass(frozen=True, slots=True)
+class _Loading:
+    """The loaded messages cut into units (``history_window.pairing``), and for each the
+    window member a memo kept for that very message object (None: to make)."""
+
+    messages: Sequence[Message]
+    units: list[tuple[int, int, bool]]
+    known: list[WindowMessage | None]
+    costs: str
+    """``cost_key`` of the counter and the policy's message overhead."""
+
+    @classmethod
+    def of(cls, engine: Engine, messages: Sequence[Message], policy: CardPolicy,
+           memo: CanonicalMemo | None) -> _Loading:
+        """What is known of ``messages`` already."""
+        costs = cost_key(engine.counter.key, policy.message_overhead)
+        units = pairing(messages)
+        return cls(messages, units, [
+            None if memo is None else memo.derived_before(message, (costs, unpaired))
+            for start, stop, unpaired in units for message in messages[start:stop]], costs)
+
+    def uncounted(self) -> list[str]:
+        """The texts of the messages still to measure (a chat message's line is never
+        counted: its cost is counted from its parts)."""
+        return [text for message, made in zip(self.messages, self.known, strict=True)
+                if made is None for text in cost_texts(message)]
+
+
+def _loaded(engine: Engine, loading: _Loading, policy: CardPolicy,
             memo: CanonicalMemo | None) -> list[Unit]:
-    """The loaded messages cut into units (``history_window.pairing``), each message a
-    candidate whose tokens are its cost as sent (an unpaired tool result as the user
-    message holding its line). With ``memo``, a message object seen before keeps its
-    candidate (a whole history's messages come back as the same objects)."""
+    """The loaded messages cut into units, each message a candidate whose tokens are its
+    cost as sent (an unpaired tool result as the user message holding its line). With
+    ``memo``, a message object seen before keeps its candidate (a whole history's
+    messages come back as the same objects)."""
     counter, overhead = engine.counter, policy.message_overhead
-    costs = cost_key(counter.key, overhead)
-    units = pairing(messages)
+    messages, known = loading.messages, loading.known
 
     def member(message: Message, unpaired: bool) -> WindowMessage:
         line = chat_line(message)
@@ -298,21 +326,15 @@ def _loaded(engine: Engine, messages: Sequence[Message], policy: CardPolicy,
         return WindowMessage(message, candidate, Said(candidate, message,
                                                       UNPAIRED_ROLE if unpaired else None))
 
-    known = [None if memo is None else memo.derived_before(message, (costs, unpaired))
-             for start, stop, unpaired in units for message in messages[start:stop]]
-    # One lookup in the token store for every text not counted yet (a chat message's line
-    # is never counted: its cost is counted from its parts).
-    counter.prefetch([text for message, made in zip(messages, known, strict=True)
-                      if made is None for text in cost_texts(message)])
     loaded: list[Unit] = []
-    for start, stop, unpaired in units:
+    for start, stop, unpaired in loading.units:
         members = []
         for index in range(start, stop):
             made = known[index]
             if made is None:
                 made = member(messages[index], unpaired)
                 if memo is not None:
-                    memo.keep_derived(messages[index], (costs, unpaired), made)
+                    memo.keep_derived(messages[index], (loading.costs, unpaired), made)
             engine.register(made.candidate)
             members.append(made)
         loaded.append(Unit(tuple(members), unpaired))
@@ -539,16 +561,16 @@ class _Fields:
     """The greeting, left out because the history's first message is it."""
 
 
-def _expire_fields(engine: Engine, card: _Card, view: SessionView,
-                   history: History) -> _Fields:
+def _expire_fields(engine: Engine, card: _Card, view: SessionView, history: History,
+                   uncounted: Sequence[str]) -> _Fields:
     """Decide each field by the expiration rule (``card.expiry``), at the policy's level
     and the session's message count."""
     policy, counter = card.policy, card.counter
     level, count = policy.compression_level, view.counts.total
     field_texts = {rule.key: card.text(rule.key) for rule in policy.fields}
     greeting_message = _greeting_in_history(card, history)
-    # The messages' texts are looked up with those of the window (``_loaded``).
-    counter.prefetch([policy.context_role, *field_texts.values()])
+    # One lookup for every text not counted yet: the fields' and the messages'.
+    counter.prefetch([policy.context_role, *field_texts.values(), *uncounted])
     fields = _Fields({}, set(), {}, set())
     for rule in policy.fields:
         candidate = fields.registered[rule.key] = engine.candidate(

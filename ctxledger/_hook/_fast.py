@@ -400,6 +400,36 @@ def ask_drain(folder: str, key: str, environ: Mapping[str, str]) -> bool:
     return True
 
 
+def prepare(data: bytes, db: str | None, agent: str | None, environ: Mapping[str, str]
+            ) -> tuple[str, str, str, bytes] | None:
+    """The tool use in ``data`` as a spool line, with where it goes: ``(data folder,
+    database URL, spool key, line)``; None when this route is not sure of it."""
+    payload = tool_payload(data, environ)
+    if payload is None:
+        return None
+    folder = data_dir(environ)
+    if folder is None:
+        return None
+    url = database_url(db, payload["cwd"], environ, folder)
+    if url is None or not private(os.path.join(folder, "spool")):
+        return None
+    call = payload.get("tool_use_id")
+    size = None
+    if not (isinstance(call, str) and call):
+        # The event's key then hashes the transcript's size as the hook saw it.
+        path = payload.get("transcript_path")
+        size = ""
+        if isinstance(path, str) and path:
+            try:
+                size = str(os.stat(path).st_size)
+            except OSError:
+                size = ""
+    override = environ.get("CTXLEDGER_SCOPE", "").strip() or None
+    line = spool_line(data, utc_text(time.time_ns()), agent, override,
+                      os.path.realpath(payload["cwd"]), size)
+    return folder, url, spool_key(url), line
+
+
 def spool_tool_use(data: bytes, db: str | None, agent: str | None,
                    environ: Mapping[str, str]) -> bool:
     """Spool the tool use in ``data`` and have it drained (the worker told, else a
@@ -407,36 +437,15 @@ def spool_tool_use(data: bytes, db: str | None, agent: str | None,
     route then takes the event: it is not a tool use, or not one this route is sure of).
     A failure after the line is written is reported as the general route reports it."""
     try:
-        payload = tool_payload(data, environ)
-        if payload is None:
+        prepared = prepare(data, db, agent, environ)
+        if prepared is None:
             return False
-        data_folder = data_dir(environ)
-        if data_folder is None:
-            return False
-        url = database_url(db, payload["cwd"], environ, data_folder)
-        spool = os.path.join(data_folder, "spool")
-        if url is None or not private(spool):
-            return False
-        call = payload.get("tool_use_id")
-        size = None
-        if not (isinstance(call, str) and call):
-            # The event's key then hashes the transcript's size as the hook saw it.
-            path = payload.get("transcript_path")
-            size = ""
-            if isinstance(path, str) and path:
-                try:
-                    size = str(os.stat(path).st_size)
-                except OSError:
-                    size = ""
-        override = environ.get("CTXLEDGER_SCOPE", "").strip() or None
-        line = spool_line(data, utc_text(time.time_ns()), agent, override,
-                          os.path.realpath(payload["cwd"]), size)
-        key = spool_key(url)
-        append_line(spool, key, line)
+        folder, url, key, line = prepared
+        append_line(os.path.join(folder, "spool"), key, line)
     except Exception:  # the general route does it again, and reports what fails
         return False
     try:
-        if not ask_drain(os.path.join(data_folder, "worker"), key, environ):
+        if not ask_drain(os.path.join(folder, "worker"), key, environ):
             from ctxledger._hook._route import start_drainer_for
 
             start_drainer_for(url, environ, sys.stderr)

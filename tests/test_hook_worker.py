@@ -444,7 +444,8 @@ SLOW_IMPORTS = ("json", "re", "typing", "socket", "hashlib", "_hashlib", "datacl
                 "ctxledger.cli", "ctxledger._hook._route", "ctxledger._hook._spool",
                 "ctxledger._hook._worker", "ctxledger._hook._events", "ctxledger.store")
 # Beside the modules of Python's start-up, all a tool use imports.
-TOOL_USE_IMPORTS = {"__future__", "ctxledger", "ctxledger._hook", "ctxledger._hook._fast",
+TOOL_USE_IMPORTS = {"__future__", "ctxledger", "ctxledger._hook", "ctxledger._hook._script",
+                    "ctxledger._hook._fast",
                     "_json", "_sha256", "_sha2", "fcntl", "_socket"}
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -2,10 +2,13 @@
 
 Claude Code runs the hook command once per event, the event as JSON on stdin. Every
 route reaches ``run_hook`` (``_route``): the console script's fast route around Typer
-(``fast_main``) and the Typer command (``ctxledger.cli._hook``). The modules:
+(``_script.hook_main``) and the Typer command (``ctxledger.cli._hook``). The modules:
 
-- ``_fast``: the console script's entry (``main``), the command line it reads, and a
-  tool use's route: the event's bytes appended to the spool, the worker told to drain;
+- ``_script``: the console script's entry (``main``): a tool use through ``_fast``,
+  another hook event through ``run_hook``, another command through Typer;
+- ``_fast``: the command line the script reads, and a tool use's route: the event
+  checked, its bytes appended to the spool, the worker told to drain (no module that
+  is slow to import);
 - ``_route``: ``run_hook`` and ``run`` (spool a tool use, else ask the warm worker, else
   act in this process), for every event ``_fast`` does not finish;
 - ``_events``: what an event is (parsing, ids, a tool use's ``tool.used``); standard
@@ -16,16 +19,16 @@ route reaches ``run_hook`` (``_route``): the console script's fast route around 
 - ``_transcript``: Claude Code's transcript file, read from where the last read stopped,
   as chat messages, and the summary a session ends with.
 
-The console script's first stop is ``_fast`` (a tool use's whole route, on the modules
-Python loads at start-up), so this file imports nothing: its names come from ``_route``
-on first use.
+The console script's first stop is ``_script`` and ``_fast`` (a tool use's whole
+route, on the modules Python loads at start-up), so this file imports nothing: its names
+come from ``_route`` on first use.
 """
 
 from __future__ import annotations
 
 TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
 if TYPE_CHECKING:
-    from ctxledger._hook._route import HookArguments, fast_main, hook_arguments, run_hook
+    from ctxledger._hook._route import HookArguments, hook_arguments, run_hook
 else:
     def __getattr__(name: str) -> object:
         if name in __all__:
@@ -34,4 +37,4 @@ else:
             return getattr(_route, name)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["HookArguments", "fast_main", "hook_arguments", "run_hook"]
+__all__ = ["HookArguments", "hook_arguments", "run_hook"]

@@ -96,37 +96,6 @@ def hook_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Arguments | No
             stop_worker)
 
 
-def main() -> None:
-    """The ``ctxledger`` script: a hook command line here, anything else to Typer."""
-    if not hook_main(sys.argv[1:]):
-        from ctxledger.cli._app import main as typer_main
-
-        typer_main()
-
-
-def hook_main(argv: Sequence[str]) -> bool:
-    """Run ``argv`` as a hook command line when it is one (True), else do nothing
-    (False). A tool use is spooled here when it can be; everything else, and a tool use
-    this route is not sure of, goes to ``run_hook`` with the bytes read so far."""
-    environ = os.environ
-    arguments = hook_argv(argv, environ)
-    if arguments is None:
-        return False
-    stdin: IO[bytes] = sys.stdin.buffer
-    if not (arguments[2] or arguments[4]):
-        data = read_event(stdin, environ)
-        if data is not None:
-            if spool_tool_use(data, arguments[0], arguments[1], environ):
-                return True
-            import io
-
-            stdin = io.BytesIO(data)
-    from ctxledger._hook._route import HookArguments, run_hook
-
-    run_hook(HookArguments(*arguments), stdin, sys.stdout, sys.stderr, worker=True)
-    return True
-
-
 # -- reading and checking the event -------------------------------------------------------
 
 def limit(environ: Mapping[str, str], name: str, default: int) -> int | None:
@@ -428,29 +397,3 @@ def prepare(data: bytes, db: str | None, agent: str | None, environ: Mapping[str
     line = spool_line(data, utc_text(time.time_ns()), agent, override,
                       os.path.realpath(payload["cwd"]), size)
     return folder, url, spool_key(url), line
-
-
-def spool_tool_use(data: bytes, db: str | None, agent: str | None,
-                   environ: Mapping[str, str]) -> bool:
-    """Spool the tool use in ``data`` and have it drained (the worker told, else a
-    drainer started); True when done here, False when nothing was done (the general
-    route then takes the event: it is not a tool use, or not one this route is sure of).
-    A failure after the line is written is reported as the general route reports it."""
-    try:
-        prepared = prepare(data, db, agent, environ)
-        if prepared is None:
-            return False
-        folder, url, key, line = prepared
-        append_line(os.path.join(folder, "spool"), key, line)
-    except Exception:  # the general route does it again, and reports what fails
-        return False
-    try:
-        if not ask_drain(os.path.join(folder, "worker"), key, environ):
-            from ctxledger._hook._route import start_drainer_for
-
-            start_drainer_for(url, environ, sys.stderr)
-    except Exception as exc:  # fail open: the agent must go on
-        from ctxledger._hook._handle import fail_open_message
-
-        print(fail_open_message(exc), file=sys.stderr)
-    return True

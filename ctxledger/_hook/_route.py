@@ -1,18 +1,18 @@
 """``ctxledger hook``'s one entry, ``run_hook``, and the console script's route to it.
 
 Claude Code starts the hook on every tool call, and a tool use must cost little more
-than starting Python (``_spool``). Typer, click and the command modules take tens of
-milliseconds to import, so the console script sends a plain ``ctxledger [--db URL] hook
-[--agent A] [--drain [--worker]] [--stop-worker]`` here first (``fast_main``); anything
-else (``--help``, an unknown option) goes to the Typer app, whose ``hook`` command calls
-``run_hook`` too. The console script uses the database's warm worker (``_worker``) and
-starts one when none runs; the Typer command runs every event in its own process.
+than starting Python. Typer, click and the command modules take tens of milliseconds to
+import, so the console script (``_script``) reads a plain ``ctxledger [--db URL] hook
+[--agent A] [--drain [--worker]] [--stop-worker]`` itself, spools a tool use itself when
+it can (``_fast``), and sends every other hook event here; anything else (``--help``, an
+unknown option) goes to the Typer app, whose ``hook`` command calls ``run_hook`` too.
+The console script uses the database's warm worker (``_worker``) and starts one when
+none runs; the Typer command runs every event in its own process.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, NamedTuple, TextIO
 
@@ -77,12 +77,6 @@ def run_hook(arguments: HookArguments, stdin: IO[bytes], stdout: TextIO, stderr:
     if output is not None:
         print(output, file=stdout)
         stdout.flush()
-
-
-def fast_main() -> bool:
-    """Run ``sys.argv`` as a hook when it is one (True), else do nothing (False): the
-    console script's route (``_fast.hook_main``)."""
-    return _fast.hook_main(sys.argv[1:])
 
 
 def read_event(stream: IO[bytes]) -> bytes:

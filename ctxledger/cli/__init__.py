@@ -1,7 +1,7 @@
 """The ``ctxledger`` command line (``ctxledger.cli:main``); ``app`` is its Typer app.
 
 ``app`` is imported on first use (PEP 562): ``main`` runs ``ctxledger hook`` without
-importing Typer at all (``ctxledger._hook._fast``).
+importing Typer at all (``ctxledger._hook._script``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     """Console-script entry point (``ctxledger``): the hook through its fast route
-    (``ctxledger._hook._fast``), every other command through the Typer app."""
-    from ctxledger._hook._fast import main as script_main
+    (``ctxledger._hook._script``), every other command through the Typer app."""
+    from ctxledger._hook._script import main as script_main
 
     script_main()
 

@@ -1,6 +1,7 @@
 """What a Claude Code hook event is: its parsed form, its ids, and a tool use's events.
 
-Standard library only (and ``ctxledger``'s stdlib-only modules): a tool use imports it.
+Standard library only (and ``ctxledger``'s stdlib-only modules): the drainer and the
+general route import it (a tool use's own route, ``_fast``, does not).
 """
 
 from __future__ import annotations

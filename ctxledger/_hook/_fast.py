@@ -1,4 +1,4 @@
-"""The ``ctxledger`` script's first stop, and a tool use's whole route.
+"""A tool use's whole route, and the ``ctxledger hook`` command line the script reads.
 
 Claude Code starts the hook on every tool call, so a ``PostToolUse`` must cost little
 more than starting Python. This module is that route, and imports only what Python has
@@ -13,8 +13,9 @@ and checks them again, as the in-process hook does.
 
 Anything this route is not sure of (not a tool use, an event the checks here do not pass,
 a database or data folder named in a way the helpers here do not resolve, no worker)
-goes to the general route (``_route.run_hook``) with the bytes already read, which does
-exactly what it did before: the same outcome, the same one-line error.
+goes to the general route (``_route.run_hook``, through ``_script``) with the bytes
+already read, which does exactly what it did before: the same outcome, the same one-line
+error.
 """
 
 from __future__ import annotations

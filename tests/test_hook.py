@@ -774,6 +774,29 @@ def test_a_refused_line_is_kept_aside_and_blocks_nothing(
     assert spool.batches() == []
 
 
+def test_an_earlier_versions_batches_drain_in_order_with_the_new_ones(
+        db_url: str, tmp_path: Path, read: Ledger) -> None:
+    """A batch an earlier version's drainer left (``.batch``, format 1), its spool
+    (``.jsonl``) and the new spool (``.events``): numbered on from the old batch, drained
+    in that order, each event once."""
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    spool = Spool.of(db_url, env)
+    at = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+    spool.folder.mkdir(parents=True)
+    (spool.folder / f"{spool.key}.3.batch").write_text(
+        json.dumps(_legacy_line("toolu_1", at)) + "\n")
+    _append_legacy(spool, _legacy_line("toolu_2", at))
+    append(spool, _line("toolu_3", at))
+    claimed = claim(spool)
+    assert claimed is not None and claimed.name == f"{spool.key}.5.events"
+    assert [path.name for path in spool.batches()] == [
+        f"{spool.key}.3.batch", f"{spool.key}.4.batch", f"{spool.key}.5.events"]
+    assert _drain_in_process(db_url, env) == (3, [])
+    assert _calls(read) == ["toolu_1", "toolu_2", "toolu_3"]
+    assert spool.batches() == [] and not spool.path.exists()
+    assert not spool.legacy_path.exists()
+
+
 def test_two_drainers_at_once_write_each_event_once(hook: Run, db_url: str,
                                                     tmp_path: Path, read: Ledger) -> None:
     env = {"XDG_DATA_HOME": str(tmp_path / "data")}

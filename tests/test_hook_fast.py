@@ -207,3 +207,15 @@ def test_a_tool_use_without_an_id_keeps_the_transcript_size_it_saw(tmp_path: Pat
     assert _parse_line(prepared[3].rstrip()).event["id"] == seen_then
     assert tool_use(parse_event(raw))[0]["id"] != seen_then
     assert folder_scope(os.path.realpath(PROJECT)) == project_scope(PROJECT, environ={})
+
+
+def test_the_drain_request_is_the_one_a_worker_reads() -> None:
+    """Protocol 1, as before: a worker of any version reads it (one of another build
+    answers that and leaves, without draining a spool it does not know)."""
+    from ctxledger._hook._worker import PROTOCOL, build
+
+    assert json.loads(_fast.drain_request()) == {"v": PROTOCOL, "build": build(),
+                                                 "op": "drain"}
+    assert _fast.drain_request() == json.dumps(
+        {"v": PROTOCOL, "build": build(), "op": "drain"}, ensure_ascii=True,
+        separators=(",", ":")).encode("ascii")

@@ -431,6 +431,27 @@ def test_a_nested_or_huge_event_on_stdin_fails_open(hook: Run, db_url: str,
     assert (huge.returncode, huge.stdout) == (0, "")
     assert huge.stderr == ("ctxledger hook: the event: the input is larger than 2 KiB"
                            " (CTXLEDGER_MAX_INPUT_BYTES)\n")
+    # A tool use past either limit: the tool-use route leaves it to the general one,
+    # which refuses it with the same line and spools nothing.
+    deep: Any = {}
+    for _ in range(150):
+        deep = {"a": deep}
+    tool_uses = {
+        "nested": (_event("PostToolUse", "cc-1", tool_input=deep), {}),
+        "huge": (_event("PostToolUse", "cc-1", tool_response={"text": "x" * 4096}),
+                 {"CTXLEDGER_MAX_INPUT_BYTES": "2048"}),
+        "no tool": (_event("PostToolUse", "cc-1", tool_name=""), {})}
+    found = {what: hook(event, extra_env={IDLE_ENV: workers, **extra})
+             for what, (event, extra) in tool_uses.items()}
+    assert {what: (done.returncode, done.stdout, done.stderr)
+            for what, done in found.items()} == {
+        "nested": (0, "", "ctxledger hook: the event: JSON nested deeper than 100 levels"
+                          " (CTXLEDGER_MAX_INPUT_DEPTH)\n"),
+        "huge": (0, "", huge.stderr), "no tool": (0, "", "ctxledger hook: PostToolUse has"
+                                                         " no tool_name\n")}
+    spool = Path(env["XDG_DATA_HOME"]) / "ctxledger" / "spool"
+    assert not [path.name for path in spool.glob("*")
+                if path.suffix in (".events", ".jsonl", ".batch")]
     with Ledger.open(db_url, load_vocabulary=False) as ledger:
         assert ledger.head() == before
 

@@ -137,6 +137,7 @@ class _Decoder:
     parse_int = int
     parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"),
                       "NaN": float("nan")}.__getitem__
+    array_hook = None  # newer Pythons read it too; without it every event would go the long way
 
 
 def tool_payload(data: bytes, environ: Mapping[str, str]) -> dict[str, Any] | None:

@@ -73,14 +73,18 @@ def request_for(profile: str, policy: Policy, now: datetime,
 
     ``counter`` (default: a fresh one for the policy) measures a windowed history as the
     assembly will count it; pass the one you will assemble with, to share its memo.
-    ``memos`` (those you will assemble with) offer the item sets they hold, so a view of
-    context items reads only what changed since.
+    ``memos`` (those you will assemble with) offer the item sets and whole histories they
+    hold, so a view of context items, or of every message, reads only what changed since.
     """
     found = get_profile(profile)
     _check_policy(found.name, found.policy_type, policy)
     request = found.request(policy, _utc(now), counter or counter_for(policy))
     if memos is not None and request.items:
         request = replace(request, items_probe=memos.item_set)
+    if memos is not None and request.history != "none":
+        request = replace(request, message_pool=memos.for_session,
+                          history_probe=(memos.message_set if request.history_budget is None
+                                         else None))
     return request
 
 
@@ -135,6 +139,8 @@ def assemble_with_caches(view: SessionView, profile: str, now: datetime,
             "warnings": [*result.warnings, *unknown], "format_version": FORMAT_7_NOTES}))
     if memos is not None and view.item_set is not None:
         memos.keep_item_set(view.item_set)
+    if memos is not None and view.history is not None and view.history.message_set:
+        memos.keep_message_set(view.history.message_set)
     return result, engine.cache_writes
 
 

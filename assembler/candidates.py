@@ -61,11 +61,12 @@ def joined(parts: Iterable[Sequence[Piece]], separator: str,
            section: str | None = None) -> list[Piece]:
     """The non-empty ``parts`` one after another with a ``Frame(separator)`` between."""
     out: list[Piece] = []
+    frame = Frame(separator, section)  # immutable: one object serves every gap
     for part in parts:
         if not part:
             continue
         if out:
-            out.append(Frame(separator, section))
+            out.append(frame)
         out.extend(part)
     return out
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
+from types import MappingProxyType
 from typing import cast
 
 from ctxledger.assembler.budget import Additive, Measure, ShedResult, ShedStep
@@ -61,6 +63,10 @@ from ctxledger.assembler.model import (
 from ctxledger.assembler.outgoing import said_message
 from ctxledger.assembler.report import ProfileReport
 from ctxledger.assembler.tokens import TokenCounter
+
+_NO_DETAIL: Mapping[str, DetailValue] = MappingProxyType({})
+"""A slot's details before any decision: one read-only mapping for all (every decision
+replaces a slot's details with a new dict, never changes them in place)."""
 
 
 @dataclass(slots=True)
@@ -137,7 +143,19 @@ class Engine:
         else:
             self._given.add(item_id)
         candidate = Candidate(item_id, section, text, tokens, tier, priority)
-        self._slots[item_id] = _Slot(candidate)
+        self._slots[item_id] = _Slot(candidate, detail=_NO_DETAIL)
+        self._order.append(item_id)
+        return candidate
+
+    def register(self, candidate: Candidate) -> Candidate:
+        """Register a candidate made before, with its tokens given (a memoized chat
+        message's, the very object an earlier assembly registered: its section item and
+        sent message are reused with it)."""
+        item_id = candidate.id
+        if item_id in self._slots:
+            raise EngineError(f"candidate {item_id!r} registered twice")
+        self._given.add(item_id)
+        self._slots[item_id] = _Slot(candidate, detail=_NO_DETAIL)
         self._order.append(item_id)
         return candidate
 
@@ -466,6 +484,16 @@ class Engine:
         for plan in messages:
             if isinstance(plan, Said):
                 kept = self._kept(plan.candidate)
+                if memo is not None and kept is plan.candidate:
+                    # The candidate object names its message, text, tokens and section; a
+                    # memoized one comes back every assembly (``Engine.register``), and
+                    # with it its section item and sent message (and their JSON).
+                    item, message = memo.derived(kept, ("said", plan.message.position,
+                                                        plan.as_text),
+                                                 partial(_said_parts, plan, kept))
+                    self._place_item(kept, item, items, order)
+                    built.append(message)
+                    continue
                 self._place(kept, items, order)
                 built.append(self._said(plan, kept, memo))
                 continue
@@ -501,7 +529,7 @@ class Engine:
                 whole = counter.count(content)
                 framing[None] += whole - cost
                 cost = whole
-            built.append(self._composed(plan, content, spanned, wrapper + cost))
+            built.append(self._composed(plan, content, spanned, wrapper + cost, memo))
         if built:
             framing[None] += overhead.reply_priming
         return laid, built
@@ -517,19 +545,31 @@ class Engine:
         return memo.intern(key, lambda: said_message(plan, kept))
 
     @staticmethod
-    def _composed(plan: Composed, content: str, spanned: list[str],
-                  tokens: int) -> ContextMessage:
-        return ContextMessage.model_construct(
-            role=plan.role, content=content, name=None, tool_calls=None,
-            tool_call_id=None, is_error=None, item=None, sections=spanned, tokens=tokens)
+    def _composed(plan: Composed, content: str, spanned: list[str], tokens: int,
+                  memo: CanonicalMemo | None = None) -> ContextMessage:
+        def build() -> ContextMessage:
+            return ContextMessage.model_construct(
+                role=plan.role, content=content, name=None, tool_calls=None,
+                tool_call_id=None, is_error=None, item=None, sections=spanned, tokens=tokens)
+
+        if memo is None:
+            return build()
+        # The same message as last time is the same object (and its JSON is not made
+        # again): the card's memory text is the same turn after turn.
+        return memo.intern(("composed", plan.role, content, *spanned, tokens), build)
 
     @staticmethod
     def _place(kept: Candidate, items: dict[str, list[SectionItem]],
                order: list[str]) -> None:
-        if kept.section not in items:
+        Engine._place_item(kept, _section_item(kept), items, order)
+
+    @staticmethod
+    def _place_item(kept: Candidate, item: SectionItem, items: dict[str, list[SectionItem]],
+                    order: list[str]) -> None:
+        section = items.get(kept.section)
+        if section is None:
             raise EngineError(f"{kept.id!r} is in unknown section {kept.section!r}")
-        items[kept.section].append(SectionItem(id=kept.id, tokens=kept.tokens,
-                                               chars=kept.chars))
+        section.append(item)
         order.append(kept.id)
 
     def _totals(self, sections: Sequence[SectionLayout],
@@ -618,3 +658,13 @@ class Engine:
         slot.detail = {**slot.detail,
                        **{key: detail_value(value) for key, value in detail.items()}}
         slot.shared = False
+
+
+def _section_item(kept: Candidate) -> SectionItem:
+    # Built from a candidate's own fields (a str and two ints): nothing to validate.
+    return SectionItem.model_construct(id=kept.id, tokens=kept.tokens, chars=kept.chars)
+
+
+def _said_parts(plan: Said, kept: Candidate) -> tuple[SectionItem, ContextMessage]:
+    """A kept chat message's section item and the message sent."""
+    return _section_item(kept), said_message(plan, kept)

@@ -15,7 +15,7 @@ hashed, whole.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -33,14 +33,14 @@ from ctxledger.store.canonical import (
 _EXCLUDED: Any = {"digest": True, "tokens": {"methods": True}}
 _WITHOUT_MESSAGES: Any = {"digest": True, "messages": True, "tokens": {"methods": True}}
 _SPLIT: Any = {"digest": True, "decisions": True, "messages": True, "report": True,
-               "tokens": {"methods": True}}
+               "sections": True, "tokens": {"methods": True}}
 
 def canonical_payload(assembly: Assembly, memo: CanonicalMemo | None = None) -> str:
     """The canonical JSON text the digest is computed over.
 
-    With ``memo``, lists of models (the decisions, a report's rows) are joined from their
-    memoized JSON and the object is put together key by key, in sorted order: the same
-    text as without it.
+    With ``memo``, lists of models (the decisions, the sections' items, a report's rows)
+    are joined from their memoized JSON and the object is put together key by key, in
+    sorted order: the same text as without it.
     """
     if memo is None:
         parts = {key: canonical_json(value) for key, value in
@@ -49,9 +49,13 @@ def canonical_payload(assembly: Assembly, memo: CanonicalMemo | None = None) -> 
         return json_object(parts)
     parts = {key: canonical_json(value) for key, value in
              assembly.model_dump(mode="json", exclude=_SPLIT).items()}
-    parts["decisions"] = _json_list(assembly.decisions, memo)
-    parts["messages"] = _json_list(assembly.messages, memo)
-    parts["report"] = _model_json(assembly.report, memo)
+    parts["decisions"] = memo.json_list("decisions", assembly.decisions)
+    parts["messages"] = memo.json_list("messages", assembly.messages)
+    # Each section's items come from the memo too: a long history's are the same objects
+    # every assembly.
+    parts["sections"] = "[" + ",".join([_model_json(section, memo, ("section", section.name))
+                                        for section in assembly.sections]) + "]"
+    parts["report"] = _model_json(assembly.report, memo, "report")
     return json_object(parts)
 
 
@@ -159,24 +163,20 @@ def _feed(hasher: Any, fragment: Fragment) -> None:
             _feed(hasher, part)
 
 
-def _model_json(model: BaseModel, memo: CanonicalMemo) -> str:
+def _model_json(model: BaseModel, memo: CanonicalMemo, name: Hashable) -> str:
     # A report's lists of models (rows, tiers) come from the memo; the rest is dumped.
-    lists = {name for name in type(model).model_fields
-             if _is_model_list(getattr(model, name))}
+    lists = {field for field in type(model).model_fields
+             if _is_model_list(getattr(model, field))}
     parts = {key: canonical_json(value) for key, value in
              model.model_dump(mode="json", exclude=lists).items()}
-    for name in lists:
-        parts[name] = _json_list(getattr(model, name), memo)
+    for field in lists:
+        parts[field] = memo.json_list((name, field), getattr(model, field))
     return json_object(parts)
 
 
 def _is_model_list(value: Any) -> bool:
     return type(value) is list and bool(value) and all(
         isinstance(part, BaseModel) for part in value)
-
-
-def _json_list(models: list[Any], memo: CanonicalMemo) -> str:
-    return "[" + ",".join([memo.json_of(model) for model in models]) + "]"
 
 
 def json_object(parts: Mapping[str, str]) -> str:

@@ -30,9 +30,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
-from ctxledger.assembler.candidates import Candidate
+from ctxledger.assembler.candidates import Candidate, Said
 from ctxledger.assembler.decision_engine import Engine
+from ctxledger.assembler.details import detail_values
+from ctxledger.assembler.memo import CanonicalMemo
 from ctxledger.assembler.message_ranges import DROPPED_RANGE_ITEM
 from ctxledger.projections.session_view import Message
 
@@ -44,10 +47,12 @@ def message_item(message: Message) -> str:
 
 @dataclass(frozen=True, slots=True)
 class WindowMessage:
-    """A loaded message as a registered candidate (its tokens: its cost as sent)."""
+    """A loaded message as a registered candidate (its tokens: its cost as sent), and how
+    it is sent when kept."""
 
     message: Message
     candidate: Candidate
+    said: Said
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +141,7 @@ def _unit_detail(unit: Unit, position: int) -> dict[str, int | str | None]:
 
 def fill_window(engine: Engine, cut: Sequence[Unit], *, base: int,
                 budget: int | None, reason: str, unloaded: int = 0,
-                oldest_unloaded: Message | None = None,
+                oldest_unloaded: Message | None = None, memo: CanonicalMemo | None = None,
                 **detail: int | str | None) -> WindowResult:
     """Decide every loaded message under ``budget``, unit by unit (``cut``: the loaded
     messages cut into units by ``pairing``, oldest first).
@@ -144,13 +149,22 @@ def fill_window(engine: Engine, cut: Sequence[Unit], *, base: int,
     ``base`` is what the context already uses. The kept units are the longest newest
     suffix whose cost fits: the sum of their messages' costs (a message's cost as sent
     is additive, so the suffix's total is exactly what is sent). ``reason`` is the reason
-    code of kept messages; ``detail`` is added to every decision.
+    code of kept messages; ``detail`` is added to every decision. ``memo``: the session's
+    memo, in which a kept member's details are kept with it.
     """
     if budget is None:
         for unit in cut:
             for position, member in enumerate(unit.members):
-                engine.include(member.candidate, reason, seq=member.message.seq,
-                               **_unit_detail(unit, position), **detail)
+                given = {"seq": member.message.seq, **_unit_detail(unit, position),
+                         **detail}
+                if memo is None:
+                    engine.include(member.candidate, reason, **given)
+                else:
+                    # The same member kept for the same reasons: the same details, so
+                    # its decision is found by them (``Engine.include_details``).
+                    engine.include_details(member.candidate, reason, memo.derived(
+                        member, ("kept", reason, *given.items()),
+                        partial(detail_values, given)))
         used = base + sum(unit.tokens for unit in cut)
         return WindowResult(kept=list(cut), used=used)
 

@@ -14,15 +14,20 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from typing import TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from itertools import compress, count
+from operator import is_not
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ctxledger.projections.session_view import ItemSet
+from ctxledger.projections.session_view import ItemSet, MessageSet
 from ctxledger.store.canonical import canonical_json
 
 T = TypeVar("T")
+
+_LISTS = 16
+"""Lists whose last JSON ``json_list`` keeps (an assembly has a handful)."""
 
 GENERATION_SLACK = 3
 """A memo generation is retired when it holds more than this many times the models one
@@ -48,6 +53,7 @@ class CanonicalMemo:
         self._old_json: dict[int, tuple[BaseModel, str]] = {}
         self._used = 0
         self._states: OrderedDict[Hashable, object] = OrderedDict()
+        self._lists: dict[Hashable, tuple[list[BaseModel], list[str]]] = {}
         self.built = 0
         """Models built (interning misses) so far: a test checks reuse."""
 
@@ -78,6 +84,62 @@ class CanonicalMemo:
         """Intern ``value`` under ``key`` (an index to what ``intern`` built: not counted
         in ``built``)."""
         self._models[key] = value
+
+    def derived(self, source: object, tag: Hashable, build: Callable[[], T]) -> T:
+        """What ``build()`` derives from the immutable object ``source`` (and from what
+        ``tag`` names), kept for that very object: a read view that hands the same object
+        again (``MessageSet``) gets the value without deriving it again."""
+        self._used += 1
+        key = ("derived", id(source), tag)
+        found = self._models.get(key)
+        if found is None or found[0] is not source:  # type: ignore[index]
+            found = self._old_models.get(key)
+            if found is None or found[0] is not source:  # type: ignore[index]
+                # The entry holds the object, so its id cannot name another meanwhile.
+                found = (source, build())
+                self.built += 1
+            self._models[key] = found
+        return found[1]  # type: ignore[index,no-any-return]
+
+    def derived_before(self, source: object, tag: Hashable) -> Any:
+        """What ``derived`` or ``keep_derived`` kept for ``source`` under ``tag``, or
+        None (nothing is built)."""
+        self._used += 1
+        key = ("derived", id(source), tag)
+        found = self._models.get(key)
+        if found is None or found[0] is not source:  # type: ignore[index]
+            found = self._old_models.get(key)
+            if found is None or found[0] is not source:  # type: ignore[index]
+                return None
+            self._models[key] = found
+        return found[1]  # type: ignore[index]
+
+    def keep_derived(self, source: object, tag: Hashable, value: object) -> None:
+        """Keep ``value``, derived from the immutable ``source``, for ``derived``."""
+        self._models[("derived", id(source), tag)] = (source, value)
+        self.built += 1
+
+    def json_list(self, name: Hashable, models: Sequence[BaseModel]) -> str:
+        """The canonical JSON of the list ``models`` (each as ``json_of``), where ``name``
+        says which list of an assembly it is: the part shared with the last list of that
+        name, the very same objects in the same places, is not joined again (a long
+        history's decisions and messages are the same objects every assembly)."""
+        found = self._lists.get(name)
+        shared = 0
+        parts: list[str] = []
+        if found is not None:
+            before, before_parts = found
+            # C-level walks: the index of the first object that is not the same one.
+            shared = next(compress(count(), map(is_not, models, before)),
+                          min(len(models), len(before)))
+            parts = before_parts[:shared] if shared < len(before_parts) else before_parts
+        json_of = self.json_of
+        parts = [*parts, *(json_of(model) for model in models[shared:])] \
+            if shared < len(models) else parts[:len(models)]
+        if len(self._lists) >= _LISTS and name not in self._lists:
+            self._lists.clear()
+        self._lists[name] = (list(models), parts)
+        return "[" + ",".join(parts) + "]"
 
     def json_of(self, model: BaseModel) -> str:
         """``canonical_json(model.model_dump(mode="json"))``, from the memo when known."""
@@ -129,6 +191,7 @@ class SessionMemos:
         self.capacity = capacity
         self._memos: OrderedDict[str, CanonicalMemo] = OrderedDict()
         self._item_sets: dict[str, ItemSet] = {}
+        self._message_sets: dict[str, MessageSet] = {}
         self._lock = threading.Lock()
 
     def for_session(self, stream_id: str) -> CanonicalMemo:
@@ -141,6 +204,7 @@ class SessionMemos:
             while len(self._memos) > self.capacity:
                 gone, _ = self._memos.popitem(last=False)
                 self._item_sets.pop(gone, None)
+                self._message_sets.pop(gone, None)
             return memo
 
     def item_set(self, stream_id: str) -> ItemSet | None:
@@ -155,8 +219,21 @@ class SessionMemos:
             if item_set.stream_id in self._memos:
                 self._item_sets[item_set.stream_id] = item_set
 
+    def message_set(self, stream_id: str) -> MessageSet | None:
+        """The whole history kept for ``stream_id`` (``ViewRequest.history_probe``)."""
+        with self._lock:
+            return self._message_sets.get(stream_id)
+
+    def keep_message_set(self, message_set: MessageSet) -> None:
+        """Keep ``message_set`` for its session's next read view (one per session, for
+        the sessions that have a memo)."""
+        with self._lock:
+            if message_set.stream_id in self._memos:
+                self._message_sets[message_set.stream_id] = message_set
+
     def clear(self) -> None:
         """Forget every memo (tests: a cold assembly in the same process)."""
         with self._lock:
             self._memos.clear()
             self._item_sets.clear()
+            self._message_sets.clear()

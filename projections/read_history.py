@@ -20,6 +20,8 @@ from ctxledger.projections.session_view import (
     HistoryMeasure,
     HistorySummary,
     Message,
+    MessagePool,
+    MessageSet,
     ViewRequest,
 )
 from ctxledger.projections.token_cache import load_history_memo
@@ -31,11 +33,25 @@ from ctxledger.store.schema import events
 # read by position (the log's primary key) in the same query.
 _MESSAGE_SELECT = sa.select(
     messages.c.seq, messages.c.message_id, messages.c.role, messages.c.position,
-    events.c.data, events.c.recorded_at,
+    events.c.data, events.c.recorded_at, events.c.hash,
 ).select_from(messages.join(events, events.c.position == messages.c.position))
 
 
-def _message(row: sa.RowMapping) -> Message:
+def _message(row: sa.RowMapping, pool: MessagePool | None = None) -> Message:
+    """The message of ``row``; with ``pool``, the object read before when there is one
+    (the same position and chained hash name the same message in any database)."""
+    if pool is None:
+        return _parse(row)
+    key = ("message", row["position"], row["hash"])
+    found = pool.lookup(key)
+    if isinstance(found, Message) and found.seq == row["seq"]:
+        return found
+    made = _parse(row)
+    pool.remember(key, made)
+    return made
+
+
+def _parse(row: sa.RowMapping) -> Message:
     # Every message.appended payload is a current (v2) payload as stored: v1 upcasts to
     # v2 unchanged, so no upcast is needed here.
     data = orjson.loads(row["data"])
@@ -49,8 +65,16 @@ def _message(row: sa.RowMapping) -> Message:
 
 
 def _messages(conn: sa.Connection, stream_id: str, after_seq: int | None = None,
-              through_seq: int | None = None) -> tuple[Message, ...]:
+              through_seq: int | None = None, pool: MessagePool | None = None
+              ) -> tuple[Message, ...]:
     """Non-retracted messages with ``after_seq < seq <= through_seq``, in seq order."""
+    return _messages_and_hash(conn, stream_id, after_seq, through_seq, pool)[0]
+
+
+def _messages_and_hash(conn: sa.Connection, stream_id: str, after_seq: int | None = None,
+                       through_seq: int | None = None, pool: MessagePool | None = None
+                       ) -> tuple[tuple[Message, ...], str | None]:
+    """``_messages``, and the chained hash of the newest one's event (None: none)."""
     query = _MESSAGE_SELECT.where(messages.c.stream_id == stream_id,
                                   messages.c.retracted.is_(False))
     if after_seq is not None:
@@ -58,8 +82,9 @@ def _messages(conn: sa.Connection, stream_id: str, after_seq: int | None = None,
     if through_seq is not None:
         query = query.where(messages.c.seq <= through_seq)
     # seq is the stream version: unique within a session, so it is a total order.
-    rows = conn.execute(query.order_by(messages.c.seq)).mappings()
-    return tuple(_message(row) for row in rows)
+    rows = conn.execute(query.order_by(messages.c.seq)).mappings().all()
+    return tuple(_message(row, pool) for row in rows), (str(rows[-1]["hash"]) if rows
+                                                          else None)
 
 
 # The history window is read newest first in pages that grow, so a short window costs a
@@ -91,7 +116,8 @@ _WINDOW_PAGE = (
 
 
 def _window(conn: sa.Connection, stream_id: str, after_seq: int | None, budget: int,
-            measure: HistoryMeasure, whole_units: bool) -> tuple[list[Message], bool]:
+            measure: HistoryMeasure, whole_units: bool, pool: MessagePool | None
+            ) -> tuple[list[Message], bool]:
     """Messages after ``after_seq``, newest first, until ``measure`` of them is over
     ``budget`` (that message included; with ``whole_units``, so are the older messages
     up to the first that is not a tool result, the call its results answer); also
@@ -102,7 +128,7 @@ def _window(conn: sa.Connection, stream_id: str, after_seq: int | None, budget: 
     page = _FIRST_PAGE
     over = False
     while True:
-        batch = [_message(row) for row in conn.execute(_WINDOW_PAGE, {
+        batch = [_message(row, pool) for row in conn.execute(_WINDOW_PAGE, {
             "stream_id": stream_id, "after_seq": -1 if after_seq is None else after_seq,
             "below_seq": below, "page": page}).mappings()]
         if not batch:
@@ -125,14 +151,45 @@ def _window(conn: sa.Connection, stream_id: str, after_seq: int | None, budget: 
         page = min(_MAX_PAGE, max(_FIRST_PAGE, (budget - used) // average + 8))
 
 
+def _event_hash(conn: sa.Connection, position: int) -> str | None:
+    return conn.execute(sa.select(events.c.hash).where(
+        events.c.position == position)).scalar_one_or_none()
+
+
+def _whole_history(conn: sa.Connection, session: sa.RowMapping, request: ViewRequest,
+                   pool: MessagePool | None) -> tuple[tuple[Message, ...], MessageSet | None]:
+    """Every non-retracted message, reading only those after the probe's set when it is a
+    prefix of this session (see ``ViewRequest.history_probe``); and the set to keep."""
+    stream_id = session["stream_id"]
+    retracted = int(session["messages_retracted"])
+    base = None if request.history_probe is None else request.history_probe(stream_id)
+    if base is not None and base.stream_id == stream_id and base.retracted == retracted \
+            and _event_hash(conn, base.messages[-1].position) == base.event_hash:
+        newer, newest = _messages_and_hash(conn, stream_id, after_seq=base.messages[-1].seq,
+                                           pool=pool)
+        # No message before the base's newest was retracted or replaced (the count), so
+        # the base plus what follows it is the whole history (unless the counts disagree:
+        # a stream erased and written again, say; then it is read whole).
+        if len(base.messages) + len(newer) == int(session["messages_total"]):
+            if newest is None:
+                return base.messages, base
+            whole = base.messages + newer
+            return whole, MessageSet(stream_id, whole, newest, retracted)
+    loaded, newest = _messages_and_hash(conn, stream_id, pool=pool)
+    if newest is None or request.history_probe is None:
+        return loaded, None
+    return loaded, MessageSet(stream_id, loaded, newest, retracted)
+
+
 def _load_window(conn: sa.Connection, session: sa.RowMapping, after_seq: int | None,
-                 request: ViewRequest) -> _Window:
+                 request: ViewRequest, pool: MessagePool | None) -> _Window:
     """The history window for ``request``, with the count and oldest of what it left out."""
     stream_id = session["stream_id"]
     if request.history_budget is None or request.history_measure is None:
-        return _Window(_messages(conn, stream_id, after_seq=after_seq), 0, None)
+        return _Window(_messages(conn, stream_id, after_seq=after_seq, pool=pool), 0, None)
     newest_first, reached = _window(conn, stream_id, after_seq, request.history_budget,
-                                    request.history_measure, request.history_whole_units)
+                                    request.history_measure, request.history_whole_units,
+                                    pool)
     loaded = tuple(reversed(newest_first))
     if reached or not loaded:
         return _Window(loaded, 0, None)
@@ -152,7 +209,7 @@ def _load_window(conn: sa.Connection, session: sa.RowMapping, after_seq: int | N
         return _Window(loaded, 0, None)
     oldest = conn.execute(_MESSAGE_SELECT.where(*older).order_by(messages.c.seq)
                           .limit(1)).mappings().first()
-    return _Window(loaded, unloaded, None if oldest is None else _message(oldest))
+    return _Window(loaded, unloaded, None if oldest is None else _message(oldest, pool))
 
 
 def load_history(conn: sa.Connection, session: sa.RowMapping, request: ViewRequest) -> History:
@@ -168,8 +225,15 @@ def load_history(conn: sa.Connection, session: sa.RowMapping, request: ViewReque
             position=int(session["summary_position"]))
     through = None if summary is None else summary.through_seq
     total = int(session["messages_total"])
+    pool = None if request.message_pool is None else request.message_pool(stream_id)
     if request.history == "full" or through is None:
-        window = _load_window(conn, session, None, request)
+        if request.history_budget is None or request.history_measure is None:
+            whole, message_set = _whole_history(conn, session, request, pool)
+            return History(summary=summary, messages=whole, complete=True,
+                           summarized_count=(0 if through is None else
+                                             sum(1 for m in whole if m.seq <= through)),
+                           message_set=message_set)
+        window = _load_window(conn, session, None, request, pool)
         loaded = window.messages
         complete = window.unloaded == 0
         if through is None:
@@ -184,7 +248,7 @@ def load_history(conn: sa.Connection, session: sa.RowMapping, request: ViewReque
         return History(summary=summary, messages=loaded, complete=complete,
                        summarized_count=summarized, unloaded=window.unloaded,
                        oldest_unloaded=window.oldest_unloaded)
-    window = _load_window(conn, session, through, request)
+    window = _load_window(conn, session, through, request, pool)
     tail = window.messages
     # messages_total counts the session's non-retracted messages, so the summarized ones
     # are the rest: no need to count the (possibly long) summarized prefix.
@@ -209,7 +273,7 @@ def load_history(conn: sa.Connection, session: sa.RowMapping, request: ViewReque
         if memo is not None:
             prefix_tokens, prefix_through = memo.tokens, memo.through_seq
         summarized_messages = _messages(conn, stream_id, after_seq=prefix_through,
-                                        through_seq=through)
+                                        through_seq=through, pool=pool)
     return History(summary=summary, messages=tail,
                    complete=summarized == 0 and window.unloaded == 0,
                    summarized_count=summarized, prefix_tokens=prefix_tokens,

@@ -7,10 +7,10 @@ in a documented order; mappings are built in sorted key order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 HistoryMode = Literal["none", "tail", "full"]
 
@@ -20,6 +20,21 @@ count them. The read view calls it to know when the history window is full."""
 
 ItemsProbe = Callable[[str], "ItemSet | None"]
 """Given a session, the item set the caller already holds for it (None: none)."""
+
+class MessagePool(Protocol):
+    """Messages read before, by (log position, chained hash): a message at a position
+    with that hash is always the same, in any database, so a read view hands back the
+    object read before (``assembler.memo.CanonicalMemo`` is one)."""
+
+    def lookup(self, key: Hashable) -> object | None:
+        """The message kept under ``key``, or None."""
+
+    def remember(self, key: Hashable, value: object) -> None:
+        """Keep ``value`` under ``key``."""
+
+
+HistoryProbe = Callable[[str], "MessageSet | None"]
+"""Given a session, the whole history the caller already holds for it (None: none)."""
 
 SnippetProbe = Callable[[str], Sequence["SnippetBase"]]
 """Given a scope, the snippet sets the caller already holds for it, best first (several
@@ -60,6 +75,14 @@ class ViewRequest:
     (the same chained hash at its position), only the items put or removed after it are
     read (a seek on the item rows, a range of the stream's events); ``SessionView.items``
     is the whole set either way."""
+    history_probe: HistoryProbe | None = None
+    """With a whole history to load (no ``history_budget``, no summary to start after):
+    when the probe's set is a prefix of this log's session (the same chained hash at its
+    newest message, and no message retracted or replaced since), only the messages after
+    it are read; ``History.messages`` is the whole history either way."""
+    message_pool: Callable[[str], MessagePool] | None = None
+    """Given a session, where the messages it read before are kept: a message read again
+    (the same position and chained hash) is that object, not a new one."""
     knowledge: bool = False
     snippet_probe: SnippetProbe | None = None
     """With ``knowledge``: when one of the probe's bases is a prefix of this log's scope
@@ -128,6 +151,19 @@ class HistorySummary:
 
 
 @dataclass(frozen=True, slots=True)
+class MessageSet:
+    """Every non-retracted message of a session, as of its newest one (whose chained hash
+    ``event_hash`` commits to the stream up to it, so it names the set in any database),
+    with the session's count of retracted (or replaced) messages then."""
+
+    stream_id: str
+    messages: tuple[Message, ...]
+    """In seq order; never empty."""
+    event_hash: str
+    retracted: int
+
+
+@dataclass(frozen=True, slots=True)
 class History:
     """Chat history as loaded for the request, messages in ``seq`` order."""
 
@@ -153,6 +189,9 @@ class History:
     summary for ``tail``, all for ``full``) older than ``messages``, left unread."""
     oldest_unloaded: Message | None = None
     """The oldest of those (None when ``unloaded`` is 0), to name the range they form."""
+    message_set: MessageSet | None = None
+    """When every message was loaded (no budget, no summary to start after) and there is
+    one: the set, for a memo to offer next time (``ViewRequest.history_probe``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,9 +109,12 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         # The lorebook leg at --quick sizes: 1,000 vs 100 messages (10,000 in full).
         "card re-assembly with a lorebook after one new message, 1,000 vs 100 messages",
         "lorebook activate() after one new message (500 entries)",
-        "ctxledger --version",
-        "ctxledger --help",
-        "ctxledger state on a small database",
+        "ctxledger --version (the wheel, in a fresh venv)",
+        "ctxledger --help (the wheel, in a fresh venv)",
+        "ctxledger state on a small database (the wheel, in a fresh venv)",
+        "ctxledger --version (the editable checkout)",
+        "ctxledger --help (the editable checkout)",
+        "ctxledger state on a small database (the editable checkout)",
         "floor: python -c 'import sqlalchemy, pydantic'",
         *pg_rows,
         # The service legs at --quick sizes: 2 clients of 12 turns, 30 turns alone.
@@ -154,7 +157,8 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
         "why over 60 messages vs the live turns",
         "why over 60 messages: peak memory vs one replay's",
         "timeline of 30 messages (32 steps), no context limit",
-        "audit of 20 recorded assemblies in one session vs the fold alone",
+        "audit of 20 recorded assemblies in one session vs its fold alone",
+        "... the audit vs the reducers alone (no assembly)",
         "... the audit vs the live turns that recorded them",
         # The tokens leg (--quick: 2,000 texts): o200k against an independent count at
         # every limit, usage.reported's cost, o200k against cl100k.

@@ -128,10 +128,13 @@ def decide_lore(engine: Engine, policy: CardPolicy, macros: Macros, view: Sessio
     lore = Lore(note=_character_note(engine, macros, view.card, section_history))
     if lore.note is not None:
         lore.texts.append(str(view.card["extensions"]["depth_prompt"]["prompt"]))
-    scan = [ScanMessage(message.message_id, message.content) for message in messages]
     memo = engine.memo_for(view.stream_id) if engine.memos is not None else None
     intern = memo.intern if memo is not None else None
-    for book in books(view, policy, intern):
+    found = books(view, policy, intern)
+    # Read only when a book scans it: a long history without lorebooks costs nothing here.
+    scan = [ScanMessage(message.message_id, message.content)
+            for message in messages] if found else []
+    for book in found:
         lore.regex_keys = lore.regex_keys or book.regex_keys
         depth = book.scan_depth if book.scan_depth is not None else policy.lorebook_scan_depth
         activations = activate(book, scan, scan_depth=depth,

@@ -61,6 +61,7 @@ from ctxledger.assembler.history_window import (
     pairing,
 )
 from ctxledger.assembler.inputs import Inputs
+from ctxledger.assembler.memo import CanonicalMemo
 from ctxledger.assembler.message_ranges import SUMMARIZED_PREFIX
 from ctxledger.assembler.model import Assembly, format_for
 from ctxledger.assembler.outgoing import UNPAIRED_ROLE, cost_texts, sent_cost
@@ -177,7 +178,8 @@ class CardProfile(Profile):
                 f"but level {policy.compression_level!r} sends every message")
         replaced = self._remember_memo(engine, view, history, summarizing, policy)
         summary = _summary(engine, history, policy, summarizing, replaced)
-        loaded = _loaded(engine, history.messages, policy)
+        memo = None if engine.memos is None else engine.memo_for(view.stream_id)
+        loaded = _loaded(engine, history.messages, policy, memo)
         post = _post_history(engine, card)
         lore = decide_lore(engine, policy, card.macros, view, history.messages,
                            SECTION_CARD, SECTION_HISTORY)
@@ -202,7 +204,7 @@ class CardProfile(Profile):
         window = fill_window(
             engine, loaded, base=base, budget=budget,
             reason="after_summary" if summarizing else "chat_message",
-            unloaded=history.unloaded, oldest_unloaded=history.oldest_unloaded,
+            unloaded=history.unloaded, oldest_unloaded=history.oldest_unloaded, memo=memo,
             **({"through_seq": history.summary.through_seq}
                if summarizing and history.summary is not None else {}))
 
@@ -279,19 +281,40 @@ def _tokens(counter: TokenCounter, pieces: Sequence[Piece]) -> int:
                for piece in pieces)
 
 
-def _loaded(engine: Engine, messages: Sequence[Message], policy: CardPolicy) -> list[Unit]:
+def _loaded(engine: Engine, messages: Sequence[Message], policy: CardPolicy,
+            memo: CanonicalMemo | None) -> list[Unit]:
     """The loaded messages cut into units (``history_window.pairing``), each message a
     candidate whose tokens are its cost as sent (an unpaired tool result as the user
-    message holding its line)."""
+    message holding its line). With ``memo``, a message object seen before keeps its
+    candidate (a whole history's messages come back as the same objects)."""
     counter, overhead = engine.counter, policy.message_overhead
+    costs = cost_key(counter.key, overhead)
+    units = pairing(messages)
+
+    def member(message: Message, unpaired: bool) -> WindowMessage:
+        line = chat_line(message)
+        cost = sent_cost(counter, message, overhead, line=line if unpaired else None)
+        candidate = Candidate(message_item(message), SECTION_HISTORY, line, cost)
+        return WindowMessage(message, candidate, Said(candidate, message,
+                                                      UNPAIRED_ROLE if unpaired else None))
+
+    known = [None if memo is None else memo.derived_before(message, (costs, unpaired))
+             for start, stop, unpaired in units for message in messages[start:stop]]
+    # One lookup in the token store for every text not counted yet (a chat message's line
+    # is never counted: its cost is counted from its parts).
+    counter.prefetch([text for message, made in zip(messages, known, strict=True)
+                      if made is None for text in cost_texts(message)])
     loaded: list[Unit] = []
-    for start, stop, unpaired in pairing(messages):
+    for start, stop, unpaired in units:
         members = []
-        for message in messages[start:stop]:
-            line = chat_line(message)
-            cost = sent_cost(counter, message, overhead, line=line if unpaired else None)
-            members.append(WindowMessage(message, engine.candidate(
-                message_item(message), SECTION_HISTORY, line, tokens=cost)))
+        for index in range(start, stop):
+            made = known[index]
+            if made is None:
+                made = member(messages[index], unpaired)
+                if memo is not None:
+                    memo.keep_derived(messages[index], (costs, unpaired), made)
+            engine.register(made.candidate)
+            members.append(made)
         loaded.append(Unit(tuple(members), unpaired))
     return loaded
 
@@ -335,9 +358,7 @@ def _with_depth_entries(kept: Sequence[Unit], lore: Lore) -> list[tuple[Candidat
     starts: list[int] = []
     for unit in kept:
         starts.append(len(said))
-        said.extend((member.candidate, Said(member.candidate, member.message,
-                                            UNPAIRED_ROLE if unit.unpaired else None))
-                    for member in unit.members)
+        said.extend((member.candidate, member.said) for member in unit.members)
     placed = lore.at_depth()
     if not placed:
         return said
@@ -526,10 +547,8 @@ def _expire_fields(engine: Engine, card: _Card, view: SessionView,
     level, count = policy.compression_level, view.counts.total
     field_texts = {rule.key: card.text(rule.key) for rule in policy.fields}
     greeting_message = _greeting_in_history(card, history)
-    # A chat message's line is never counted (its cost is counted from its parts).
-    counter.prefetch([policy.context_role, *field_texts.values(),
-                      *(text for message in history.messages
-                        for text in cost_texts(message))])
+    # The messages' texts are looked up with those of the window (``_loaded``).
+    counter.prefetch([policy.context_role, *field_texts.values()])
     fields = _Fields({}, set(), {}, set())
     for rule in policy.fields:
         candidate = fields.registered[rule.key] = engine.candidate(

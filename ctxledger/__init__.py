@@ -9,7 +9,8 @@ starts without loading the database stack.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # typing is not imported at run time: the hook's tool use loads this
 
 # A wheel installs store/, projections/, assembler/ and migrations/ inside this package; a
 # checkout keeps them beside it, so there the checkout's root joins the package's search
@@ -20,9 +21,9 @@ if not os.path.isdir(os.path.join(__path__[0], "store")) and os.path.isfile(
         os.path.join(_ROOT, "store", "__init__.py")):
     __path__.append(_ROOT)
 
-from ctxledger.store.lazy import lazy_exports  # noqa: E402 (needs the path above)
-
 if TYPE_CHECKING:
+    from typing import Any
+
     from ctxledger._agent_context import AgentContext
     from ctxledger._cancel import Cancelled, CancelToken
     from ctxledger._erase import ErasureReport
@@ -191,4 +192,14 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-__getattr__ = lazy_exports(__name__, _SOURCES, globals())
+def __getattr__(name: str) -> Any:
+    """Each name of ``__all__``, imported from its module on first use, then kept here
+    (as ``ctxledger.store.lazy.lazy_exports`` does, without importing ``typing``)."""
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(source), name)
+    globals()[name] = value
+    return value

@@ -32,7 +32,13 @@ def project_scope(cwd: str | os.PathLike[str], *,
     override = env.get(SCOPE_ENV, "").strip()
     if override:
         return override
-    resolved = os.path.realpath(os.fspath(cwd))
+    return folder_scope(os.path.realpath(os.fspath(cwd)))
+
+
+def folder_scope(resolved: str) -> str:
+    """The scope of the project folder ``resolved`` (a path ``os.path.realpath`` gave),
+    without ``$CTXLEDGER_SCOPE``: a spooled tool use carries the folder as its hook
+    resolved it."""
     digest = hashlib.sha256(resolved.encode("utf-8", "surrogateescape")).hexdigest()[:12]
     slug = _SLUG.sub("-", Path(resolved).name.lower()).strip("-")[:40] or "root"
     return f"{slug}-{digest}"

@@ -40,6 +40,7 @@ from ctxledger._hook._events import (
     tool_registration,
     tool_use,
 )
+from ctxledger._hook._fast import spool_line
 from ctxledger._hook._handle import CONTINUING, RETURNING
 from ctxledger._hook._route import drain_spool
 from ctxledger._hook._spool import Spool, append, claim, tool_use_line
@@ -87,7 +88,7 @@ def hook(db_url: str, tmp_path: Path) -> Run:
 def _spool_files(tmp_path: Path) -> list[str]:
     folder = tmp_path / "data" / "ctxledger" / "spool"
     return sorted(path.name for path in folder.glob("*")
-                  if path.suffix in (".jsonl", ".batch")) if folder.is_dir() else []
+                  if path.suffix in (".events", ".jsonl", ".batch")) if folder.is_dir() else []
 
 
 @pytest.fixture
@@ -664,7 +665,7 @@ print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
     # It did spool the tool use (the drainer it started may have claimed it already).
     folder = tmp_path / "data" / "ctxledger" / "spool"
     deadline = time.monotonic() + 60
-    while any(folder.glob("*.jsonl")) or any(folder.glob("*.batch")):
+    while any(folder.glob("*.events")) or any(folder.glob("*.batch")):
         assert time.monotonic() < deadline, "the background drainer did not drain"
         time.sleep(0.1)
     with Ledger.open(url, load_vocabulary=False) as ledger:
@@ -692,10 +693,25 @@ def test_the_typer_route_runs_the_same_hook(db_url: str, tmp_path: Path) -> None
 
 # -- the spool ---------------------------------------------------------------------------------
 
-def _line(call: str, at: datetime, session: str = "cc-1") -> dict[str, Any]:
+def _line(call: str, at: datetime, session: str = "cc-1") -> bytes:
+    event = HookEvent("PostToolUse", session, PROJECT, _tool("mcp__srv__tool", call, session))
+    return tool_use_line(event, None, at, {})
+
+
+def _legacy_line(call: str, at: datetime, session: str = "cc-1") -> dict[str, Any]:
+    """A line of the spool as earlier versions wrote it (format 1: the derived event)."""
     event = HookEvent("PostToolUse", session, PROJECT, _tool("mcp__srv__tool", call, session))
     use, tool = tool_use(event)
-    return tool_use_line(session, "proj", None, use, tool, at)
+    return {"v": 1, "at": at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "session": session,
+            "scope": "proj", "agent": None, "event": use, "tool": tool}
+
+
+def _append_legacy(spool: Spool, line: dict[str, Any] | bytes) -> None:
+    data = line if isinstance(line, bytes) else (
+        json.dumps(line, separators=(",", ":"), sort_keys=True) + "\n").encode("ascii")
+    spool.folder.mkdir(parents=True, exist_ok=True)
+    with spool.legacy_path.open("ab") as file:
+        file.write(data)
 
 
 def _calls(ledger: Ledger, session: str = "cc-1") -> list[str]:
@@ -735,22 +751,50 @@ def test_a_refused_line_is_kept_aside_and_blocks_nothing(
     env = {"XDG_DATA_HOME": str(tmp_path / "data")}
     spool = Spool.of(db_url, env)
     at = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
-    bad_tool = _line("toolu_2", at)
+    bad_tool = _legacy_line("toolu_2", at)
     bad_tool["event"]["data"]["ok"] = "maybe"  # the catalog refuses it
-    append(spool, _line("toolu_1", at))
-    append(spool, bad_tool)
-    with spool.path.open("ab") as file:
-        file.write(b"{torn\n")
+    # An earlier version's spool (format 1), left on disk by an upgrade, goes first.
+    _append_legacy(spool, _legacy_line("toolu_1", at))
+    _append_legacy(spool, bad_tool)
+    _append_legacy(spool, b"{torn\n")
     append(spool, _line("toolu_3", at))
+    # A format-2 line whose event the hook would refuse: refused with the hook's words.
+    no_tool = {**_tool("Read", "toolu_4"), "tool_name": ""}
+    append(spool, spool_line(json.dumps(no_tool).encode(), "2025-03-01T09:00:00.000000Z",
+                             None, None, PROJECT, None))
     taken, reported = _drain_in_process(db_url, env)
-    assert taken == 4 and len(reported) == 2
+    assert taken == 5 and len(reported) == 3
     assert all(line.startswith("spooled line ") and "rejected" in line for line in reported)
     assert _calls(read) == ["toolu_1", "toolu_3"]
     rejected = [json.loads(line) for line in spool.rejected.read_text().splitlines()]
     assert [json.loads(r["line"])["event"]["data"]["call_id"] for r in rejected[:1]] == [
         "toolu_2"]
     assert rejected[1]["line"] == "{torn" and "not JSON" in rejected[1]["error"]
+    assert rejected[2]["error"] == "PostToolUse has no tool_name"
     assert spool.batches() == []
+
+
+def test_an_earlier_versions_batches_drain_in_order_with_the_new_ones(
+        db_url: str, tmp_path: Path, read: Ledger) -> None:
+    """A batch an earlier version's drainer left (``.batch``, format 1), its spool
+    (``.jsonl``) and the new spool (``.events``): numbered on from the old batch, drained
+    in that order, each event once."""
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    spool = Spool.of(db_url, env)
+    at = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+    spool.folder.mkdir(parents=True)
+    (spool.folder / f"{spool.key}.3.batch").write_text(
+        json.dumps(_legacy_line("toolu_1", at)) + "\n")
+    _append_legacy(spool, _legacy_line("toolu_2", at))
+    append(spool, _line("toolu_3", at))
+    claimed = claim(spool)
+    assert claimed is not None and claimed.name == f"{spool.key}.5.events"
+    assert [path.name for path in spool.batches()] == [
+        f"{spool.key}.3.batch", f"{spool.key}.4.batch", f"{spool.key}.5.events"]
+    assert _drain_in_process(db_url, env) == (3, [])
+    assert _calls(read) == ["toolu_1", "toolu_2", "toolu_3"]
+    assert spool.batches() == [] and not spool.path.exists()
+    assert not spool.legacy_path.exists()
 
 
 def test_two_drainers_at_once_write_each_event_once(hook: Run, db_url: str,

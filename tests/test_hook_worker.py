@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -430,5 +431,82 @@ def test_a_nested_or_huge_event_on_stdin_fails_open(hook: Run, db_url: str,
     assert (huge.returncode, huge.stdout) == (0, "")
     assert huge.stderr == ("ctxledger hook: the event: the input is larger than 2 KiB"
                            " (CTXLEDGER_MAX_INPUT_BYTES)\n")
+    # A tool use past either limit: the tool-use route leaves it to the general one,
+    # which refuses it with the same line and spools nothing.
+    deep: Any = {}
+    for _ in range(150):
+        deep = {"a": deep}
+    tool_uses = {
+        "nested": (_event("PostToolUse", "cc-1", tool_input=deep), {}),
+        "huge": (_event("PostToolUse", "cc-1", tool_response={"text": "x" * 4096}),
+                 {"CTXLEDGER_MAX_INPUT_BYTES": "2048"}),
+        "no tool": (_event("PostToolUse", "cc-1", tool_name=""), {})}
+    found = {what: hook(event, extra_env={IDLE_ENV: workers, **extra})
+             for what, (event, extra) in tool_uses.items()}
+    assert {what: (done.returncode, done.stdout, done.stderr)
+            for what, done in found.items()} == {
+        "nested": (0, "", "ctxledger hook: the event: JSON nested deeper than 100 levels"
+                          " (CTXLEDGER_MAX_INPUT_DEPTH)\n"),
+        "huge": (0, "", huge.stderr), "no tool": (0, "", "ctxledger hook: PostToolUse has"
+                                                         " no tool_name\n")}
+    spool = Path(env["XDG_DATA_HOME"]) / "ctxledger" / "spool"
+    assert not [path.name for path in spool.glob("*")
+                if path.suffix in (".events", ".jsonl", ".batch")]
     with Ledger.open(db_url, load_vocabulary=False) as ledger:
         assert ledger.head() == before
+
+
+# What a tool use must not import: each costs a share of a Python start-up (json, re and
+# typing alone cost as much as the start-up itself), and the whole route must stay within
+# twice ``python -c pass`` (the hook leg).
+SLOW_IMPORTS = ("json", "re", "typing", "socket", "hashlib", "_hashlib", "dataclasses",
+                "collections", "collections.abc", "pathlib", "logging", "subprocess",
+                "datetime", "enum", "functools", "contextlib", "warnings", "importlib",
+                "ctxledger.cli", "ctxledger._hook._route", "ctxledger._hook._spool",
+                "ctxledger._hook._worker", "ctxledger._hook._events", "ctxledger.store")
+# Beside the modules of Python's start-up, all a tool use imports.
+TOOL_USE_IMPORTS = {"__future__", "ctxledger", "ctxledger._hook", "ctxledger._hook._script",
+                    "ctxledger._hook._fast",
+                    "_json", "_sha256", "_sha2", "fcntl", "_socket"}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _imported(command: list[str], env: dict[str, str], stdin: bytes = b""
+              ) -> tuple[set[str], subprocess.CompletedProcess[bytes]]:
+    """The modules ``command`` (a Python run with ``-X importtime``) imported."""
+    done = subprocess.run(command, input=stdin, capture_output=True, env=env, timeout=120,
+                          check=False)
+    lines = done.stderr.decode().splitlines()
+    return {line.split("|")[-1].strip() for line in lines
+            if line.startswith("import time:") and "imported package" not in line}, done
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_tool_use_imports_nothing_slow(hook: Run, db_url: str,
+                                         env: dict[str, str]) -> None:
+    """The real console script of this venv, as Claude Code runs it with the worker
+    listening, under ``-X importtime``. Without site (``-S``; ctxledger from this checkout
+    on ``PYTHONPATH``): an editable install's finder, run by site, imports re and typing
+    itself and would hide them."""
+    assert SCRIPT is not None
+    _context(hook(_event("SessionStart", "warm")))
+    _wait(lambda: _listening(db_url, env), "the worker to listen")
+    python = [sys.executable, "-S", "-X", "importtime"]
+    clean = {**env, "PYTHONPATH": str(ROOT)}
+    start_up, _ = _imported([*python, "-c", "import os"], clean)  # site imports os
+    event = _event("PostToolUse", "cc-imports", tool_name="mcp__github__list_prs",
+                   tool_use_id="toolu_imports", tool_input={}, tool_response={"ok": True})
+    found, done = _imported([*python, SCRIPT, "--db", db_url, "hook"], clean,
+                            json.dumps(event).encode())
+    assert done.returncode == 0 and done.stdout == b""
+    assert not [line for line in done.stderr.decode().splitlines()
+                if not line.startswith("import time:")], done.stderr
+    imported = found - start_up
+    assert "ctxledger._hook._fast" in imported  # the script ran, through its route
+    assert sorted(imported & set(SLOW_IMPORTS)) == []
+    assert imported <= TOOL_USE_IMPORTS, sorted(imported - TOOL_USE_IMPORTS)
+    # It was spooled and the worker drained it.
+    _context(hook(_event("SessionStart", "cc-imports")))
+    with Ledger.open(db_url, load_vocabulary=False) as ledger:
+        assert [event.data.get("call_id") for event in ledger.events("cc-imports")
+                if event.type == "tool.used"] == ["toolu_imports"]

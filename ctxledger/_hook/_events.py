@@ -1,6 +1,7 @@
 """What a Claude Code hook event is: its parsed form, its ids, and a tool use's events.
 
-Standard library only (and ``ctxledger``'s stdlib-only modules): a tool use imports it.
+Standard library only (and ``ctxledger``'s stdlib-only modules): the drainer and the
+general route import it (a tool use's own route, ``_fast``, does not).
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+# The events a hook spools rather than writes, listed where the tool-use route reads them.
+from ctxledger._hook._fast import TOOL_EVENTS as TOOL_EVENTS
 from ctxledger._ids import derived_event_id
 from ctxledger.io._bounded import BoundedInputError, loads_bounded
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.tool_names import mcp_server
 
-TOOL_EVENTS = ("PostToolUse", "PostToolUseFailure")
-"""The events a hook spools (``_spool``) rather than writes: one per tool call."""
 QUIET_EVENTS = ("PreToolUse", "Notification")
 """Events taken and ignored without opening the database (the ``PostToolUse`` after a
 ``PreToolUse`` records the call)."""
@@ -89,25 +90,34 @@ def tool_registration(tool_name: str) -> dict[str, Any]:
     return {"name": tool_name, "tool_type": kind}
 
 
-def event_key(event: HookEvent) -> str:
-    """What tells this event from another of its session: its payload's hash, with the
-    transcript's size (two identical prompts are two events; a retry is one)."""
-    canonical = json.dumps(event.payload, sort_keys=True, ensure_ascii=False,
-                           separators=(",", ":"))
-    size = ""
+def transcript_size(event: HookEvent) -> str:
+    """The size of the event's transcript file now, as text ("" when there is none)."""
     path = event.payload.get("transcript_path")
     if isinstance(path, str) and path:
         try:
-            size = str(os.stat(path).st_size)
+            return str(os.stat(path).st_size)
         except OSError:
-            size = ""
+            return ""
+    return ""
+
+
+def event_key(event: HookEvent, size: str | None = None) -> str:
+    """What tells this event from another of its session: its payload's hash, with the
+    transcript's size (two identical prompts are two events; a retry is one): ``size``
+    when the hook read it earlier (a spooled tool use), else read now."""
+    canonical = json.dumps(event.payload, sort_keys=True, ensure_ascii=False,
+                           separators=(",", ":"))
+    if size is None:
+        size = transcript_size(event)
     return hashlib.sha256(f"{canonical}\x1f{size}".encode("utf-8", "surrogatepass")
                           ).hexdigest()
 
 
-def tool_use(event: HookEvent) -> tuple[dict[str, Any], dict[str, Any]]:
+def tool_use(event: HookEvent, size: str | None = None
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The ``tool.used`` event of a PostToolUse (or PostToolUseFailure), with its derived
-    id, and the ``tool.registered`` data of its tool."""
+    id, and the ``tool.registered`` data of its tool; ``size``: the transcript's size
+    when the hook saw the event (``event_key``), for an event without ``tool_use_id``."""
     data = event.payload
     tool = data.get("tool_name")
     if not isinstance(tool, str) or not tool:
@@ -119,7 +129,7 @@ def tool_use(event: HookEvent) -> tuple[dict[str, Any], dict[str, Any]]:
         use["server_name"] = server
     if isinstance(call, str) and call:
         use["call_id"] = call
-    key = call if isinstance(call, str) and call else event_key(event)
+    key = call if isinstance(call, str) and call else event_key(event, size)
     return ({"type": "tool.used", "data": use,
              "id": derived_event_id(event.session, "tool.used", key)},
             tool_registration(tool))

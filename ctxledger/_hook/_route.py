@@ -1,27 +1,27 @@
 """``ctxledger hook``'s one entry, ``run_hook``, and the console script's route to it.
 
 Claude Code starts the hook on every tool call, and a tool use must cost little more
-than starting Python (``_spool``). Typer, click and the command modules take tens of
-milliseconds to import, so the console script sends a plain ``ctxledger [--db URL] hook
-[--agent A] [--drain [--worker]] [--stop-worker]`` here first (``fast_main``); anything
-else (``--help``, an unknown option) goes to the Typer app, whose ``hook`` command calls
-``run_hook`` too. The console script uses the database's warm worker (``_worker``) and
-starts one when none runs; the Typer command runs every event in its own process.
+than starting Python. Typer, click and the command modules take tens of milliseconds to
+import, so the console script (``_script``) reads a plain ``ctxledger [--db URL] hook
+[--agent A] [--drain [--worker]] [--stop-worker]`` itself, spools a tool use itself when
+it can (``_fast``), and sends every other hook event here; anything else (``--help``, an
+unknown option) goes to the Typer app, whose ``hook`` command calls ``run_hook`` too.
+The console script uses the database's warm worker (``_worker``) and starts one when
+none runs; the Typer command runs every event in its own process.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, NamedTuple, TextIO
+
+from ctxledger._hook import _fast
 
 if TYPE_CHECKING:
     from ctxledger._ledger import Ledger
 
-DB_OPTION = "--db"
-AGENT_OPTION = "--agent"
-AGENT_ENV = "CTXLEDGER_AGENT"
+AGENT_ENV = _fast.AGENT_ENV
 """The agent whose manifest scopes the injection, when ``--agent`` is not given."""
 
 
@@ -38,45 +38,10 @@ class HookArguments(NamedTuple):
 def hook_arguments(argv: Sequence[str], environ: Mapping[str, str] | None = None
                    ) -> HookArguments | None:
     """``argv`` (without the program) as a hook command line, or None when it is any
-    other command or has anything this route does not read (Typer handles those)."""
-    env = os.environ if environ is None else environ
-    db: str | None = None
-    agent: str | None = None
-    drain = worker = stop_worker = False
-    command = False
-    args = list(argv)
-    index = 0
-    while index < len(args):
-        token = args[index]
-        name, equals, value = token.partition("=")
-        if name in (DB_OPTION, AGENT_OPTION) and not equals:
-            if index + 1 >= len(args):
-                return None
-            value = args[index + 1]
-            index += 1
-        if name == DB_OPTION and token.startswith("--"):
-            if not value.strip():
-                return None  # Typer says what is wrong with an empty --db
-            db = value
-        elif name == AGENT_OPTION and command:
-            agent = value
-        elif token == "hook" and not command:
-            command = True
-        elif token == "--drain" and command:
-            drain = True
-        elif token == "--worker" and command:
-            worker = True
-        elif token == "--stop-worker" and command:
-            stop_worker = True
-        else:
-            return None
-        index += 1
-    if not command or (worker and not drain) or (stop_worker and (drain or worker)):
-        return None  # Typer says what is wrong
-    if agent is None:
-        agent = env.get(AGENT_ENV)
-    return HookArguments(db, (agent.strip() or None) if agent is not None else None, drain,
-                         worker, stop_worker)
+    other command or has anything this route does not read (Typer handles those):
+    ``_fast.hook_argv``, the one reading of it."""
+    found = _fast.hook_argv(argv, os.environ if environ is None else environ)
+    return None if found is None else HookArguments(*found)
 
 
 def run_hook(arguments: HookArguments, stdin: IO[bytes], stdout: TextIO, stderr: TextIO, *,
@@ -112,15 +77,6 @@ def run_hook(arguments: HookArguments, stdin: IO[bytes], stdout: TextIO, stderr:
     if output is not None:
         print(output, file=stdout)
         stdout.flush()
-
-
-def fast_main() -> bool:
-    """Run ``sys.argv`` as a hook when it is one (True), else do nothing (False)."""
-    arguments = hook_arguments(sys.argv[1:])
-    if arguments is None:
-        return False
-    run_hook(arguments, sys.stdin.buffer, sys.stdout, sys.stderr, worker=True)
-    return True
 
 
 def read_event(stream: IO[bytes]) -> bytes:
@@ -175,8 +131,8 @@ def run(raw: bytes, db: str | None, agent: str | None, *,
     spool = Spool.of(url, env)
     at = system_clock()
     if event.name in TOOL_EVENTS:
-        use, tool = tool_use(event)
-        append(spool, tool_use_line(event.session, scope, agent, use, tool, at))
+        tool_use(event)  # refuses a tool use without a tool name, before anything is written
+        append(spool, tool_use_line(event, agent, at, env))
         if drainer and not (worker and ask_drain(url, env)):
             start_drainer(url, env, worker=worker and worker_wanted(url, env))
         return None
@@ -200,6 +156,26 @@ def run(raw: bytes, db: str | None, agent: str | None, *,
     if worker and drainer and worker_wanted(url, env):
         start_drainer(url, env, worker=True)
     return found
+
+
+def start_drainer_for(url: str, environ: Mapping[str, str], stderr: TextIO) -> None:
+    """Start the drainer of ``url``, staying on as its worker when none runs: what a tool
+    use does when no worker took its drain request (``_fast``). A failure is the hook's
+    one line on ``stderr``."""
+    from ctxledger._warnings import one_line_warnings
+
+    def report(line: str) -> None:
+        print(f"ctxledger hook: {line}", file=stderr)
+    try:
+        with one_line_warnings(report):
+            from ctxledger._hook._spool import start_drainer
+            from ctxledger._hook._worker import worker_wanted
+
+            start_drainer(url, environ, worker=worker_wanted(url, environ))
+    except Exception as exc:  # fail open: the agent must go on
+        from ctxledger._hook._handle import fail_open_message
+
+        print(fail_open_message(exc), file=stderr)
 
 
 def drain_spool(db: str | None, *, environ: Mapping[str, str] | None = None,

@@ -1,19 +1,25 @@
 """The hook's spool: tool uses land in a file first and reach the log through a drainer.
 
 A tool use must not wait for SQLAlchemy and pydantic to import (that alone takes longer
-than a hook's budget), so ``ctxledger hook`` appends it as one JSON line to a spool file
-in the per-user data folder and starts a drainer in the background. The drainer
+than a hook's budget), so ``ctxledger hook`` appends it to a spool file in the per-user
+data folder (``_fast``: the event's own bytes, with a header) and has it drained: by the
+database's worker, else a drainer started in the background. The drainer
 (``ctxledger hook --drain``, also run first by every hook event that opens the ledger)
-claims the spool by renaming it to a numbered batch, appends each line through
-``Ledger.record_in_session`` with the line's derived id at the time the hook saw the tool
-use, then deletes the batch. The ids are derived, so a batch drained twice (its drainer
-died before deleting it) writes each event once. This module imports only the standard
-library (and ``ctxledger``'s stdlib-only modules).
+claims the spool by renaming it to a numbered batch, checks each line's event as the
+hook does in-process (``_events.parse_event``, ``tool_use``), appends it through
+``Ledger.record_in_session`` with its derived id at the time the hook saw the tool use,
+then deletes the batch. The ids are derived, so a batch drained twice (its drainer died
+before deleting it) writes each event once.
 
 The files of one database (``<key>``: a hash of its URL) in ``user_data_dir()/spool``:
 
-- ``<key>.jsonl``: the spool; a writer holds ``<key>.lock`` shared, a claim exclusive;
-- ``<key>.<n>.batch``: a claimed batch, drained in order of ``n``;
+- ``<key>.events``: the spool (format 2: a JSON header, a tab, the event's JSON); a
+  writer holds ``<key>.lock`` shared, a claim exclusive;
+- ``<key>.jsonl``: the spool of earlier versions (format 1: one derived JSON line per
+  tool use), still claimed and drained: a spool on disk survives an upgrade;
+- ``<key>.<n>.events`` and ``<key>.<n>.batch``: a claimed batch of either format, drained
+  in order of ``n``. The names differ so that a drainer of an earlier version, which
+  knows only ``.jsonl`` and ``.batch``, never meets a line it cannot read;
 - ``<key>.drain``: held exclusive by the drainer at work, so drainers take turns;
 - ``<key>.rejected.jsonl``: the lines the log refused, each with its reason.
 """
@@ -32,20 +38,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ctxledger._project import DB_ENV, private_folder, user_data_dir
+from ctxledger._hook._events import TOOL_EVENTS, parse_event, tool_use, transcript_size
+from ctxledger._hook._fast import SPOOL_FORMAT, append_line, spool_line
+from ctxledger._project import DB_ENV, SCOPE_ENV, folder_scope, private_folder, user_data_dir
 from ctxledger.store.clock import system_clock
 from ctxledger.store.errors import LedgerError
 
 if TYPE_CHECKING:
     import subprocess
 
+    from ctxledger._hook._events import HookEvent
     from ctxledger._ledger import Ledger
 
 SPOOL_VERSION = 1
-"""The version of a spool line's shape (``v``)."""
+"""The version of an earlier version's spool line (``v``), still read."""
 
 _RELATIVE_SQLITE = re.compile(r"^(sqlite(?:\+\w+)?:///)(?!/)(?!:memory:)(.+)$")
-_BATCH = re.compile(r"^(?P<key>[0-9a-f]+)\.(?P<number>[0-9]+)\.batch$")
+_BATCH = re.compile(r"^(?P<key>[0-9a-f]+)\.(?P<number>[0-9]+)\.(?:batch|events)$")
 _TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
@@ -76,7 +85,12 @@ class Spool(NamedTuple):
 
     @property
     def path(self) -> Path:
-        """The file new lines are appended to."""
+        """The file new lines are appended to (format 2)."""
+        return self.folder / f"{self.key}.events"
+
+    @property
+    def legacy_path(self) -> Path:
+        """The file earlier versions appended to (format 1)."""
         return self.folder / f"{self.key}.jsonl"
 
     @property
@@ -124,23 +138,25 @@ class SpoolClock:
         return self.base if self.base is not None else system_clock()
 
 
-def tool_use_line(session: str, scope: str, agent: str | None, event: Mapping[str, Any],
-                  tool: Mapping[str, Any], at: datetime) -> dict[str, Any]:
-    """The spool line of one tool use: the ``record_in_session`` call the drainer makes
-    (``event`` with its derived id, the ``tool`` to register) and when it was seen."""
-    return {"v": SPOOL_VERSION, "at": at.astimezone(UTC).strftime(_TIME),
-            "session": session, "scope": scope, "agent": agent, "event": dict(event),
-            "tool": dict(tool)}
+def tool_use_line(event: HookEvent, agent: str | None, at: datetime,
+                  environ: Mapping[str, str] | None = None) -> bytes:
+    """The spool line of the tool use ``event`` (checked by ``tool_use`` already), seen
+    at ``at``: the line the tool-use route (``_fast``) writes, with the event written
+    again as ASCII JSON (the bytes read may be any encoding ``json`` reads)."""
+    env = os.environ if environ is None else environ
+    call = event.payload.get("tool_use_id")
+    size = None if isinstance(call, str) and call else transcript_size(event)
+    body = json.dumps(event.payload, ensure_ascii=True, separators=(",", ":"))
+    return spool_line(body.encode("ascii"), at.astimezone(UTC).strftime(_TIME), agent,
+                      env.get(SCOPE_ENV, "").strip() or None,
+                      os.path.realpath(event.cwd), size)
 
 
-def append(spool: Spool, line: Mapping[str, Any]) -> None:
-    """Append ``line`` to the spool, durably (fsync), under the shared lock: writers
-    append side by side (O_APPEND), a claim waits for the lines being written."""
-    # ASCII JSON: a lone surrogate in a tool name is escaped, never invalid UTF-8.
-    data = (json.dumps(line, separators=(",", ":"), sort_keys=True) + "\n").encode("ascii")
+def append(spool: Spool, line: bytes) -> None:
+    """Append ``line`` (one spool line) to the spool, durably (fsync), under the shared
+    lock (``_fast.append_line``)."""
     private_folder(spool.folder)
-    with _locked(spool.lock, fcntl.LOCK_SH):
-        _append_durably(spool.path, data)
+    append_line(os.fspath(spool.folder), spool.key, line)
 
 
 def _append_durably(path: Path, data: bytes) -> None:
@@ -188,20 +204,24 @@ def start_drainer(url: str, environ: Mapping[str, str] | None = None, *,
 
 
 def claim(spool: Spool) -> Path | None:
-    """Rename the spool to the next numbered batch, under the exclusive lock (so no line
-    is half-written); None when there is no spooled line."""
+    """Rename the spool (and an earlier version's, when there is one) to the next
+    numbered batch, under the exclusive lock (so no line is half-written); the last batch
+    made, or None when there is no spooled line."""
     private_folder(spool.folder)
+    claimed: Path | None = None
     with _locked(spool.lock, fcntl.LOCK_EX):
-        try:
-            if spool.path.stat().st_size == 0:
-                return None
-        except FileNotFoundError:
-            return None
-        numbers = [int(path.name.split(".")[1]) for path in spool.batches()]
-        target = spool.folder / f"{spool.key}.{max(numbers, default=0) + 1}.batch"
-        os.replace(spool.path, target)
-        _fsync_folder(spool.folder)
-        return target
+        for source, kind in ((spool.legacy_path, "batch"), (spool.path, "events")):
+            try:
+                if source.stat().st_size == 0:
+                    continue
+            except FileNotFoundError:
+                continue
+            numbers = [int(path.name.split(".")[1]) for path in spool.batches()]
+            claimed = spool.folder / f"{spool.key}.{max(numbers, default=0) + 1}.{kind}"
+            os.replace(source, claimed)
+        if claimed is not None:
+            _fsync_folder(spool.folder)
+    return claimed
 
 
 def drain(spool: Spool, ledger: Callable[[], Ledger], clock: SpoolClock,
@@ -258,12 +278,15 @@ class _Line(NamedTuple):
 
 
 def _parse_line(raw: bytes) -> _Line:
+    head, tab, body = raw.partition(b"\t")  # format 1 escapes every tab
     try:
-        data = json.loads(raw)
+        data = json.loads(head)
     except ValueError as exc:
         raise SpoolError(f"not JSON: {exc}") from None
-    if not isinstance(data, dict) or data.get("v") != SPOOL_VERSION:
-        raise SpoolError(f"not a version-{SPOOL_VERSION} spool line")
+    if tab and isinstance(data, dict) and data.get("v") == SPOOL_FORMAT:
+        return _parse_format_2(data, body)
+    if tab or not isinstance(data, dict) or data.get("v") != SPOOL_VERSION:
+        raise SpoolError(f"not a format-{SPOOL_VERSION} or format-{SPOOL_FORMAT} spool line")
     texts = {key: data.get(key) for key in ("at", "session", "scope")}
     if not all(isinstance(value, str) and value for value in texts.values()):
         raise SpoolError("no at, session or scope")
@@ -271,11 +294,32 @@ def _parse_line(raw: bytes) -> _Line:
     if not (agent is None or isinstance(agent, str)) or not isinstance(event, dict) \
             or not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
         raise SpoolError("no event or tool")
+    return _Line(_time(texts["at"]), str(texts["session"]), str(texts["scope"]), agent,
+                 event, tool)
+
+
+def _parse_format_2(header: dict[str, Any], body: bytes) -> _Line:
+    """A format-2 line: its event checked as the hook checks one in-process (a bad one
+    raises ``HookInputError``, with the hook's own words)."""
+    at, agent, scope = header.get("at"), header.get("agent"), header.get("scope")
+    folder, size = header.get("folder"), header.get("size")
+    if not (isinstance(at, str) and isinstance(folder, str) and folder
+            and (agent is None or isinstance(agent, str))
+            and (scope is None or (isinstance(scope, str) and scope))
+            and (size is None or isinstance(size, str))):
+        raise SpoolError("no at, agent, scope, folder or size")
+    event = parse_event(body)
+    if event.name not in TOOL_EVENTS:
+        raise SpoolError(f"not a tool use: {event.name}")
+    use, tool = tool_use(event, size)
+    return _Line(_time(at), event.session, scope or folder_scope(folder), agent, use, tool)
+
+
+def _time(text: object) -> datetime:
     try:
-        at = datetime.strptime(str(texts["at"]), _TIME).replace(tzinfo=UTC)
+        return datetime.strptime(str(text), _TIME).replace(tzinfo=UTC)
     except ValueError as exc:
         raise SpoolError(f"bad time: {exc}") from None
-    return _Line(at, str(texts["session"]), str(texts["scope"]), agent, event, tool)
 
 
 def _reject(spool: Spool, raw: bytes, reason: str) -> None:

@@ -27,8 +27,6 @@ import fcntl
 import json
 import os
 import socket
-import stat
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -36,23 +34,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from ctxledger._hook import _fast
 from ctxledger._hook._spool import Spool
 from ctxledger._project import private_folder, user_data_dir
 from ctxledger.io._bounded import BoundedInputError, loads_bounded
 from ctxledger.store.errors import LedgerError
 
-IDLE_ENV = "CTXLEDGER_HOOK_WORKER_IDLE"
+IDLE_ENV = _fast.IDLE_ENV
 """Seconds a worker waits for the next event before it exits; ``0`` turns workers off."""
-DEFAULT_IDLE = 1800.0
-PROTOCOL = 1
+DEFAULT_IDLE = _fast.DEFAULT_IDLE
+PROTOCOL = _fast.PROTOCOL
 ANSWER_TIMEOUT = 4.0
 """Seconds a hook waits for the worker's answer before doing the work itself (the
 plugin gives a hook 10 s in all; in-process takes about 1 s)."""
-ACK_TIMEOUT = 2.0
+ACK_TIMEOUT = _fast.ACK_TIMEOUT
 """Seconds a tool use waits for the worker to take a drain request."""
 _MAX_REQUEST = 64 * 1024 * 1024  # a hook event with a large tool response, and room over
-# AF_UNIX paths are limited to about 104 bytes (macOS) or 108 (Linux).
-_MAX_SOCKET_PATH = 100
+_MAX_SOCKET_PATH = _fast.MAX_SOCKET_PATH
 _TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 _TICK = 30.0  # seconds between a waiting worker's checks that it is still wanted
 
@@ -74,25 +72,13 @@ class Answer(NamedTuple):
 def idle_seconds(environ: Mapping[str, str] | None = None) -> float:
     """``$CTXLEDGER_HOOK_WORKER_IDLE`` as seconds (the default when unset or not a
     number; never negative)."""
-    env = os.environ if environ is None else environ
-    raw = env.get(IDLE_ENV, "").strip()
-    try:
-        value = float(raw) if raw else DEFAULT_IDLE
-    except ValueError:
-        return DEFAULT_IDLE
-    return max(0.0, value) if value == value else DEFAULT_IDLE  # NaN: the default
+    return _fast.idle_seconds(os.environ if environ is None else environ)
 
 
 def build() -> str:
     """What a worker and a hook must share to talk: this version of ctxledger, as
-    installed now (an upgrade rewrites this file), on this Python."""
-    from ctxledger import __version__
-
-    try:
-        stamp = os.stat(__file__).st_mtime_ns
-    except OSError:
-        stamp = 0
-    return f"{__version__} {stamp} {sys.executable}"
+    installed now (an upgrade rewrites this file), on this Python (``_fast.build``)."""
+    return _fast.build()
 
 
 class Place(NamedTuple):
@@ -119,14 +105,7 @@ class Place(NamedTuple):
     def usable(self) -> bool:
         """The socket's path fits AF_UNIX and its folder is the user's own (mode 0700):
         nobody else can have put a socket there."""
-        if len(os.fsencode(self.socket)) > _MAX_SOCKET_PATH:
-            return False
-        try:
-            info = self.folder.lstat()
-        except OSError:
-            return False
-        return (stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
-                and stat.S_IMODE(info.st_mode) == 0o700)
+        return _fast.socket_path(os.fspath(self.folder), self.key) is not None
 
 
 # -- the hook's side (standard library only) -------------------------------------------

@@ -1,7 +1,7 @@
 """The ``ctxledger`` command line (``ctxledger.cli:main``); ``app`` is its Typer app.
 
 ``app`` is imported on first use (PEP 562): ``main`` runs ``ctxledger hook`` without
-importing Typer at all (``ctxledger._hook.fast_main``).
+importing Typer at all (``ctxledger._hook._script``).
 """
 
 from __future__ import annotations
@@ -15,15 +15,11 @@ __all__ = ["app", "main"]
 
 
 def main() -> None:
-    """Console-script entry point (``ctxledger``): the hook through its fast route,
-    every other command through the Typer app."""
-    from ctxledger._hook import fast_main
+    """Console-script entry point (``ctxledger``): the hook through its fast route
+    (``ctxledger._hook._script``), every other command through the Typer app."""
+    from ctxledger._hook._script import main as script_main
 
-    if fast_main():
-        return
-    from ctxledger.cli._app import main as typer_main
-
-    typer_main()
+    script_main()
 
 
 def __getattr__(name: str) -> Any:

@@ -2,7 +2,7 @@
 
 It runs on every tool call and must never block the agent: whatever goes wrong, it
 prints one line on stderr and exits 0, having written nothing half-done. The console
-script runs it without importing Typer (``ctxledger._hook.fast_main``); this command is the
+script runs it without importing Typer (``ctxledger._hook._script``); this command is the
 same hook (``ctxledger._hook.run_hook``) for ``--help`` and for callers of the Typer app.
 """
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import compress, count
 from operator import is_not
 from typing import Any, TypeVar
@@ -185,7 +186,10 @@ SESSIONS = 8
 
 
 class SessionMemos:
-    """A ``CanonicalMemo`` per session id, at most ``capacity`` of them (LRU)."""
+    """A ``CanonicalMemo`` per session id, at most ``capacity`` of them (LRU).
+
+    Shared by threads: each assembly takes its session's memos with ``lease``, so no
+    two threads use one session's memo (a profile's kept state is mutable) at once."""
 
     def __init__(self, capacity: int = SESSIONS) -> None:
         self.capacity = capacity
@@ -193,6 +197,24 @@ class SessionMemos:
         self._item_sets: dict[str, ItemSet] = {}
         self._message_sets: dict[str, MessageSet] = {}
         self._lock = threading.Lock()
+        self._leased: set[str] = set()
+
+    @contextmanager
+    def lease(self, stream_id: str) -> Iterator[SessionMemos]:
+        """These memos for one assembly of ``stream_id``; while another thread holds
+        that session's, a fresh ``SessionMemos`` of its own instead (a cold assembly:
+        the same result, nothing shared)."""
+        with self._lock:
+            taken = stream_id in self._leased
+            self._leased.add(stream_id)
+        if taken:
+            yield SessionMemos(capacity=1)
+            return
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._leased.discard(stream_id)
 
     def for_session(self, stream_id: str) -> CanonicalMemo:
         """The memo of ``stream_id`` (a new one the first time)."""

@@ -117,6 +117,8 @@ class Ledger:
         # One token counter per thread and encoding: a counter's memo is not thread-safe,
         # and a shared lock would make threads assembling different sessions wait.
         self._local = threading.local()
+        self._session_memos: SessionMemos | None = None
+        self._memos_lock = threading.Lock()
 
     @classmethod
     def open(cls, url: str | None = None, *, clock: Clock = system_clock,
@@ -749,14 +751,14 @@ class Ledger:
             chosen = (policy_for(profile, settings) if policy is None
                       else policy if isinstance(policy, Policy) else parse_policy(policy))
             counter = self._counter(chosen.token_encoding, chosen.text_unit)
-            memos = self._memos()
             counter.attach(TableTokenStore(conn))
             try:
-                view = load_session_view(conn, session,
-                                         request_for(profile, chosen, when, counter, memos),
-                                         starting_in=starting_in)
-                result, caches = assemble_with_caches(view, profile, when, chosen, counter,
-                                                      memos)
+                with self._memos().lease(session) as memos:
+                    view = load_session_view(
+                        conn, session, request_for(profile, chosen, when, counter, memos),
+                        starting_in=starting_in)
+                    result, caches = assemble_with_caches(view, profile, when, chosen,
+                                                          counter, memos)
             finally:
                 counter.attach(None)
             new_counts = counter.new_counts()
@@ -809,13 +811,16 @@ class Ledger:
         return sum(counter.calls for counter in counters.values())
 
     def _memos(self) -> SessionMemos:
-        # Per thread, as the counters: what a profile memoizes between assemblies.
+        # What a profile memoizes between assemblies: one set per ledger, each assembly
+        # leasing its session's (``SessionMemos.lease``), so a session's memos follow it
+        # from thread to thread (a service's worker threads take turns; per thread, each
+        # would miss what the others assembled).
         from ctxledger.assembler.memo import SessionMemos
 
-        memos: SessionMemos | None = getattr(self._local, "memos", None)
-        if memos is None:
-            memos = self._local.memos = SessionMemos()
-        return memos
+        with self._memos_lock:
+            if self._session_memos is None:
+                self._session_memos = SessionMemos()
+            return self._session_memos
 
     def _counter(self, encoding: str, unit: LengthUnit) -> TokenCounter:
         from ctxledger.assembler import TokenCounter
@@ -1148,9 +1153,12 @@ class Ledger:
             self.forget_memos()
 
     def forget_memos(self) -> None:
-        """Drop this thread's in-memory token counts and assembly memos (they hold what
-        was counted and assembled: an erasure must not leave them behind)."""
+        """Drop this thread's in-memory token counts and the ledger's assembly memos (they
+        hold what was counted and assembled: an erasure must not leave them behind)."""
         self._local.__dict__.clear()
+        with self._memos_lock:
+            if self._session_memos is not None:
+                self._session_memos.clear()
 
     # -- maintenance --------------------------------------------------------------------
 

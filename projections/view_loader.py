@@ -129,11 +129,15 @@ def prefix_snapshot(conn: sa.Connection) -> Iterator[None]:
                 " try again, or on the primary")
 
 
+_SCOPE_OF = sa.select(sessions.c.scope).where(sessions.c.stream_id == sa.bindparam("stream_id"))
+"""Built once: the service checks a session's scope on every request, and building the
+statement each time cost as much as running it."""
+
+
 def load_session_scope(conn: sa.Connection, stream_id: str) -> str | None:
     """The scope of session ``stream_id``, or None when there is no such session (one
     primary-key read: what a scope check needs, without a view)."""
-    found = conn.execute(sa.select(sessions.c.scope).where(
-        sessions.c.stream_id == stream_id)).scalar_one_or_none()
+    found = conn.execute(_SCOPE_OF, {"stream_id": stream_id}).scalar_one_or_none()
     return None if found is None else str(found)
 
 

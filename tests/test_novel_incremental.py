@@ -12,6 +12,7 @@ import random
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -140,12 +141,41 @@ def test_warm_equals_an_assembly_in_a_fresh_process(sqlite_url: str) -> None:
     assert out.strip() == warm.model_dump_json()
 
 
+def test_a_session_s_memo_follows_it_from_thread_to_thread(sqlite_url: str) -> None:
+    """A service's worker threads take turns: an assembly on another thread reuses what
+    the last one built, and a second assembly of the session at the same time works on
+    memos of its own (a profile's kept state is not shared while in use)."""
+    memos = SessionMemos()
+    with Ledger.open(sqlite_url) as ledger:
+        start(ledger, random.Random(5), 30)
+        ledger._session_memos = memos
+        with ThreadPoolExecutor(1) as first:
+            cold = first.submit(ledger.assemble, BOOK, "novel", now=NOW).result()
+        memo = memos.for_session(BOOK)
+        built = memo.built
+        assert built > 0
+        with ThreadPoolExecutor(1) as second:
+            warm = second.submit(ledger.assemble, BOOK, "novel", now=NOW).result()
+        assert memo.built == built  # nothing rebuilt on the other thread
+        assert warm.model_dump_json() == cold.model_dump_json()
+        with memos.lease(BOOK) as held:
+            assert held is memos
+            with memos.lease(BOOK) as other:  # the same session meanwhile: its own
+                assert other is not memos
+                assert other.for_session(BOOK) is not memo
+            busy = ledger.assemble(BOOK, "novel", now=NOW)  # leases fresh memos too
+            assert memo.built == built
+        assert busy.model_dump_json() == cold.model_dump_json()
+        with memos.lease(BOOK) as again:  # given back: the shared memos once more
+            assert again is memos
+
+
 def test_the_memo_reuses_what_did_not_change(sqlite_url: str) -> None:
     memos = SessionMemos()
     rng = random.Random(3)
     with Ledger.open(sqlite_url) as ledger:
         start(ledger, rng, 40)
-        ledger._local.memos = memos  # this thread's memos, to look into
+        ledger._session_memos = memos  # the ledger's memos, to look into
         ledger.assemble(BOOK, "novel", now=NOW)
         memo = memos.for_session(BOOK)
         before = memo.built

@@ -22,7 +22,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ctxledger._ledger import Ledger
 from ctxledger._service.keys import ApiKey, key_is_live, verify_token
 from ctxledger._service.problems import Problem
-from ctxledger._service.replica import feed_ledger, primary_ledger
+from ctxledger._service.replica import feed_ledger, primary_ledger_dep
 from ctxledger._times import shown
 from ctxledger.store.errors import ConcurrencyError
 from ctxledger.store.stream_rules import opening_scope
@@ -51,7 +51,7 @@ def current_key(request: Request,
     return key
 
 
-LedgerDep = Annotated[Ledger, Depends(primary_ledger)]
+LedgerDep = Annotated[Ledger, Depends(primary_ledger_dep)]
 """The primary's ledger (a read a replica may answer takes ``replica.ReadLedgerDep``)."""
 KeyDep = Annotated[ApiKey, Depends(current_key)]
 

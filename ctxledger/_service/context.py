@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from ctxledger._agent_context import AgentContext
 from ctxledger._service.models import ContextFormat
+from ctxledger.store.canonical import PLAIN_JSON_ONLY, refuse_non_json
 
 
 def context_data(context: AgentContext, fmt: ContextFormat) -> Any:
@@ -27,4 +29,16 @@ def context_response(context: AgentContext, fmt: ContextFormat) -> Response:
         return PlainTextResponse(context.text())
     if fmt is ContextFormat.json and context.agent is None:
         return Response(context.assembly.model_dump_json(), media_type="application/json")
-    return JSONResponse(context_data(context, fmt))
+    return json_response(context_data(context, fmt))
+
+
+def json_response(data: Any) -> Response:
+    """``data`` as an ``application/json`` response, written by orjson (compact UTF-8,
+    as ``JSONResponse`` writes it, several times faster on a context's messages); what
+    orjson does not take as plain JSON (an integer beyond 64 bits, say) goes to
+    ``JSONResponse``, which decides as before."""
+    try:
+        body = orjson.dumps(data, option=PLAIN_JSON_ONLY, default=refuse_non_json)
+    except TypeError:
+        return JSONResponse(data)
+    return Response(body, media_type="application/json")

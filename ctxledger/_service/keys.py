@@ -145,11 +145,15 @@ def key_is_live(engine: sa.Engine, key_id: str) -> bool:
     return _live_row(engine, key_id) is not None
 
 
+# Built once: every request reads its key, and building the statement each time cost
+# as much as running it.
+_KEY_ROW = sa.select(api_keys).where(api_keys.c.key_id == sa.bindparam("key_id"))
+
+
 def _live_row(engine: sa.Engine, key_id: str) -> sa.RowMapping | None:
     """The stored row of key ``key_id`` unless it is unknown or revoked."""
     with engine.connect() as conn:
-        row = conn.execute(sa.select(api_keys).where(
-            api_keys.c.key_id == key_id)).mappings().first()
+        row = conn.execute(_KEY_ROW, {"key_id": key_id}).mappings().first()
     if row is None or row["revoked_at"] is not None or row["secret_hash"] is None:
         return None
     return row

@@ -59,6 +59,12 @@ def primary_ledger(request: Request) -> Ledger:
     return serve_from(request, _primary(request), "primary")
 
 
+async def primary_ledger_dep(request: Request) -> Ledger:
+    """``primary_ledger`` as a dependency: on the event loop, since it reads no database
+    (a sync dependency would cost each request a hop to a worker thread and back)."""
+    return primary_ledger(request)
+
+
 def feed_ledger(request: Request) -> Ledger:
     """The ledger a change feed follows: the replica when there is one (its settled
     position never lets the feed skip a late commit; a cursor is the same position on

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import Response
 from pydantic import WithJsonSchema
+from starlette.concurrency import run_in_threadpool
 
 from ctxledger._agent_context import AgentContext
 from ctxledger._cancel import CancelToken
@@ -122,21 +123,27 @@ def assemble_with_policy(session: str, ledger: LedgerDep, key: KeyDep,
 
 
 @router.post("/turn", response_model=TurnOut)
-def turn(session: str, body: TurnBody, ledger: LedgerDep, key: KeyDep) -> TurnOut:
+async def turn(session: str, body: TurnBody, ledger: LedgerDep, key: KeyDep) -> TurnOut:
     """Append chat messages, then assemble the context after them (one round trip) and,
     unless ``record`` is false, record that assembly (``context.assembled``), so what a
     chat app sent can be audited."""
-    require_writer(key)
-    # Messages open no scope: a new session is in scope default.
-    result = checked_write(
-        ledger, key, session, [], body.expected_version,
-        lambda expected: ledger.append_messages(session, body.messages, system=body.system,
-                                                expected_version=expected))
-    context = ledger.context(session, body.profile)
-    recorded = (AppendOut.of(ledger.record_assembly(session, context.assembly))
-                if body.record else None)
-    return TurnOut(append=AppendOut.of(result), format=body.format,
-                   context=context_data(context, body.format), recorded=recorded)
+    # The turn runs in one worker thread and its result is checked on the event loop (a
+    # sync route with a response model costs a second hop, only to validate it).
+    def run() -> TurnOut:
+        require_writer(key)
+        # Messages open no scope: a new session is in scope default.
+        result = checked_write(
+            ledger, key, session, [], body.expected_version,
+            lambda expected: ledger.append_messages(session, body.messages,
+                                                    system=body.system,
+                                                    expected_version=expected))
+        context = ledger.context(session, body.profile)
+        recorded = (AppendOut.of(ledger.record_assembly(session, context.assembly))
+                    if body.record else None)
+        return TurnOut(append=AppendOut.of(result), format=body.format,
+                       context=context_data(context, body.format), recorded=recorded)
+
+    return await run_in_threadpool(run)
 
 
 _TIMELINE: dict[int | str, dict[str, Any]] = {200: {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
+from starlette.concurrency import run_in_threadpool
 
 from ctxledger import render
 from ctxledger._ledger import Ledger
@@ -68,17 +69,26 @@ def page(ledger: Ledger, request: Request, stream_id: str | None, after: int,
 
 
 @router.post("/streams/{stream_id}/events", response_model=AppendOut)
-def append_events(stream_id: str, body: AppendBody, ledger: LedgerDep, key: KeyDep,
-                  if_match: Annotated[str | None, Header()] = None,
-                  expected_version_header: Annotated[
-                      str | None, Header(alias="Expected-Version")] = None) -> AppendOut:
+async def append_events(stream_id: str, body: AppendBody, ledger: LedgerDep, key: KeyDep,
+                        if_match: Annotated[str | None, Header()] = None,
+                        expected_version_header: Annotated[
+                            str | None, Header(alias="Expected-Version")] = None
+                        ) -> AppendOut:
     """Append events atomically. An identical retry (same event ids and content) returns
     the original positions with ``duplicate``; a version conflict is a 409."""
-    require_writer(key)
-    version = expected_version(body.expected_version, if_match, expected_version_header)
-    return AppendOut.of(checked_write(
-        ledger, key, stream_id, body.events, version,
-        lambda expected: ledger.append(stream_id, body.events, expected_version=expected)))
+    # Two of every chat turn's three requests: the append runs in one worker thread and
+    # its result is checked on the event loop (a sync route with a response model costs
+    # a second hop to a worker thread, only to validate what it returns).
+    def append() -> AppendOut:
+        require_writer(key)
+        version = expected_version(body.expected_version, if_match,
+                                   expected_version_header)
+        return AppendOut.of(checked_write(
+            ledger, key, stream_id, body.events, version,
+            lambda expected: ledger.append(stream_id, body.events,
+                                           expected_version=expected)))
+
+    return await run_in_threadpool(append)
 
 
 @router.get("/streams/{stream_id}/events", response_model=EventPage)

@@ -1153,9 +1153,12 @@ class Ledger:
             self.forget_memos()
 
     def forget_memos(self) -> None:
-        """Drop this thread's in-memory token counts and the ledger's assembly memos (they
-        hold what was counted and assembled: an erasure must not leave them behind)."""
-        self._local.__dict__.clear()
+        """Drop every thread's in-memory token counts and the ledger's assembly memos
+        (they hold the texts counted and assembled: an erasure must not leave them behind
+        in any thread of a service)."""
+        # A new thread-local store: every thread's next read finds it empty, and the old
+        # one, with each thread's counters, goes when the last call using it returns.
+        self._local = threading.local()
         with self._memos_lock:
             if self._session_memos is not None:
                 self._session_memos.clear()

@@ -408,3 +408,19 @@ def test_a_projection_the_default_cannot_forget_from_is_rebuilt(db_url: str) -> 
             after = {str(r.role): str(r.content) for r in conn.execute(sa.select(last_words))}
         assert after == {"user": "bob again", "assistant": "bob's plain answer"}
         assert MARK.encode() not in raw_bytes(ledger)
+
+
+def test_an_erase_leaves_no_text_in_another_threads_token_counter(seeded: Ledger) -> None:
+    """A service assembles on worker threads: the counters of a thread other than the
+    erasing one drop the texts they counted too."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def counted() -> list[str]:
+        counters = getattr(seeded._local, "counters", {})
+        return [text for counter in counters.values() for text in counter._recent]
+
+    with ThreadPoolExecutor(max_workers=1) as worker:  # one thread, kept alive
+        worker.submit(seeded.assemble, "alice", "session").result()
+        assert any(MARK in text for text in worker.submit(counted).result())
+        seeded.erase(session="alice", reason="test")
+        assert not any(MARK in text for text in worker.submit(counted).result())

@@ -71,6 +71,17 @@ def joined(parts: Iterable[Sequence[Piece]], separator: str,
     return out
 
 
+def interleaved(pieces: Sequence[Piece], separator: str,
+                section: str | None = None) -> list[Piece]:
+    """``joined`` of one piece each: ``pieces`` with a ``Frame(separator)`` between
+    every two (built by slices: a long history's lines are many)."""
+    if not pieces:
+        return []
+    out: list[Piece] = [Frame(separator, section)] * (2 * len(pieces) - 1)
+    out[0::2] = pieces
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Said:
     """A kept chat message of the log, sent as it is stored; its candidate's tokens are

@@ -147,17 +147,18 @@ class Engine:
         self._order.append(item_id)
         return candidate
 
-    def register(self, candidate: Candidate) -> Candidate:
-        """Register a candidate made before, with its tokens given (a memoized chat
-        message's, the very object an earlier assembly registered: its section item and
-        sent message are reused with it)."""
-        item_id = candidate.id
-        if item_id in self._slots:
-            raise EngineError(f"candidate {item_id!r} registered twice")
-        self._given.add(item_id)
-        self._slots[item_id] = _Slot(candidate, detail=_NO_DETAIL)
-        self._order.append(item_id)
-        return candidate
+    def register_all(self, candidates: Iterable[Candidate]) -> None:
+        """Register candidates made before, in order, with their tokens given (a
+        memoized chat message's: the very object an earlier assembly registered, whose
+        section item and sent message are reused with it)."""
+        slots, given, order = self._slots, self._given, self._order
+        for candidate in candidates:
+            item_id = candidate.id
+            if item_id in slots:
+                raise EngineError(f"candidate {item_id!r} registered twice")
+            given.add(item_id)
+            slots[item_id] = _Slot(candidate, detail=_NO_DETAIL)
+            order.append(item_id)
 
     def current(self, candidate: Candidate) -> Candidate:
         """The latest version of ``candidate`` (shortened text after a truncation)."""
@@ -450,7 +451,9 @@ class Engine:
 
     def _kept(self, piece: Candidate) -> Candidate:
         """The kept candidate ``piece`` stands for (checked: kept, with this text)."""
-        slot = self._slot(piece)
+        slot = self._slots.get(piece.id)
+        if slot is None:
+            raise EngineError(f"unknown candidate {piece.id!r}")
         if slot.action not in KEPT_ACTIONS:
             raise EngineError(f"{piece.id!r} is laid out but its decision is {slot.action!r}")
         kept = slot.candidate
@@ -461,13 +464,17 @@ class Engine:
     def _lay_out_text(self, pieces: Sequence[Piece]) -> list[str]:
         """Check the text's pieces (exactly the kept candidates, each once, with the text
         they were decided with); the kept ids in text order."""
-        laid_out = [self._kept(piece).id for piece in pieces if isinstance(piece, Candidate)]
-        if len(set(laid_out)) != len(laid_out):
+        kept = self._kept
+        laid_out = [kept(piece).id for piece in pieces if isinstance(piece, Candidate)]
+        laid = set(laid_out)
+        if len(laid) != len(laid_out):
             raise EngineError("a candidate is laid out twice")
-        kept_ids = [item for item in self._order if self._slots[item].action in KEPT_ACTIONS]
-        if sorted(kept_ids) != sorted(laid_out):
-            missing = sorted(set(kept_ids) - set(laid_out))
-            raise EngineError(f"kept candidates missing from the layout: {missing}")
+        # Every laid-out id is kept (``_kept``), and ids are unique: the sets must match.
+        slots = self._slots
+        kept_ids = {item for item in self._order if slots[item].action in KEPT_ACTIONS}
+        if kept_ids != laid:
+            raise EngineError(f"kept candidates missing from the layout: "
+                              f"{sorted(kept_ids - laid)}")
         return laid_out
 
     def _lay_out_messages(self, messages: Sequence[Outgoing], known: Sequence[str],
@@ -486,7 +493,7 @@ class Engine:
                 kept = self._kept(plan.candidate)
                 if memo is not None and kept is plan.candidate:
                     # The candidate object names its message, text, tokens and section; a
-                    # memoized one comes back every assembly (``Engine.register``), and
+                    # memoized one comes back every assembly (``Engine.register_all``), and
                     # with it its section item and sent message (and their JSON).
                     item, message = memo.derived(kept, ("said", plan.message.position,
                                                         plan.as_text),

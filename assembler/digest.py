@@ -175,8 +175,9 @@ def _model_json(model: BaseModel, memo: CanonicalMemo, name: Hashable) -> str:
 
 
 def _is_model_list(value: Any) -> bool:
-    return type(value) is list and bool(value) and all(
-        isinstance(part, BaseModel) for part in value)
+    # A model's list field holds one type (validated, or built from the same): its first
+    # item says what all are.
+    return type(value) is list and bool(value) and isinstance(value[0], BaseModel)
 
 
 def json_object(parts: Mapping[str, str]) -> str:

@@ -28,7 +28,7 @@ before the suffix; messages dropped between it and the suffix form the *gap*.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -37,6 +37,7 @@ from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.details import detail_values
 from ctxledger.assembler.memo import CanonicalMemo
 from ctxledger.assembler.message_ranges import DROPPED_RANGE_ITEM
+from ctxledger.assembler.model import DetailValue
 from ctxledger.projections.session_view import Message
 
 
@@ -139,6 +140,11 @@ def _unit_detail(unit: Unit, position: int) -> dict[str, int | str | None]:
     return detail
 
 
+def _kept_alone(member: WindowMessage, detail: Mapping[str, int | str | None]
+                ) -> dict[str, DetailValue]:
+    return detail_values({"seq": member.message.seq, **detail})
+
+
 def fill_window(engine: Engine, cut: Sequence[Unit], *, base: int,
                 budget: int | None, reason: str, unloaded: int = 0,
                 oldest_unloaded: Message | None = None, memo: CanonicalMemo | None = None,
@@ -153,19 +159,27 @@ def fill_window(engine: Engine, cut: Sequence[Unit], *, base: int,
     memo, in which a kept member's details are kept with it.
     """
     if budget is None:
+        # A lone message's details are its seq and ``detail``: one key for all of them.
+        alone = ("kept", reason, *detail.items())
+        include, include_details = engine.include, engine.include_details
         for unit in cut:
+            if memo is not None and len(unit.members) == 1 and not unit.unpaired:
+                # The same member kept for the same reasons: the same details, so its
+                # decision is found by them (``Engine.include_details``).
+                member = unit.members[0]
+                include_details(member.candidate, reason, memo.derived(
+                    member, alone, partial(_kept_alone, member, detail)))
+                continue
             for position, member in enumerate(unit.members):
                 given = {"seq": member.message.seq, **_unit_detail(unit, position),
                          **detail}
                 if memo is None:
-                    engine.include(member.candidate, reason, **given)
+                    include(member.candidate, reason, **given)
                 else:
-                    # The same member kept for the same reasons: the same details, so
-                    # its decision is found by them (``Engine.include_details``).
-                    engine.include_details(member.candidate, reason, memo.derived(
+                    include_details(member.candidate, reason, memo.derived(
                         member, ("kept", reason, *given.items()),
                         partial(detail_values, given)))
-        used = base + sum(unit.tokens for unit in cut)
+        used = base + sum(member.candidate.tokens for unit in cut for member in unit.members)
         return WindowResult(kept=list(cut), used=used)
 
     kept_newest_first: list[Unit] = []

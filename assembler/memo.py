@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
-from itertools import compress, count
+from itertools import compress, count, islice
 from operator import is_not
 from typing import Any, TypeVar
 
@@ -29,6 +29,11 @@ T = TypeVar("T")
 
 _LISTS = 16
 """Lists whose last JSON ``json_list`` keeps (an assembly has a handful)."""
+_RESYNC = 16
+"""``json_list`` stops looking for runs of the last list's objects after ``_RESYNC`` plus
+one in ``_RESYNC`` of the list's length changed ones: each look walks the list from its
+place on, so a list that changed everywhere would otherwise cost the square of its
+length."""
 
 GENERATION_SLACK = 3
 """A memo generation is retired when it holds more than this many times the models one
@@ -122,21 +127,34 @@ class CanonicalMemo:
 
     def json_list(self, name: Hashable, models: Sequence[BaseModel]) -> str:
         """The canonical JSON of the list ``models`` (each as ``json_of``), where ``name``
-        says which list of an assembly it is: the part shared with the last list of that
-        name, the very same objects in the same places, is not joined again (a long
-        history's decisions and messages are the same objects every assembly)."""
+        says which list of an assembly it is: runs of it that are the very same objects,
+        in the same places, as in the last list of that name are not joined again (a
+        long history's decisions and messages are the same objects every assembly; a
+        few changed ones, the card fields' say, break a run and it resumes after them)."""
         found = self._lists.get(name)
-        shared = 0
-        parts: list[str] = []
-        if found is not None:
-            before, before_parts = found
-            # C-level walks: the index of the first object that is not the same one.
-            shared = next(compress(count(), map(is_not, models, before)),
-                          min(len(models), len(before)))
-            parts = before_parts[:shared] if shared < len(before_parts) else before_parts
+        before, before_parts = found if found is not None else ([], [])
         json_of = self.json_of
-        parts = [*parts, *(json_of(model) for model in models[shared:])] \
-            if shared < len(models) else parts[:len(models)]
+        parts: list[str] = []
+        size, known = len(models), min(len(models), len(before))
+        index = misses = 0
+        most = _RESYNC + size // _RESYNC
+        while index < size:
+            if index < known and misses < most:
+                # A C-level walk: how many objects from here on are the same ones.
+                run = next(compress(count(), map(is_not, islice(models, index, None),
+                                                 islice(before, index, None))),
+                           known - index)
+                if run:
+                    parts.extend(before_parts[index:index + run])
+                    index += run
+                    continue
+                misses += 1
+                parts.append(json_of(models[index]))
+                index += 1
+                continue
+            # Past the last list, or out of step with it: each model's own JSON.
+            parts.extend(json_of(model) for model in islice(models, index, None))
+            break
         if len(self._lists) >= _LISTS and name not in self._lists:
             self._lists.clear()
         self._lists[name] = (list(models), parts)

@@ -146,3 +146,29 @@ def test_a_window_read_again_hands_back_the_messages_read_before(ledger: Ledger)
         again = load_session_view(conn, SESSION, cold).history
     assert again is not None and again.messages[0] is not second.messages[0]
     assert again.messages == second.messages
+
+
+def test_a_call_answered_a_turn_later_is_one_unit_warm_and_cold(ledger: Ledger) -> None:
+    """The units an assembly made are reused by the next one, all but the last: a call
+    whose answers come in later turns still becomes one unit with them."""
+    _start(ledger)
+    call = {"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+    turns: list[dict[str, Any]] = [
+        {"role": "user", "content": "find it"},
+        {"role": "assistant", "content": "", "tool_calls": [call, {**call, "id": "c2"}]},
+        {"role": "tool", "content": "one", "tool_call_id": "c1"},
+        {"role": "tool", "content": "two", "tool_call_id": "c2"},
+        {"role": "tool", "content": "stray", "tool_call_id": "c9"},
+        {"role": "assistant", "content": "found"},
+    ]
+    for turn, data in enumerate(turns):
+        ledger.append(SESSION, {"type": "message.appended", "data": data})
+        warm = ledger.assemble(SESSION, "card", now=NOW)
+        cold = ledger.replay(SESSION, profile="card", now=NOW)
+        assert warm.digest == cold.digest, turn
+        assert warm.decisions == cold.decisions, turn
+    last = ledger.assemble(SESSION, "card", now=NOW)
+    unit = [d for d in last.decisions if d.detail.get("unit") is not None]
+    assert len(unit) == 3 and all(d.detail["unit_messages"] == 3 for d in unit)
+    [stray] = [d for d in last.decisions if d.detail.get("sent_as") == "user"]
+    assert stray.action == "included"

@@ -35,6 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
+from itertools import islice
+from operator import is_, itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ctxledger.assembler.budget import ShedStep
@@ -47,6 +49,7 @@ from ctxledger.assembler.candidates import (
     Piece,
     Said,
     SectionLayout,
+    interleaved,
     joined,
 )
 from ctxledger.assembler.chat_tokens import cost_key, wrapper_tokens
@@ -211,9 +214,9 @@ class CardProfile(Profile):
 
         role = policy.context_role
         said = _with_depth_entries(window.kept, lore)
-        history_pieces = joined([[summary] if summary else [],
-                                 *([line] for line, _ in said)], LINE_SEPARATOR,
-                                SECTION_HISTORY)
+        history_pieces = interleaved([*([summary] if summary else []),
+                                      *map(itemgetter(0), said)], LINE_SEPARATOR,
+                                     SECTION_HISTORY)
         pieces = joined([card_pieces, history_pieces, [post] if post else []],
                         MEMORY_SEPARATOR)
         messages: list[Outgoing] = [Composed(role, card_pieces, exact=True)]
@@ -284,12 +287,18 @@ def _tokens(counter: TokenCounter, pieces: Sequence[Piece]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class _Loading:
-    """The loaded messages cut into units (``history_window.pairing``), and for each the
-    window member a memo kept for that very message object (None: to make)."""
+    """The loaded messages cut into units (``history_window.pairing``): the units an
+    earlier assembly made of the same message objects, and the ranges of the rest, each
+    message with the window member a memo kept for that very object (None: to make)."""
 
     messages: Sequence[Message]
+    reused: list[Unit]
+    """The units of the last assembly's history that this one starts with unchanged
+    (all but its last unit, which a new message may still extend)."""
     units: list[tuple[int, int, bool]]
-    known: list[WindowMessage | None]
+    """The ranges of the other units, in ``messages``."""
+    known: dict[int, WindowMessage]
+    """By index in ``messages``: the members a memo holds, of the other units."""
     costs: str
     """``cost_key`` of the counter and the policy's message overhead."""
 
@@ -298,16 +307,42 @@ class _Loading:
            memo: CanonicalMemo | None) -> _Loading:
         """What is known of ``messages`` already."""
         costs = cost_key(engine.counter.key, policy.message_overhead)
-        units = pairing(messages)
-        return cls(messages, units, [
-            None if memo is None else memo.derived_before(message, (costs, unpaired))
-            for start, stop, unpaired in units for message in messages[start:stop]], costs)
+        reused: list[Unit] = []
+        first = 0
+        last = None if memo is None else memo.state(("loaded", costs))
+        if isinstance(last, _Loaded):
+            before = last.messages
+            # The last history is a prefix of this one, the very same objects (a C-level
+            # walk): its units but the last stay as they were (pairing closes a unit at
+            # the next message), and pairing starts again at the last one's start.
+            if 0 < len(before) <= len(messages) and last.units \
+                    and all(map(is_, islice(messages, len(before)), before)):
+                reused = last.units[:-1]
+                first = len(before) - len(last.units[-1].members)
+        units = [(first + start, first + stop, unpaired)
+                 for start, stop, unpaired in pairing(messages[first:])]
+        known: dict[int, WindowMessage] = {}
+        if memo is not None:
+            for start, stop, unpaired in units:
+                for index in range(start, stop):
+                    made = memo.derived_before(messages[index], (costs, unpaired))
+                    if made is not None:
+                        known[index] = made
+        return cls(messages, reused, units, known, costs)
 
     def uncounted(self) -> list[str]:
         """The texts of the messages still to measure (a chat message's line is never
         counted: its cost is counted from its parts)."""
-        return [text for message, made in zip(self.messages, self.known, strict=True)
-                if made is None for text in cost_texts(message)]
+        return [text for start, stop, _ in self.units for index in range(start, stop)
+                if index not in self.known for text in cost_texts(self.messages[index])]
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """A history's message objects and the units made of them (kept in the memo)."""
+
+    messages: Sequence[Message]
+    units: list[Unit]
 
 
 def _loaded(engine: Engine, loading: _Loading, policy: CardPolicy,
@@ -315,7 +350,8 @@ def _loaded(engine: Engine, loading: _Loading, policy: CardPolicy,
     """The loaded messages cut into units, each message a candidate whose tokens are its
     cost as sent (an unpaired tool result as the user message holding its line). With
     ``memo``, a message object seen before keeps its candidate (a whole history's
-    messages come back as the same objects)."""
+    messages come back as the same objects), and the units of the last history that this
+    one starts with are reused whole."""
     counter, overhead = engine.counter, policy.message_overhead
     messages, known = loading.messages, loading.known
 
@@ -326,19 +362,25 @@ def _loaded(engine: Engine, loading: _Loading, policy: CardPolicy,
         return WindowMessage(message, candidate, Said(candidate, message,
                                                       UNPAIRED_ROLE if unpaired else None))
 
-    loaded: list[Unit] = []
+    loaded: list[Unit] = list(loading.reused)
     for start, stop, unpaired in loading.units:
         members = []
         for index in range(start, stop):
-            made = known[index]
+            made = known.get(index)
             if made is None:
                 made = member(messages[index], unpaired)
                 if memo is not None:
                     memo.keep_derived(messages[index], (loading.costs, unpaired), made)
-            engine.register(made.candidate)
             members.append(made)
         loaded.append(Unit(tuple(members), unpaired))
+    engine.register_all(member.candidate for unit in loaded for member in unit.members)
+    if memo is not None:
+        memo.keep_state(("loaded", loading.costs), _Loaded(messages, loaded), _LOADED_KEPT)
     return loaded
+
+
+_LOADED_KEPT = 4
+"""Histories whose units a session's memo keeps (one per counter and overhead)."""
 
 
 def _post_history(engine: Engine, card: _Card) -> Candidate | None:

@@ -220,7 +220,7 @@ def private(folder: str) -> bool:
 def database_url(db: str | None, cwd: str, environ: Mapping[str, str], data: str
                  ) -> str | None:
     """``_route.database_url(db, cwd)`` when it is plain to find here (no folder to
-    make, no relative SQLite path), else None."""
+    make; a URL with a host or an absolute file path), else None."""
     if db:
         url = db
     elif environ.get("CTXLEDGER_DB", "").strip():
@@ -238,8 +238,12 @@ def database_url(db: str | None, cwd: str, environ: Mapping[str, str], data: str
         if not found and not private(data):
             return None  # the general route makes the data folder
         url = "sqlite:///" + (project if found else os.path.join(data, "ledger.db"))
-    if (url.startswith("sqlite") and not url.startswith("sqlite:////")) or "\n" in url:
-        return None  # a relative SQLite path: the general route makes it absolute
+    _, scheme_end, rest = url.partition("://")
+    # Taken only with a host, or an absolute path (four slashes): a relative file path,
+    # a local socket or anything else odd goes to the general route, which resolves it.
+    if not scheme_end or not rest or (rest.startswith("/") and not rest.startswith("//")) \
+            or "\n" in url:
+        return None
     return url
 
 

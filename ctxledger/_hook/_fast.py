@@ -332,17 +332,22 @@ def append_line(folder: str, key: str, line: bytes) -> None:
     lock = os.open(os.path.join(folder, f"{key}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_SH)
-        fd = os.open(os.path.join(folder, f"{key}.events"),
-                     os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            written = os.write(fd, line)
-            while written < len(line):
-                written += os.write(fd, line[written:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_durably(os.path.join(folder, f"{key}.events"), line)
     finally:
         os.close(lock)  # closing releases the lock
+
+
+def append_durably(path: str | os.PathLike[str], data: bytes) -> None:
+    """Append ``data`` (one line) to the owner-only file ``path`` and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        # One write() of a line to a regular file: O_APPEND places it whole.
+        written = os.write(fd, data)
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def drain_request() -> bytes:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxledger._hook._events import TOOL_EVENTS, parse_event, tool_use, transcript_size
-from ctxledger._hook._fast import SPOOL_FORMAT, append_line, spool_line
+from ctxledger._hook._fast import SPOOL_FORMAT, append_durably, append_line, spool_line
 from ctxledger._project import DB_ENV, SCOPE_ENV, folder_scope, private_folder, user_data_dir
 from ctxledger.store.clock import system_clock
 from ctxledger.store.errors import LedgerError
@@ -157,19 +157,6 @@ def append(spool: Spool, line: bytes) -> None:
     lock (``_fast.append_line``)."""
     private_folder(spool.folder)
     append_line(os.fspath(spool.folder), spool.key, line)
-
-
-def _append_durably(path: Path, data: bytes) -> None:
-    """Append ``data`` (one line) to ``path`` and fsync it."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        # One write() of a small line to a regular file: O_APPEND places it whole.
-        written = os.write(fd, data)
-        while written < len(data):
-            written += os.write(fd, data[written:])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 _DRAINERS: list[subprocess.Popen[bytes]] = []  # subprocess: imported when one starts
@@ -325,7 +312,7 @@ def _time(text: object) -> datetime:
 def _reject(spool: Spool, raw: bytes, reason: str) -> None:
     text = raw.decode("utf-8", "backslashreplace")
     data = (json.dumps({"error": reason, "line": text}) + "\n").encode("ascii")
-    _append_durably(spool.rejected, data)
+    append_durably(spool.rejected, data)
 
 
 @contextmanager

@@ -221,9 +221,9 @@ def hook(ctx: Context) -> list[Comparison]:
                     found += [
                         Comparison("hook", "PostToolUse, worker (spools; the worker drains),"
                                    " vs python -c pass of the same venv",
-                                   tool_ms, "`python -c pass`, each after a tool use",
-                                   pass_ms,
-                                   AtMostTimesPeer(2.0), note),
+                                   tool_ms, "`python -c pass`", pass_ms,
+                                   AtMostTimesPeer(2.0),
+                                   f"{note}; `python -c pass` timed after each tool use"),
                         Comparison("hook", "SessionStart, worker (it drains and assembles)",
                                    start_ms, None, None, AtMost(150.0, "ms"), note)]
                     _stop_worker(cli, url, env)

@@ -1080,19 +1080,19 @@ class Ledger:
                 profile: str | None = None, until: int | datetime | None = None,
                 cancel: CancelToken | None = None) -> WhatIfReport:
         """The decisions that change when ``session``'s timeline is replayed under
-        ``policy``."""
+        ``policy``: one fold, each step assembled under both policies, so memory holds
+        one pair of assemblies (and the changes) whatever the session's length.
+        ``cancel`` is checked at every step."""
+        from ctxledger.timetravel import _replay
         from ctxledger.timetravel._audit import compare_timelines
 
         chosen = _as_policy(policy)
         assert chosen is not None
-        name = profile or chosen.profile
-        # Two timelines read one after the other: interleaved, they would need two
-        # connections at once, which a one-connection pool (in-memory SQLite) cannot give.
-        return compare_timelines(session, name,
-                                 self.timeline(session, profile=name, until=until,
-                                               cancel=cancel),
-                                 self.timeline(session, profile=name, until=until,
-                                               policy=chosen, cancel=cancel))
+        name = self.profile_of(session, profile or chosen.profile).name
+        with self.log.connection() as conn, read_snapshot(conn):
+            return compare_timelines(session, name, _replay.iter_timeline_pairs(
+                conn, session, profile=name, until=until, policies=(None, chosen),
+                clock_now=self.clock(), cancel=cancel))
 
     def fork(self, session: str, new_session: str, at: int, *,
              count: bool = False) -> AppendResult:

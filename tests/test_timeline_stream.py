@@ -109,6 +109,35 @@ def test_a_tripped_token_stops_the_fold_at_the_next_step(ledger: Ledger) -> None
     assert total == 1 and counting.checks > ledger.timeline_length(session)
 
 
+@pytest.mark.parametrize("seed", [3, 11])
+def test_what_if_equals_two_independent_timelines(ledger: Ledger, seed: int) -> None:
+    """A what-if folds once and assembles each step under both policies: its changes are
+    exactly those between the two timelines read on their own, it keeps no assembly, and
+    a tripped token stops it."""
+    session = _random_session(ledger, seed, 14)
+    policy = {"profile": "card", "compression_level": "none", "context_limit": 90}
+    expected = []
+    for old, new in zip(ledger.timeline(session), ledger.timeline(session, policy=policy),
+                        strict=True):
+        was = {d.item: (d.action, d.reason) for d in old.assembly.decisions}
+        now = {d.item: (d.action, d.reason) for d in new.assembly.decisions}
+        expected += [(old.step, item, was[item], now[item]) for item in sorted(was)
+                     if item in now and was[item] != now[item]]
+    before = _live_assemblies()
+    report = ledger.what_if(session, policy)
+    assert _live_assemblies() == before
+    # The items both timelines decided on their own (not through a range, not absent).
+    got = sorted((c.step, c.item, (c.old_action, c.old_reason), (c.new_action, c.new_reason))
+                 for c in report.changes if " via " not in c.old_reason + c.new_reason
+                 and "absent" not in (c.old_action, c.new_action))
+    assert got == sorted(expected) and expected
+    assert report.steps == ledger.timeline_length(session)
+    token = CancelToken()
+    token.cancel("enough")
+    with pytest.raises(Cancelled, match="enough"):
+        ledger.what_if(session, policy, cancel=token)
+
+
 def _size(event: RecordedEvent) -> int:
     return len(str(event.data.get("content", "")))
 

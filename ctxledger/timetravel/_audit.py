@@ -451,11 +451,17 @@ def _decided(assembly: Assembly, item: str) -> tuple[str, str]:
     return cover.action, f"{cover.reason} via {cover.item}"
 
 
-def compare_timelines(session: str, profile: str, old: Sequence[TimelineStep],
-                      new: Sequence[TimelineStep]) -> WhatIfReport:
-    """Every (item, message) whose action or reason differs between ``old`` and ``new``."""
+def compare_timelines(session: str, profile: str,
+                      pairs: Iterable[tuple[TimelineStep, TimelineStep]]) -> WhatIfReport:
+    """Every (item, message) whose action or reason differs between the two steps of each
+    pair (``iter_timeline_pairs``: the same step under the old and the new policy). Reads
+    ``pairs`` once, keeping only the changes and the last pair."""
     changes: list[DecisionChange] = []
-    for before, after in zip(old, new, strict=True):
+    last: tuple[TimelineStep, TimelineStep] | None = None
+    steps = 0
+    for before, after in pairs:
+        steps += 1
+        last = (before, after)
         was = _by_item(before.assembly.decisions)
         now = _by_item(after.assembly.decisions)
         # Items in the old order, then those only the new timeline has, in its order.
@@ -466,8 +472,7 @@ def compare_timelines(session: str, profile: str, old: Sequence[TimelineStep],
             if a != b:
                 changes.append(DecisionChange(item, before.message, before.position,
                                               a[0], a[1], b[0], b[1], before.step))
-    return WhatIfReport(
-        session, profile,
-        old[-1].assembly.policy_version if old else "",
-        new[-1].assembly.policy_version if new else "", old[-1].message if old else 0,
-        changes, len(old))
+    if last is None:
+        return WhatIfReport(session, profile, "", "", 0, changes, 0)
+    return WhatIfReport(session, profile, last[0].assembly.policy_version,
+                        last[1].assembly.policy_version, last[0].message, changes, steps)

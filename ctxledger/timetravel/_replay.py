@@ -379,12 +379,37 @@ def iter_timeline(live: sa.Connection, session: str, *, profile: str,
     assembly at a time whatever the session's length. ``only``: assemble just these step
     numbers (the fold still reads every event once). ``cancel`` is checked before every
     step of the fold: once tripped, ``Cancelled`` ends the iteration."""
+    for (step,) in _iter_steps(live, session, profile, until, (policy,), clock_now,
+                               progress, only, cancel):
+        yield step
+
+
+def iter_timeline_pairs(live: sa.Connection, session: str, *, profile: str,
+                        until: int | datetime | None,
+                        policies: tuple[Policy | None, Policy | None],
+                        clock_now: datetime, cancel: CancelToken | None = None
+                        ) -> Generator[tuple[TimelineStep, TimelineStep], None, None]:
+    """The steps of ``iter_timeline`` under two policies at once (a what-if): one read
+    and one fold, each step assembled under both, one pair held at a time."""
+    # Unpacked: it narrows each tuple to a pair.
+    for old, new in _iter_steps(live, session, profile, until, policies, clock_now,  # noqa: UP028
+                                None, None, cancel):
+        yield old, new
+
+
+def _iter_steps(live: sa.Connection, session: str, profile: str,
+                until: int | datetime | None, policies: Sequence[Policy | None],
+                clock_now: datetime, progress: Progress | None, only: range | None,
+                cancel: CancelToken | None
+                ) -> Generator[tuple[TimelineStep, ...], None, None]:
+    """``iter_timeline``'s steps, each assembled under every one of ``policies`` (one
+    assembler and its memos per policy, over one scratch fold)."""
     _check_step(cancel, session, 1, None)
     position = resolve_until(live, until, clock_now)
     prefix = read_prefix(live, session, position, profile, every_scope=True)
     marks = step_indexes(prefix, get_profile(profile).inputs)
     index = MessageIndex(session, prefix.events)
-    assembler = Assembler(live, profile, policy, warm=True)
+    assemblers = [Assembler(live, profile, policy, warm=True) for policy in policies]
     messages = seq = 0
     with scratch_projections() as scratch:
         start = 0
@@ -392,7 +417,8 @@ def iter_timeline(live: sa.Connection, session: str, *, profile: str,
             _check_step(cancel, session, number, len(marks))
             batch = prefix.events[start:at + 1]
             scratch.fold(batch)
-            assembler.folded(batch)
+            for assembler in assemblers:
+                assembler.folded(batch)
             start = at + 1
             for event in batch:
                 if event.stream_id == session:
@@ -402,14 +428,17 @@ def iter_timeline(live: sa.Connection, session: str, *, profile: str,
                 continue
             event = prefix.events[at]
             scratch.settle(event.position)
-            assembly = assembler.assemble(scratch, session, event.recorded_at)
+            seqs = index.at(event.position)
             is_message = event.stream_id == session and event.type == "message.appended"
-            yield TimelineStep(
+            steps = tuple(TimelineStep(
                 message=messages, position=event.position, seq=seq,
                 message_id=message_id_of(event) if is_message else None,
-                assembly=assembly.with_message_seqs(index.at(event.position)),
+                assembly=assembler.assemble(scratch, session, event.recorded_at
+                                            ).with_message_seqs(seqs),
                 step=number, event_type=event.type, stream_id=event.stream_id)
-            del assembly
+                for assembler in assemblers)
+            yield steps
+            del steps
             if progress is not None:
                 progress(number, len(marks))
 

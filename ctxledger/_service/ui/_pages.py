@@ -251,14 +251,15 @@ def audit_page(request: Request, session: str, profile: ProfileQuery = None,
     decisions that would change under another policy (a what-if)."""
     def build(ledger: Ledger, key: ApiKey) -> HTMLResponse:
         context = _session_context(ledger, key, session, profile)
-        report = ledger.audit(session)
         current = ledger.policy(session, context["profile"]).model_dump(mode="json")
         what_if, error = None, None
-        if policy is not None and policy.strip():
-            try:
-                what_if = ledger.what_if(session, policy)
-            except LedgerError as exc:  # a bad policy is shown by its form
-                error = explain(exc) or one_line(str(exc))
+        with slots_of(request).hold(key.key_id):
+            report = ledger.audit(session, cancel=cancel_of(request))
+            if policy is not None and policy.strip():
+                try:
+                    what_if = ledger.what_if(session, policy, cancel=cancel_of(request))
+                except LedgerError as exc:  # a bad policy is shown by its form
+                    error = explain(exc) or one_line(str(exc))
         return render("audit.html", 400 if error else 200, **context, report=report,
                       tab="audit", what_if=what_if, error=error,
                       policy_text=policy if policy else json.dumps(current, indent=2))

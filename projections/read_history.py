@@ -9,7 +9,9 @@ session row, or over the gap after a summary).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 import sqlalchemy as sa
@@ -28,6 +30,7 @@ from ctxledger.projections.token_cache import load_history_memo
 from ctxledger.store.chat import content_text
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.schema import events
+from ctxledger.store.sql_engine import driver_statement
 
 # A message row holds what the event lacks; the content, name and time are the event's,
 # read by position (the log's primary key) in the same query.
@@ -37,7 +40,7 @@ _MESSAGE_SELECT = sa.select(
 ).select_from(messages.join(events, events.c.position == messages.c.position))
 
 
-def _message(row: sa.RowMapping, pool: MessagePool | None = None) -> Message:
+def _message(row: Mapping[str, Any], pool: MessagePool | None = None) -> Message:
     """The message of ``row``; with ``pool``, the object read before when there is one
     (the same position and chained hash name the same message in any database)."""
     if pool is None:
@@ -51,7 +54,7 @@ def _message(row: sa.RowMapping, pool: MessagePool | None = None) -> Message:
     return made
 
 
-def _parse(row: sa.RowMapping) -> Message:
+def _parse(row: Mapping[str, Any]) -> Message:
     # Every message.appended payload is a current (v2) payload as stored: v1 upcasts to
     # v2 unchanged, so no upcast is needed here.
     data = orjson.loads(row["data"])
@@ -75,14 +78,9 @@ def _messages_and_hash(conn: sa.Connection, stream_id: str, after_seq: int | Non
                        through_seq: int | None = None, pool: MessagePool | None = None
                        ) -> tuple[tuple[Message, ...], str | None]:
     """``_messages``, and the chained hash of the newest one's event (None: none)."""
-    query = _MESSAGE_SELECT.where(messages.c.stream_id == stream_id,
-                                  messages.c.retracted.is_(False))
-    if after_seq is not None:
-        query = query.where(messages.c.seq > after_seq)
-    if through_seq is not None:
-        query = query.where(messages.c.seq <= through_seq)
-    # seq is the stream version: unique within a session, so it is a total order.
-    rows = conn.execute(query.order_by(messages.c.seq)).mappings().all()
+    rows = driver_statement(conn.dialect, ("history.range",), lambda: _RANGE).fetch_dicts(
+        conn, {"stream_id": stream_id, "after_seq": -1 if after_seq is None else after_seq,
+               "through_seq": _NO_SEQ_BELOW if through_seq is None else through_seq})
     return tuple(_message(row, pool) for row in rows), (str(rows[-1]["hash"]) if rows
                                                           else None)
 
@@ -114,6 +112,20 @@ _WINDOW_PAGE = (
     .limit(sa.bindparam("page"))
 )
 
+# seq is the stream version: unique within a session, so it is a total order.
+_RANGE = (
+    _MESSAGE_SELECT
+    .where(messages.c.stream_id == sa.bindparam("stream_id"),
+           messages.c.retracted.is_(False),
+           messages.c.seq > sa.bindparam("after_seq"),
+           messages.c.seq <= sa.bindparam("through_seq"))
+    .order_by(messages.c.seq)
+)
+"""Non-retracted messages with ``after_seq < seq <= through_seq`` (-1 and
+``_NO_SEQ_BELOW`` for no bound), in seq order. Compiled once (``driver_statement``), as
+every statement of a turn's history read: building and running them through
+SQLAlchemy's per-call machinery cost more than these index seeks."""
+
 
 def _window(conn: sa.Connection, stream_id: str, after_seq: int | None, budget: int,
             measure: HistoryMeasure, whole_units: bool, pool: MessagePool | None
@@ -128,9 +140,10 @@ def _window(conn: sa.Connection, stream_id: str, after_seq: int | None, budget: 
     page = _FIRST_PAGE
     over = False
     while True:
-        batch = [_message(row, pool) for row in conn.execute(_WINDOW_PAGE, {
-            "stream_id": stream_id, "after_seq": -1 if after_seq is None else after_seq,
-            "below_seq": below, "page": page}).mappings()]
+        batch = [_message(row, pool) for row in driver_statement(
+            conn.dialect, ("history.window_page",), lambda: _WINDOW_PAGE).fetch_dicts(conn, {
+                "stream_id": stream_id, "after_seq": -1 if after_seq is None else after_seq,
+                "below_seq": below, "page": page})]
         if not batch:
             return loaded, True
         costs = list(measure(batch))
@@ -151,12 +164,17 @@ def _window(conn: sa.Connection, stream_id: str, after_seq: int | None, budget: 
         page = min(_MAX_PAGE, max(_FIRST_PAGE, (budget - used) // average + 8))
 
 
+def _hash_select() -> sa.Select[Any]:
+    return sa.select(events.c.hash).where(events.c.position == sa.bindparam("position"))
+
+
 def _event_hash(conn: sa.Connection, position: int) -> str | None:
-    return conn.execute(sa.select(events.c.hash).where(
-        events.c.position == position)).scalar_one_or_none()
+    rows = driver_statement(conn.dialect, ("history.event_hash",), _hash_select).fetch(
+        conn, {"position": position})
+    return str(rows[0][0]) if rows else None
 
 
-def _whole_history(conn: sa.Connection, session: sa.RowMapping, request: ViewRequest,
+def _whole_history(conn: sa.Connection, session: Mapping[str, Any], request: ViewRequest,
                    pool: MessagePool | None) -> tuple[tuple[Message, ...], MessageSet | None]:
     """Every non-retracted message, reading only those after the probe's set when it is a
     prefix of this session (see ``ViewRequest.history_probe``); and the set to keep."""
@@ -181,7 +199,7 @@ def _whole_history(conn: sa.Connection, session: sa.RowMapping, request: ViewReq
     return loaded, MessageSet(stream_id, loaded, newest, retracted)
 
 
-def _load_window(conn: sa.Connection, session: sa.RowMapping, after_seq: int | None,
+def _load_window(conn: sa.Connection, session: Mapping[str, Any], after_seq: int | None,
                  request: ViewRequest, pool: MessagePool | None) -> _Window:
     """The history window for ``request``, with the count and oldest of what it left out."""
     stream_id = session["stream_id"]
@@ -209,10 +227,10 @@ def _load_window(conn: sa.Connection, session: sa.RowMapping, after_seq: int | N
         return _Window(loaded, 0, None)
     oldest = conn.execute(_MESSAGE_SELECT.where(*older).order_by(messages.c.seq)
                           .limit(1)).mappings().first()
-    return _Window(loaded, unloaded, None if oldest is None else _message(oldest, pool))
+    return _Window(loaded, unloaded, None if oldest is None else _message(dict(oldest), pool))
 
 
-def load_history(conn: sa.Connection, session: sa.RowMapping, request: ViewRequest) -> History:
+def load_history(conn: sa.Connection, session: Mapping[str, Any], request: ViewRequest) -> History:
     """The chat history for ``request.history`` (``tail`` or ``full``), windowed when the
     request has a ``history_budget``."""
     stream_id = session["stream_id"]

@@ -56,6 +56,7 @@ from ctxledger.projections.tool_usage_tables import (
 )
 from ctxledger.projections.tool_window import Window
 from ctxledger.store.records import NewEvent, RecordedEvent
+from ctxledger.store.sql_engine import driver_statement
 from ctxledger.store.streams import stream_kind
 
 
@@ -233,14 +234,33 @@ def _use_seek(column: sa.ColumnElement[Any], bound: sa.ColumnElement[bool],
             .order_by(*order).limit(1).scalar_subquery())
 
 
-def _late_in(window: Window,
+def _late_in(lo: sa.BindParameter[Any], hi: sa.BindParameter[Any],
              figure: sa.ColumnElement[Any]) -> sa.ScalarSelect[Any]:
-    """``figure`` over the tool's late uses inside ``window``: a range of the
+    """``figure`` over the tool's late uses inside the window ``[lo, hi]``: a range of the
     ``tool_uses_late`` key, which holds only uses that came out of time order."""
-    lo, hi = window
     late = tool_uses_late.c
     return (sa.select(figure).where(_of_tool(tool_uses_late), late.used_at >= lo,
                                     late.used_at <= hi).scalar_subquery())
+
+
+def _usage_select(windowed: bool) -> sa.Select[Any]:
+    """Every tool's lifetime figures in the scope ``:scope``; ``windowed``, also the seeks
+    that count its uses in ``[:lo, :hi]``. Compiled once per shape (``driver_statement``):
+    an assembly of the session profile reads it every time."""
+    columns: list[Any] = [tool_usage.c.tool_name, tool_usage.c.server_name,
+                          tool_usage.c.lifetime_count, tool_usage.c.last_used]
+    if windowed:
+        lo = sa.bindparam("lo", type_=tool_uses.c.used_at.type)
+        hi = sa.bindparam("hi", type_=tool_uses.c.used_at.type)
+        columns += [
+            _use_seek(tool_uses.c.seq, tool_uses.c.used_at >= lo, newest=False).label("first"),
+            _use_seek(tool_uses.c.seq, tool_uses.c.used_at <= hi, newest=True).label("last"),
+            _use_seek(tool_uses.c.used_at, tool_uses.c.used_at <= hi,
+                      newest=True).label("last_at"),
+            _late_in(lo, hi, sa.func.count()).label("late"),
+            _late_in(lo, hi, sa.func.max(tool_uses_late.c.used_at)).label("late_at"),
+        ]
+    return sa.select(*columns).where(tool_usage.c.scope == sa.bindparam("scope"))
 
 
 def load_tool_usage(conn: sa.Connection, scope: str,
@@ -252,19 +272,11 @@ def load_tool_usage(conn: sa.Connection, scope: str,
     ``[lo, hi]`` is the number of the last one at or before ``hi`` minus that of the
     first one at or after ``lo``, plus one; the late uses inside the window are added.
     """
-    columns: list[Any] = [tool_usage.c.tool_name, tool_usage.c.server_name,
-                          tool_usage.c.lifetime_count, tool_usage.c.last_used]
+    values: dict[str, Any] = {"scope": scope}
     if window is not None:
-        lo, hi = window
-        columns += [
-            _use_seek(tool_uses.c.seq, tool_uses.c.used_at >= lo, newest=False).label("first"),
-            _use_seek(tool_uses.c.seq, tool_uses.c.used_at <= hi, newest=True).label("last"),
-            _use_seek(tool_uses.c.used_at, tool_uses.c.used_at <= hi,
-                      newest=True).label("last_at"),
-            _late_in(window, sa.func.count()).label("late"),
-            _late_in(window, sa.func.max(tool_uses_late.c.used_at)).label("late_at"),
-        ]
-    rows = conn.execute(sa.select(*columns).where(tool_usage.c.scope == scope)).mappings()
+        values["lo"], values["hi"] = window
+    rows = driver_statement(conn.dialect, ("tool_usage.load", window is not None),
+                            lambda: _usage_select(window is not None)).fetch_dicts(conn, values)
     out = []
     for r in rows:
         count, last_at = 0, None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -61,9 +61,41 @@ from ctxledger.store.character_card import REPLACE, lorebook_data
 from ctxledger.store.errors import LedgerError
 from ctxledger.store.read import head_position
 from ctxledger.store.schema import events
+from ctxledger.store.sql_engine import DriverStatement, driver_statement
 from ctxledger.store.streams import DEFAULT_SCOPE, SCOPE_PREFIX
 
-Row = sa.RowMapping
+Row = Mapping[str, Any]
+
+
+def _prebuilt(conn: sa.Connection, name: str, build: Callable[[], sa.Select[Any]]
+              ) -> DriverStatement:
+    """The read view's statement ``name``, compiled once per dialect. A view is loaded at
+    every assembly and every step of a timeline, and building and running these index
+    seeks through SQLAlchemy's per-call machinery cost more than the seeks."""
+    return driver_statement(conn.dialect, ("view", name), build)
+
+
+def _session_row() -> sa.Select[Any]:
+    return sa.select(sessions).where(sessions.c.stream_id == sa.bindparam("stream_id"))
+
+
+def _scope_settings() -> sa.Select[Any]:
+    return sa.select(scope_settings.c.key, scope_settings.c.value).where(
+        scope_settings.c.scope == sa.bindparam("scope"))
+
+
+def _session_settings() -> sa.Select[Any]:
+    return sa.select(session_settings.c.key, session_settings.c.value).where(
+        session_settings.c.stream_id == sa.bindparam("stream_id"))
+
+
+def _card_rows() -> sa.Select[Any]:
+    return sa.select(card_fields.c.stream_id, card_fields.c.field, card_fields.c.value).where(
+        card_fields.c.stream_id.in_([sa.bindparam("scope_stream"), sa.bindparam("stream_id")]))
+
+
+def _lorebook_rows() -> sa.Select[Any]:
+    return sa.select(scope_lorebooks).where(scope_lorebooks.c.scope == sa.bindparam("scope"))
 
 
 @contextmanager
@@ -152,8 +184,9 @@ def load_session_view(conn: sa.Connection, stream_id: str, request: ViewRequest,
     """
     window = window_bounds(request.now, request.usage_window)
     with read_snapshot(conn):
-        session = conn.execute(
-            sa.select(sessions).where(sessions.c.stream_id == stream_id)).mappings().first()
+        found = _prebuilt(conn, "session", _session_row).fetch_dicts(
+            conn, {"stream_id": stream_id})
+        session = found[0] if found else None
         scope = (str(session["scope"]) if session is not None
                  else starting_in if starting_in is not None else DEFAULT_SCOPE)
         settings, sources = load_settings(conn, stream_id, scope)
@@ -207,8 +240,10 @@ def load_session_view(conn: sa.Connection, stream_id: str, request: ViewRequest,
 def load_position(conn: sa.Connection) -> int:
     """The position every built-in projection has reached (0 if one was never built)."""
     names = builtin_names()
-    found = conn.execute(sa.select(checkpoints.c.position, checkpoints.c.inline)
-                         .where(checkpoints.c.name.in_(names))).all()
+    found = driver_statement(
+        conn.dialect, ("view", "position", names),
+        lambda: sa.select(checkpoints.c.position, checkpoints.c.inline)
+        .where(checkpoints.c.name.in_(names))).fetch(conn)
     if len(found) < len(names):
         return 0
     behind = [int(position) for position, inline in found if not inline]
@@ -228,12 +263,12 @@ def load_settings(conn: sa.Connection, stream_id: str,
                   scope: str) -> tuple[dict[str, Any], dict[str, str]]:
     """Resolved settings (session over scope) and where each came from, in key order."""
     resolved: dict[str, tuple[str, str]] = {}
-    for row in conn.execute(sa.select(scope_settings.c.key, scope_settings.c.value)
-                            .where(scope_settings.c.scope == scope)):
-        resolved[row.key] = (row.value, "scope")
-    for row in conn.execute(sa.select(session_settings.c.key, session_settings.c.value)
-                            .where(session_settings.c.stream_id == stream_id)):
-        resolved[row.key] = (row.value, "session")
+    for key, value in _prebuilt(conn, "scope_settings", _scope_settings).fetch(
+            conn, {"scope": scope}):
+        resolved[key] = (value, "scope")
+    for key, value in _prebuilt(conn, "session_settings", _session_settings).fetch(
+            conn, {"stream_id": stream_id}):
+        resolved[key] = (value, "session")
     keys = sorted(resolved)
     return ({k: json.loads(resolved[k][0]) for k in keys}, {k: resolved[k][1] for k in keys})
 
@@ -242,13 +277,11 @@ def load_card(conn: sa.Connection, stream_id: str, scope: str) -> dict[str, Any]
     """The session's card fields, in field-name order: the scope's card with the
     session's own fields over it; a session's whole card (``replace``) hides the
     scope's."""
-    streams = [SCOPE_PREFIX + scope, stream_id]
-    rows = conn.execute(sa.select(card_fields.c.stream_id, card_fields.c.field,
-                                  card_fields.c.value)
-                        .where(card_fields.c.stream_id.in_(streams))).all()
-    own = {row.field: row.value for row in rows if row.stream_id == stream_id}
+    rows = _prebuilt(conn, "card", _card_rows).fetch(
+        conn, {"scope_stream": SCOPE_PREFIX + scope, "stream_id": stream_id})
+    own = {field: value for stream, field, value in rows if stream == stream_id}
     fields = {} if own.get(REPLACE) == "true" else {
-        row.field: row.value for row in rows if row.stream_id != stream_id}
+        field: value for stream, field, value in rows if stream != stream_id}
     fields.update(own)
     # Sorted here: PostgreSQL orders text by collation, SQLite by bytes.
     # orjson: a card's lorebook can be hundreds of kilobytes, read at every assembly.
@@ -258,8 +291,7 @@ def load_card(conn: sa.Connection, stream_id: str, scope: str) -> dict[str, Any]
 def load_lorebooks(conn: sa.Connection, scope: str) -> tuple[ScopeLorebook, ...]:
     """The scope's lorebooks by book id, each as written (a ``lorebook_v3`` file's
     ``data``)."""
-    rows = conn.execute(sa.select(scope_lorebooks).where(scope_lorebooks.c.scope == scope)
-                        ).mappings().all()
+    rows = _prebuilt(conn, "lorebooks", _lorebook_rows).fetch_dicts(conn, {"scope": scope})
     return tuple(ScopeLorebook(book_id=row["book_id"],
                                book=lorebook_data(orjson.loads(row["book"])),
                                position=row["position"])
@@ -270,8 +302,9 @@ def load_lorebooks(conn: sa.Connection, scope: str) -> tuple[ScopeLorebook, ...]
 
 def load_tools(conn: sa.Connection, scope: str) -> tuple[Tool, ...]:
     """The scope's registered tools, by name."""
-    rows = conn.execute(sa.select(scope_tools).where(scope_tools.c.scope == scope)
-                        .order_by(scope_tools.c.name)).mappings()
+    rows = _prebuilt(conn, "tools", lambda: sa.select(scope_tools).where(
+        scope_tools.c.scope == sa.bindparam("scope")).order_by(scope_tools.c.name)
+    ).fetch_dicts(conn, {"scope": scope})
     return tuple(sorted((Tool(name=r["name"], tool_type=r["tool_type"],
                               server_name=r["server_name"], description=r["description"],
                               position=int(r["position"])) for r in rows),
@@ -286,8 +319,10 @@ def session_lineage(conn: sa.Connection, stream_id: str) -> list[str]:
     session of the scope for it."""
     chain = [stream_id]
     while True:
-        parent = conn.execute(sa.select(sessions.c.forked_from)
-                              .where(sessions.c.stream_id == chain[-1])).scalar()
+        found = _prebuilt(conn, "forked_from", lambda: sa.select(sessions.c.forked_from)
+                          .where(sessions.c.stream_id == sa.bindparam("stream_id"))
+                          ).fetch(conn, {"stream_id": chain[-1]})
+        parent = found[0][0] if found else None
         if parent is None or parent in chain:
             return chain
         chain.append(str(parent))
@@ -296,8 +331,10 @@ def load_observations(conn: sa.Connection, scope: str, limit: int) -> tuple[Obse
     """The scope's ``limit`` most recent observations, oldest first."""
     if limit <= 0:
         return ()
-    rows = conn.execute(sa.select(observations).where(observations.c.scope == scope)
-                        .order_by(observations.c.position.desc()).limit(limit)).mappings()
+    rows = _prebuilt(conn, "observations", lambda: sa.select(observations).where(
+        observations.c.scope == sa.bindparam("scope")).order_by(
+        observations.c.position.desc()).limit(sa.bindparam("limit"))
+    ).fetch_dicts(conn, {"scope": scope, "limit": limit})
     newest_first = [Observation(kind=r["kind"], content=r["content"], source=r["source"],
                                 recorded_at=r["recorded_at"], position=int(r["position"]),
                                 stream_id=r["stream_id"]) for r in rows]
@@ -308,14 +345,23 @@ def load_previous_session(conn: sa.Connection, scope: str,
                           stream_id: str) -> PreviousSession | None:
     """The scope's most recently ended session other than ``stream_id`` and the sessions
     it was forked from."""
-    row = conn.execute(
-        sa.select(sessions.c.stream_id, sessions.c.end_summary, sessions.c.ended_at,
-                  sessions.c.ended_position)
-        .where(sessions.c.scope == scope, sessions.c.ended_position.is_not(None),
-               sessions.c.stream_id.not_in(session_lineage(conn, stream_id)))
-        .order_by(sessions.c.ended_position.desc()).limit(1)).mappings().first()
-    if row is None:
+    lineage = session_lineage(conn, stream_id)
+
+    def build() -> sa.Select[Any]:
+        return (sa.select(sessions.c.stream_id, sessions.c.end_summary, sessions.c.ended_at,
+                          sessions.c.ended_position)
+                .where(sessions.c.scope == sa.bindparam("scope"),
+                       sessions.c.ended_position.is_not(None),
+                       sessions.c.stream_id.not_in(
+                           [sa.bindparam(f"s{i}") for i in range(len(lineage))]))
+                .order_by(sessions.c.ended_position.desc()).limit(1))
+
+    found = driver_statement(conn.dialect, ("view", "previous_session", len(lineage)), build
+                             ).fetch_dicts(conn, {"scope": scope, **{
+                                 f"s{i}": name for i, name in enumerate(lineage)}})
+    if not found:
         return None
+    row = found[0]
     return PreviousSession(stream_id=row["stream_id"], summary=row["end_summary"],
                            ended_at=row["ended_at"], position=int(row["ended_position"]))
 
@@ -341,12 +387,13 @@ def load_item_set(conn: sa.Connection, stream_id: str,
     """The session's items as of its latest event (None: no events). When the set the
     ``probe`` offers is a prefix of this log's stream, only what changed after it is
     read: the item rows put after it and the stream's ``item.removed`` events after it."""
-    latest = conn.execute(
-        sa.select(events.c.position, events.c.stream_version, events.c.hash)
-        .where(events.c.stream_id == stream_id)
-        .order_by(events.c.stream_version.desc()).limit(1)).first()
-    if latest is None:
+    found = _prebuilt(conn, "stream_head", lambda: sa.select(
+        events.c.position, events.c.stream_version, events.c.hash)
+        .where(events.c.stream_id == sa.bindparam("stream_id"))
+        .order_by(events.c.stream_version.desc()).limit(1)).fetch(conn, {"stream_id": stream_id})
+    if not found:
         return None
+    latest = found[0]
     position, version, event_hash = int(latest[0]), int(latest[1]), str(latest[2])
     base = probe(stream_id) if probe is not None else None
     if base is not None and base.stream_id == stream_id and base.stream_version <= version \
@@ -374,8 +421,9 @@ def load_item_set(conn: sa.Connection, stream_id: str,
 
 def load_documents(conn: sa.Connection, stream_id: str) -> tuple[Document, ...]:
     """The session's documents by doc_id; content as stored (a string or an object)."""
-    rows = conn.execute(sa.select(documents).where(documents.c.stream_id == stream_id)
-                        .order_by(documents.c.doc_id)).mappings()
+    rows = _prebuilt(conn, "documents", lambda: sa.select(documents).where(
+        documents.c.stream_id == sa.bindparam("stream_id")).order_by(documents.c.doc_id)
+    ).fetch_dicts(conn, {"stream_id": stream_id})
     return tuple(sorted((Document(doc_id=r["doc_id"], kind=r["kind"],
                                   content=json.loads(r["content"]),
                                   position=int(r["position"])) for r in rows),
@@ -384,9 +432,10 @@ def load_documents(conn: sa.Connection, stream_id: str) -> tuple[Document, ...]:
 
 def load_sources(conn: sa.Connection, scope: str) -> tuple[Source, ...]:
     """The scope's registered sources by (source_id, version)."""
-    rows = conn.execute(sa.select(knowledge_sources).where(knowledge_sources.c.scope == scope)
-                        .order_by(knowledge_sources.c.source_id,
-                                  knowledge_sources.c.version)).mappings()
+    rows = _prebuilt(conn, "sources", lambda: sa.select(knowledge_sources).where(
+        knowledge_sources.c.scope == sa.bindparam("scope")).order_by(
+        knowledge_sources.c.source_id, knowledge_sources.c.version)
+    ).fetch_dicts(conn, {"scope": scope})
     return tuple(sorted((Source(source_id=r["source_id"], version=r["version"],
                                 trust=float(r["trust"]), neutral=r["neutral"],
                                 compliance=_json(r["compliance"])) for r in rows),
@@ -408,8 +457,11 @@ def load_snippets(conn: sa.Connection, scope: str,
 
 
 def _event_hash(conn: sa.Connection, position: int, stream_id: str) -> str | None:
-    return conn.execute(sa.select(events.c.hash).where(
-        events.c.position == position, events.c.stream_id == stream_id)).scalar_one_or_none()
+    found = _prebuilt(conn, "event_hash", lambda: sa.select(events.c.hash).where(
+        events.c.position == sa.bindparam("position"),
+        events.c.stream_id == sa.bindparam("stream_id"))).fetch(
+        conn, {"position": position, "stream_id": stream_id})
+    return str(found[0][0]) if found else None
 
 
 def load_snippet_set(conn: sa.Connection, scope: str, probe: SnippetProbe | None
@@ -453,9 +505,9 @@ def load_ended_sessions(conn: sa.Connection, scope: str, stream_id: str,
 
 def load_entities(conn: sa.Connection, scope: str) -> tuple[Entity, ...]:
     """The scope's entities by entity_id."""
-    rows = conn.execute(sa.select(knowledge_entities)
-                        .where(knowledge_entities.c.scope == scope)
-                        .order_by(knowledge_entities.c.entity_id)).mappings()
+    rows = _prebuilt(conn, "entities", lambda: sa.select(knowledge_entities).where(
+        knowledge_entities.c.scope == sa.bindparam("scope")).order_by(
+        knowledge_entities.c.entity_id)).fetch_dicts(conn, {"scope": scope})
     return tuple(sorted((Entity(entity_id=r["entity_id"], name=r["name"],
                                 facts=tuple(EntityFact(text=f["text"],
                                                        critical=bool(f["critical"]))
@@ -466,10 +518,12 @@ def load_entities(conn: sa.Connection, scope: str) -> tuple[Entity, ...]:
 
 def load_persona(conn: sa.Connection, stream_id: str) -> Persona | None:
     """The session's persona, if one was set."""
-    row = conn.execute(sa.select(personas).where(personas.c.stream_id == stream_id)
-                       ).mappings().first()
-    if row is None:
+    found = _prebuilt(conn, "persona", lambda: sa.select(personas).where(
+        personas.c.stream_id == sa.bindparam("stream_id"))).fetch_dicts(
+        conn, {"stream_id": stream_id})
+    if not found:
         return None
+    row = found[0]
     return Persona(agent_id=row["agent_id"],
                    knowledge_scope=tuple(json.loads(row["knowledge_scope"])),
                    beliefs=_json(row["beliefs"]))

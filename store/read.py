@@ -339,10 +339,14 @@ FOLD_ROWS = 5_000
 """Rows ``read_where`` fetches at a time."""
 
 
+def _head_select() -> sa.Select[Any]:
+    return sa.select(sa.func.coalesce(sa.func.max(events.c.position), 0))
+
+
 def head_position(conn: sa.Connection) -> int:
-    """The highest position in the log (0 when empty)."""
-    return int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(events.c.position), 0)))
-               .scalar_one())
+    """The highest position in the log (0 when empty). Compiled once: every assembly
+    reads it."""
+    return int(driver_statement(conn.dialect, ("read.head",), _head_select).fetch(conn)[0][0])
 
 
 def position_at(conn: sa.Connection, when: datetime) -> int:

@@ -78,7 +78,7 @@ class DriverStatement:
 
     __slots__ = ("_column_processors", "_columnwise", "_dbapi_error", "_defaults", "_fast",
                  "_getter", "_names", "_positional", "_processors", "_result_processors",
-                 "_result_types", "dialect", "sql")
+                 "_result_types", "dialect", "keys", "sql")
 
     def __init__(self, statement: ClauseElement, dialect: Dialect,
                  column_keys: Sequence[str] | None = None) -> None:
@@ -114,6 +114,10 @@ class DriverStatement:
         self._result_types: tuple[sa.types.TypeEngine[Any], ...] = (
             tuple(c.type for c in statement.selected_columns)
             if isinstance(statement, sa.Select) else ())
+        self.keys: tuple[str, ...] = (
+            tuple(str(c.key) for c in statement.selected_columns)
+            if isinstance(statement, sa.Select) else ())
+        """A SELECT's column keys, in order (``fetch_dicts`` names each row's values by them)."""
         self._result_processors: tuple[_Processor | None, ...] | None = None
         self._dbapi_error: type[Exception] = dialect.loaded_dbapi.Error
 
@@ -217,6 +221,12 @@ class DriverStatement:
             return [tuple(row) for row in rows]
         return [tuple(v if p is None else p(v) for p, v in zip(procs, row, strict=True))
                 for row in rows]
+
+    def fetch_dicts(self, conn: sa.Connection, values: Mapping[str, Any] | None = None
+                    ) -> list[dict[str, Any]]:
+        """``fetch``, each row as a dict by column key (what ``.mappings()`` gives)."""
+        keys = self.keys
+        return [dict(zip(keys, row, strict=True)) for row in self.fetch(conn, values)]
 
     def _wrap(self, exc: Exception, params: Any) -> BaseException:
         return sa.exc.DBAPIError.instance(self.sql, params, exc, self._dbapi_error,

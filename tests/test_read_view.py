@@ -126,18 +126,16 @@ EVERYTHING = ViewRequest(history="tail", token_encoding="cl100k_base", now=NOW,
 
 
 @contextmanager
-def captured(conn: sa.Connection) -> Iterator[list[tuple[str, Any]]]:
-    statements: list[tuple[str, Any]] = []
-
-    def capture(_c: Any, _cur: Any, statement: str, parameters: Any, _ctx: Any,
-                _many: bool) -> None:
-        statements.append((statement, parameters))
-
-    sa.event.listen(conn, "before_cursor_execute", capture)
+def captured(conn: sa.Connection) -> Iterator[list[str]]:
+    """Every statement SQLite runs on ``conn``, with its values in place: traced by the
+    driver, so the statements compiled once and run on its cursor are seen too."""
+    statements: list[str] = []
+    dbapi: Any = conn.connection.dbapi_connection
+    dbapi.set_trace_callback(statements.append)
     try:
         yield statements
     finally:
-        sa.event.remove(conn, "before_cursor_execute", capture)
+        dbapi.set_trace_callback(None)
 
 
 def grow(ledger: Ledger, session: str, messages: int) -> None:
@@ -160,14 +158,13 @@ def test_load_uses_index_seeks_and_a_fixed_number_of_queries(sqlite_url: str) ->
                 with captured(conn) as statements:
                     view = load_session_view(conn, session, EVERYTHING)
                 assert view.history is not None and len(view.history.messages) == 1
-                selects = [(s, p) for s, p in statements
-                           if s.lstrip().upper().startswith("SELECT")]
+                selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
                 counts[session] = len(selects)
-                for statement, params in selects:
+                for statement in selects:
                     plan = [row[3] for row in
-                            conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params)]
+                            conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}")]
                     assert plan, statement
                     for step in plan:
                         assert step.startswith(("SEARCH", "CORRELATED SCALAR SUBQUERY")), (
                             statement, plan)
-    assert counts["short"] == counts["long"]
+    assert counts["short"] == counts["long"] >= 10

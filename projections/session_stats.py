@@ -121,6 +121,7 @@ _COUNTS = dict.fromkeys((*_ROLE_COUNTS.values(), "messages_total", "messages_ret
 
 
 _MESSAGE_COLUMNS = ("stream_id", "seq", "message_id", "role", "retracted", "position")
+_ASIDE_ROWS = RowStore.ASIDE_ROWS
 
 
 class _StatsRebuildFold:
@@ -155,9 +156,10 @@ class _StatsRebuildFold:
 
     def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
         stream: str = raw[1]
-        kind = raw[4]
-        if not raw_counts_in_scope(raw[7]):
+        meta = raw[7]
+        if meta != "{}" and not raw_counts_in_scope(meta):  # "{}" holds no fork's mark
             return self._by_apply(stream)  # marks the session's copied versions
+        kind = raw[4]
         if kind == "message.appended":
             role = data["role"]
             counter = _ROLE_COUNTS.get(role)
@@ -173,7 +175,7 @@ class _StatsRebuildFold:
             live[1].append(values)
             aside = self._aside
             aside.append(values)
-            if len(aside) >= RowStore.ASIDE_ROWS:
+            if len(aside) >= _ASIDE_ROWS:
                 self._write_aside()
         elif kind in _ACTIVITY_ONLY:
             live = self._live.get(stream) or self._edit(stream)

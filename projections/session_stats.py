@@ -121,7 +121,6 @@ _COUNTS = dict.fromkeys((*_ROLE_COUNTS.values(), "messages_total", "messages_ret
 
 
 _MESSAGE_COLUMNS = ("stream_id", "seq", "message_id", "role", "retracted", "position")
-_ASIDE_ROWS = RowStore.ASIDE_ROWS
 
 
 class _StatsRebuildFold:
@@ -175,7 +174,7 @@ class _StatsRebuildFold:
             live[1].append(values)
             aside = self._aside
             aside.append(values)
-            if len(aside) >= _ASIDE_ROWS:
+            if len(aside) >= RowStore.ASIDE_ROWS:
                 self._write_aside()
         elif kind in _ACTIVITY_ONLY:
             live = self._live.get(stream) or self._edit(stream)

@@ -13,7 +13,14 @@ from ctxledger.projections.rowstore import RowStore
 from ctxledger.store.backends import backend_for
 from ctxledger.store.clock import Clock, system_clock
 from ctxledger.store.gc_pause import cyclic_gc_paused
-from ctxledger.store.read import EventDecoder, head_position, read_raw_pages, with_hashes
+from ctxledger.store.read import (
+    EventDecoder,
+    Hashes,
+    head_position,
+    read_hashes,
+    read_raw_pages,
+    with_hashes,
+)
 from ctxledger.store.records import NewEvent, RecordedEvent
 
 Progress = Callable[[int, int], None]
@@ -258,12 +265,14 @@ class ProjectionRunner:
             for t in sorted(p.handles):
                 plan.setdefault(t, []).append((fold, p.apply))
         steps = {t: tuple(chosen) for t, chosen in plan.items()}
-        # Types some projection always folds through apply; a fold declining an event
-        # of another type has its hashes read then (a record carries them).
+        # Types some projection always folds through apply: their hashes are read a page
+        # at a time, when a page first needs one (a record carries them); a fold
+        # declining an event of another type has its own read then.
         records = [t for t, chosen in steps.items() if any(f is None for f, _ in chosen)]
         payload, make_event = decode.payload, decode.event
         for page in read_raw_pages(conn, after, until_position=head, chunk=FOLD_PAGE,
-                                   hashes_for=records if folds else None):
+                                   hashes=not folds):
+            known: Hashes | None = None
             for raw in page:
                 chosen = steps.get(raw[4])
                 if chosen is None:
@@ -273,7 +282,9 @@ class ProjectionRunner:
                 for fold, apply in chosen:
                     if fold is None or not fold(raw, data):
                         if event is None:
-                            event = make_event(with_hashes(conn, raw), version, data)
+                            if known is None and folds:
+                                known = read_hashes(conn, page[0][0], page[-1][0], records)
+                            event = make_event(with_hashes(conn, raw, known), version, data)
                         apply(event, rows)
             if rows.cached_rows() > REBUILD_CACHE_ROWS:
                 _flush(rows, folds)

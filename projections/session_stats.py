@@ -155,9 +155,10 @@ class _StatsRebuildFold:
 
     def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
         stream: str = raw[1]
-        kind = raw[4]
-        if not raw_counts_in_scope(raw[7]):
+        meta = raw[7]
+        if meta != "{}" and not raw_counts_in_scope(meta):  # "{}" holds no fork's mark
             return self._by_apply(stream)  # marks the session's copied versions
+        kind = raw[4]
         if kind == "message.appended":
             role = data["role"]
             counter = _ROLE_COUNTS.get(role)

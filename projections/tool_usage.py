@@ -160,41 +160,86 @@ class _UsageRebuildFold:
     Each use's row (a new key: its seq is a new count of its tool) is held aside as a
     tuple, not put in the ``RowStore``: nothing reads those rows back during a rebuild
     but a prune, so they are written as plain inserts before a ``rollup.completed`` goes
-    through ``apply``, and when the fold finishes (or holds too many).
+    through ``apply``, and when the fold finishes (or holds too many). Each tool's figures
+    and each session's scope are kept here between two ``finish`` calls (read from the
+    ``RowStore`` on first use, the tools put back by ``finish``): only this fold writes
+    them during a rebuild but a ``session.started``, whose session it forgets first.
     """
 
-    __slots__ = ("_aside", "_held", "_rows", "_time_of")
+    __slots__ = ("_aside", "_held", "_rows", "_scopes", "_time_of", "_tools")
 
     def __init__(self, rows: RowStore, time_of: TimeOf) -> None:
         self._rows = rows
         self._time_of = time_of
         self._aside: dict[sa.Table, list[_Use]] = {table: [] for table in USE_TABLES}
         self._held = 0
+        self._scopes: dict[str, str] = {}
+        # (scope, tool, server) -> [lifetime_count, in_order, last_used]
+        self._tools: dict[tuple[str, str, str], list[Any]] = {}
 
     def __call__(self, raw: RawEvent, data: dict[str, Any]) -> bool:
         kind = raw[4]
-        if kind != "tool.used" and kind != "message.appended":
-            if kind == "rollup.completed":
+        if kind == "message.appended":
+            if not data.get("tool_calls"):
+                return True  # the usual message: it reports no use
+        elif kind != "tool.used":
+            if kind == "session.started":
+                self._scopes.pop(raw[1], None)  # apply records its scope
+            elif kind == "rollup.completed":
                 self.finish()  # the prune deletes uses through SQL
             return False
-        reported = reported_uses(kind, data)
-        if reported and stream_kind(raw[1]) == "session":
-            for table, use in _count_reported(self._rows, raw[1], reported,
-                                              raw_counts_in_scope(raw[7]),
-                                              self._time_of(raw[8])):
-                self._aside[table].append(use)
-                self._held += 1
-            if self._held >= RowStore.ASIDE_ROWS:
-                self.finish()
+        stream: str = raw[1]
+        if stream_kind(stream) != "session":
+            return True
+        counts = raw_counts_in_scope(raw[7])
+        when = self._time_of(raw[8])
+        rows = self._rows
+        for name, server, call_id in reported_uses(kind, data):
+            if call_id is not None:
+                key = (stream, call_id)
+                if rows.get(tool_usage_calls, key) is not None:
+                    continue  # the same call, reported again
+                rows.put(tool_usage_calls, {"stream_id": stream, "call_id": call_id})
+            if counts:
+                self._count(stream, name, server, when)
+        if self._held >= RowStore.ASIDE_ROWS:
+            self.finish()
         return True
 
+    def _count(self, stream: str, name: str, server: str, when: datetime) -> None:
+        """``_count_use`` on the figures kept here."""
+        scope = self._scopes.get(stream)
+        if scope is None:
+            scope = self._scopes[stream] = session_scope(tool_usage_scopes, stream, self._rows)
+        key = (scope, name, server)
+        tool = self._tools.get(key)
+        if tool is None:
+            prior = self._rows.get(tool_usage, key)
+            tool = self._tools[key] = [0, 0, None] if prior is None else [
+                int(prior["lifetime_count"]), int(prior["in_order"]), prior["last_used"]]
+        tool[0] += 1
+        if tool[2] is not None and when < tool[2]:
+            self._aside[tool_uses_late].append((scope, name, server, tool[0], when))
+        else:
+            tool[1] += 1
+            tool[2] = when
+            self._aside[tool_uses].append((scope, name, server, tool[1], when))
+        self._held += 1
+
     def finish(self) -> None:
-        """Write the uses held aside."""
+        """Write the uses held aside and put back the tools' figures."""
         for table, held in self._aside.items():
             if held:
                 self._rows.insert_new(table, _USE_COLUMNS, held)
                 self._aside[table] = []
         self._held = 0
+        put = self._rows.put
+        for (scope, name, server), (count, in_order, last_used) in self._tools.items():
+            put(tool_usage, {"scope": scope, "tool_name": name, "server_name": server,
+                             "lifetime_count": count, "last_used": last_used,
+                             "in_order": in_order})
+        self._tools.clear()
+        self._scopes.clear()
 
 
 def prune_rolled_up_uses(event: RecordedEvent, rows: RowStore) -> None:

@@ -57,10 +57,14 @@ _PLAIN_SCALARS = frozenset({str, int, bool})
 
 
 def _flat_without_floats(value: Any) -> bool:
-    # A flat object of strings, integers and booleans (most payloads) has no float and no
-    # null, so orjson's bytes are the reference's: no need to scan them (~1.8 us a
-    # message). Checked in C, as ``store.read`` checks a flat payload.
-    return type(value) is dict and _PLAIN_SCALARS.issuperset(map(type, value.values()))
+    # A flat object of strings, integers and booleans (most payloads), or one such value
+    # alone (a setting's), has no float and no null, so orjson's bytes are the
+    # reference's: no need to scan them (~1.8 us a message). Checked in C, as
+    # ``store.read`` checks a flat payload.
+    kind = type(value)
+    if kind is dict:
+        return _PLAIN_SCALARS.issuperset(map(type, value.values()))
+    return kind in _PLAIN_SCALARS
 
 
 def sha256_hex(text: str) -> str:

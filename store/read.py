@@ -214,19 +214,10 @@ _PAUSE_GC_ROWS = 256
 """Rows from which a stream read pauses the cyclic collector while it decodes them."""
 
 
-def _page_statement(bounded: bool, hashes: tuple[str, ...] | None = None) -> sa.Select[Any]:
-    columns: tuple[Any, ...] = _COLUMNS
-    if hashes is not None:
-        # The hash columns only for these types (NULL for the others): a rebuild reads
-        # them for no event it folds without a record, and they are a fifth of each row.
-        wanted = events.c.type.in_(sa.bindparam("hash_types", value=list(hashes),
-                                                literal_execute=True))
-        columns = (*_COLUMNS[:9],
-                   sa.case((wanted, events.c.prev_hash)).label("prev_hash") if hashes
-                   else sa.null().label("prev_hash"),
-                   sa.case((wanted, events.c.hash)).label("hash") if hashes
-                   else sa.null().label("hash"))
-    # Not required at compile time: a literal list (above) is rendered then.
+def _page_statement(bounded: bool, hashes: bool) -> sa.Select[Any]:
+    # Without the hash columns a rebuild reads a sixth less per row: it needs them only
+    # for the few events it builds a record of (``read_hashes``, ``with_hashes``).
+    columns = _COLUMNS if hashes else _COLUMNS[:_PREV_HASH]
     # Positions are 64-bit: typed as the column, a cursor past 2**31 is no overflow.
     after, until, size = (sa.bindparam(name, type_=PositionType, required=False)
                           for name in ("after", "until", "size"))
@@ -236,17 +227,19 @@ def _page_statement(bounded: bool, hashes: tuple[str, ...] | None = None) -> sa.
     return query.order_by(events.c.position).limit(size)
 
 
+_PREV_HASH = 9
+"""Index of ``prev_hash`` in a raw row: a row read without hashes ends before it."""
+
+
 def read_raw_pages(conn: sa.Connection, after: int = 0, *, until_position: int | None = None,
-                   chunk: int = 20_000, hashes_for: Iterable[str] | None = None
-                   ) -> Iterator[list[RawRow]]:
+                   chunk: int = 20_000, hashes: bool = True) -> Iterator[list[RawRow]]:
     """Raw rows with ``after < position <= until_position`` in position order, a page at a time.
 
     Each page is its own indexed query, so no cursor stays open while the caller writes.
-    Decode rows with ``EventDecoder``. With ``hashes_for``, only rows of those types carry
-    ``prev_hash`` and ``hash`` (None in the others: ``with_hashes`` reads them).
+    Decode rows with ``EventDecoder``. Without ``hashes``, rows end before ``prev_hash``
+    and ``hash`` (``read_hashes`` and ``with_hashes`` read them).
     """
     bounded = until_position is not None
-    hashes = None if hashes_for is None else tuple(sorted(set(hashes_for)))
     stmt = driver_statement(conn.dialect, ("ctxledger.store.read.page", bounded, hashes),
                             lambda: _page_statement(bounded, hashes))
     cursor_pos = after
@@ -262,15 +255,38 @@ def read_raw_pages(conn: sa.Connection, after: int = 0, *, until_position: int |
         cursor_pos = rows[-1][0]
 
 
-def with_hashes(conn: sa.Connection, row: RawRow) -> RawRow:
-    """``row`` with its ``prev_hash`` and ``hash`` read when ``read_raw_pages`` left them out."""
-    if row[9] is not None:
+Hashes = dict[int, tuple[str, str]]
+"""Position -> (prev_hash, hash)."""
+
+
+def read_hashes(conn: sa.Connection, first: int, last: int, types: Iterable[str]) -> Hashes:
+    """The hashes of the events of ``types`` with ``first <= position <= last``: one
+    query for a page's rows of the types a rebuild builds records of."""
+    kinds = tuple(sorted(set(types)))
+    if not kinds:
+        return {}
+    stmt = driver_statement(conn.dialect, ("ctxledger.store.read.hashes_of", kinds), lambda: (
+        sa.select(events.c.position, events.c.prev_hash, events.c.hash).where(
+            events.c.position >= sa.bindparam("first", type_=PositionType, required=False),
+            events.c.position <= sa.bindparam("last", type_=PositionType, required=False),
+            events.c.type.in_(sa.bindparam("kinds", value=list(kinds), literal_execute=True)))))
+    found = stmt.fetch(conn, {"first": first, "last": last})
+    return {int(position): (prev, hash_) for position, prev, hash_ in found}
+
+
+def with_hashes(conn: sa.Connection, row: RawRow, known: Hashes | None = None) -> RawRow:
+    """``row`` with its ``prev_hash`` and ``hash``, when ``read_raw_pages`` left them out:
+    from ``known`` (``read_hashes``) when it has them, else read."""
+    if len(row) > _PREV_HASH:
         return row
+    found = None if known is None else known.get(row[0])
+    if found is not None:
+        return (*row, *found)
     stmt = driver_statement(conn.dialect, ("ctxledger.store.read.hashes",), lambda: sa.select(
         events.c.prev_hash, events.c.hash).where(events.c.position == sa.bindparam(
             "position", type_=sa.Integer)))
-    found = stmt.fetch(conn, {"position": row[0]})
-    return (*row[:9], *found[0])
+    got = stmt.fetch(conn, {"position": row[0]})
+    return (*row, *got[0])
 
 
 def read_all(conn: sa.Connection, after: int = 0, limit: int | None = None, *,

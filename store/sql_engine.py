@@ -180,8 +180,13 @@ class DriverStatement:
         # A column whose values the driver binds as the processor would make them
         # (Python bools: the driver's own integer or boolean) skips its processor;
         # checked in C, one pass of ``type``.
-        todo = [(index, proc) for index, proc, plain, pick in self._column_processors
-                if not plain or not plain.issuperset(map(type, map(pick, params)))]
+        todo = []
+        for index, proc, plain, plain_proc, pick in self._column_processors:
+            if plain and plain.issuperset(map(type, map(pick, params))):
+                if plain_proc is not None:
+                    todo.append((index, plain_proc))
+            else:
+                todo.append((index, proc))
         if not todo:
             return params
         columns: list[Iterable[Any]] = list(zip(*params, strict=True))
@@ -258,22 +263,25 @@ def bind_processor(dialect: Dialect, type_: sa.types.TypeEngine[Any]) -> _Proces
     return shared[key]
 
 
-_ColumnProcessor = tuple[int, _Processor, frozenset[type], Callable[[Any], Any]]
-"""Index, processor, value types that skip it, and the picker of the column's values."""
+_ColumnProcessor = tuple[int, _Processor, frozenset[type], _Processor | None,
+                         Callable[[Any], Any]]
+"""Index, processor, the value types a cheaper processor (or none) serves, that cheaper
+processor, and the picker of the column's values."""
 
 
 def _column_processor(dialect: Dialect, type_: sa.types.TypeEngine[Any], proc: _Processor
-                      ) -> tuple[_Processor, frozenset[type]]:
+                      ) -> tuple[_Processor, frozenset[type], _Processor | None]:
     """How ``executemany`` processes a whole column of ``type_``: the processor to map
-    over it, and the value types it may skip it for (the driver binds them the same).
+    over it, the value types for which a cheaper one does, and that one (None: skip it).
 
-    ``Boolean``'s processor turns a bool into the same bool (native booleans) or into
-    the int the driver would bind for it anyway (the sqlite3 module binds a bool as
-    that int).
+    ``Boolean``'s processor turns a bool into the same bool (native booleans: the driver
+    binds it as it is) or into an int. Without native booleans, ``int`` (in C) makes that
+    int: the sqlite3 module would take a bool, not an exact int, through its adapter
+    lookup, which costs more than the insert's other columns together.
     """
     if type(type_) is sa.Boolean:
-        return proc, frozenset({bool})
-    return proc, frozenset()
+        return proc, frozenset({bool}), None if dialect.supports_native_boolean else int
+    return proc, frozenset(), None
 
 
 def result_processor(dialect: Dialect, type_: sa.types.TypeEngine[Any],

@@ -53,6 +53,17 @@ def test_a_flat_object_of_plain_scalars_equals_the_reference_form(value: Any) ->
 
 
 @settings(max_examples=3000, deadline=None)
+@given(st.text() | any_text | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70))
+@example("\ud800")
+@example("null e-7 .00001")
+@example(2**64)
+def test_a_plain_scalar_alone_equals_the_reference_form(value: Any) -> None:
+    """A setting's value is often one string, integer or boolean: the same unscanned path
+    as a flat object's values."""
+    assert canonical_json(value) == reference(value)
+
+
+@settings(max_examples=3000, deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_every_float_is_written_as_the_reference_writes_it(value: float) -> None:
     assert canonical_json({"v": value, "w": [value]}) == reference({"v": value, "w": [value]})

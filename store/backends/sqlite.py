@@ -276,8 +276,10 @@ class _KeptConnection(Connections):
 
 # Instants read from SQLite, with the text they were read from: a rebuild writes most of
 # them straight back (a message's recorded_at, a session's last activity), and a dict
-# lookup is cheaper than formatting. Bounded; cleared when full.
-_UTC_TEXT: dict[datetime, str] = {}
+# lookup is cheaper than formatting. Keyed by the object's id, not by the instant:
+# hashing an aware datetime costs about what parsing it does, and the entry holds the
+# object, so its id cannot name another one while it is there. Bounded; cleared when full.
+_UTC_TEXT: dict[int, tuple[datetime, str]] = {}
 _UTC_TEXT_LIMIT = 200_000
 
 
@@ -285,9 +287,9 @@ def _utc_bind(fallback: Processor) -> Processor:
     known = _UTC_TEXT
 
     def process(value: Any) -> Any:
-        text = known.get(value) if isinstance(value, datetime) else None
-        if text is not None:
-            return text
+        found = known.get(id(value))
+        if found is not None and found[0] is value:
+            return found[1]
         if type(value) is datetime and value.tzinfo is UTC:
             return value.isoformat(" ", "microseconds")[:-6]  # drop "+00:00"
         return fallback(value)
@@ -308,7 +310,7 @@ def _utc_result(fallback: Processor) -> Processor:
                 return fallback(value)
             if len(known) >= _UTC_TEXT_LIMIT:
                 known.clear()
-            known[parsed] = value
+            known[id(parsed)] = (parsed, value)
             return parsed
         return fallback(value)
 

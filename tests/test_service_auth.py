@@ -49,6 +49,34 @@ def test_no_bad_or_revoked_key_is_401(served: Served) -> None:
         _unauthorized(http.get(f"/streams/scope:{scope}/events"))  # no cache: at once
 
 
+def test_a_bad_key_is_401_before_a_bad_request_is_422(served: Served) -> None:
+    # The hot routes check the key in their worker thread, after FastAPI has validated
+    # the query and body: a bad key must still be the answer.
+    scope = fresh("order")
+    token = make_key(served.url, [scope])
+    session = fresh("s")
+    bad_requests = (
+        ("POST", f"/streams/{session}/events", {"events": "not a list"}, {}),
+        ("POST", f"/sessions/{session}/turn", {"messages": 3}, {}),
+        ("GET", f"/sessions/{session}/assemble", None, {"format": "nonsense"}),
+        ("POST", f"/sessions/{session}/assemble", {"policy": 3}, {}))
+    with client(served.base, token) as http:
+        for method, path, body, params in bad_requests:
+            answer = http.request(method, path, json=body, params=params)
+            assert answer.status_code == 422, (path, answer.text)
+            assert answer.headers["content-type"] == "application/problem+json"
+        with Ledger.open(served.url, load_vocabulary=False) as ledger:
+            revoke_key(ledger.engine, token.split("_")[1])
+        for method, path, body, params in bad_requests:
+            _unauthorized(http.request(method, path, json=body, params=params))
+    with client(served.base, token + "x") as http:
+        for method, path, body, params in bad_requests:
+            _unauthorized(http.request(method, path, json=body, params=params))
+    with client(served.base) as anonymous:
+        for method, path, body, params in bad_requests:
+            _unauthorized(anonymous.request(method, path, json=body, params=params))
+
+
 def test_another_scope_is_indistinguishable_from_nothing(served: Served) -> None:
     mine, theirs = fresh("mine"), fresh("theirs")
     alice = make_key(served.url, [mine])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 
 import pytest
 import sqlalchemy as sa
@@ -80,3 +81,26 @@ def test_bad_key_commands_are_one_line(runner: CliRunner, db_url: str,
                    "unknown key 'nope'")
     one_error_line(runner.invoke(app, ["keys", "list", "--db", sqlite_url + "-none"]),
                    "no ctxledger database")
+
+
+def test_a_key_is_checked_while_a_writer_holds_the_database(runner: CliRunner,
+                                                             db_url: str) -> None:
+    # A key check only reads: it must not wait for a write transaction's lock (SQLite's
+    # busy timeout is 30 s) nor take it, or every request queues behind the appends.
+    made = runner.invoke(app, ["--db", db_url, "keys", "create", "--scope", "a"])
+    token = json.loads(made.stdout)["token"]
+    engine = create_engine(db_url)
+    found: list[object] = []
+    try:
+        with engine.begin() as writer:
+            writer.execute(sa.text("UPDATE api_keys SET scopes = scopes WHERE 1 = 0"))
+            checker = threading.Thread(target=lambda: found.append(verify_token(engine,
+                                                                                token)),
+                                       daemon=True)
+            checker.start()
+            checker.join(5.0)
+            assert found, "the key check waited for the writer"
+        key = found[0]
+        assert key is not None and getattr(key, "scopes", None) == ("a",)
+    finally:
+        engine.dispose()

@@ -21,7 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ctxledger._ledger import Ledger
 from ctxledger._service.keys import ApiKey, key_is_live, verify_token
-from ctxledger._service.problems import Problem
+from ctxledger._service.problems import PENDING_KEY, Problem
 from ctxledger._service.replica import feed_ledger, primary_ledger_dep
 from ctxledger._times import shown
 from ctxledger.store.errors import ConcurrencyError
@@ -38,22 +38,61 @@ def ledger_of(request: Request) -> Ledger:
     return ledger
 
 
-def current_key(request: Request,
-                credentials: Annotated[HTTPAuthorizationCredentials | None,
-                                       Depends(_bearer)]) -> ApiKey:
-    """The request's live API key, or 401."""
+def _token(credentials: HTTPAuthorizationCredentials | None) -> str:
+    """The bearer token the request carries, or 401."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Problem(401, "an API key is required: Authorization: Bearer <token>",
                       headers=_CHALLENGE)
-    key = verify_token(ledger_of(request).engine, credentials.credentials)
+    return credentials.credentials
+
+
+def _verified(request: Request, token: str) -> ApiKey:
+    """The live API key ``token`` names, or 401."""
+    key = verify_token(ledger_of(request).engine, token)
     if key is None:
         raise Problem(401, "the API key is unknown or revoked", headers=_CHALLENGE)
     return key
 
 
+def current_key(request: Request,
+                credentials: Annotated[HTTPAuthorizationCredentials | None,
+                                       Depends(_bearer)]) -> ApiKey:
+    """The request's live API key, or 401."""
+    return _verified(request, _token(credentials))
+
+
+class KeyCheck:
+    """A request's bearer token, not checked yet: ``key()`` checks it (a database read)
+    in the route's one worker thread, so the check costs no hop of its own.
+
+    FastAPI validates a request's query and body before the route runs; until ``key()``
+    has answered, a validation error asks it first (``problems.PENDING_KEY``), so a
+    revoked key is still a 401 ahead of a bad body's 422."""
+
+    def __init__(self, request: Request, token: str) -> None:
+        self._request = request
+        self._token = token
+        request.scope[PENDING_KEY] = self.key
+
+    def key(self) -> ApiKey:
+        """The request's live API key, or the 401 ``Problem``."""
+        self._request.scope.pop(PENDING_KEY, None)  # asked once (and no cycle left)
+        return _verified(self._request, self._token)
+
+
+async def key_check(request: Request,
+                    credentials: Annotated[HTTPAuthorizationCredentials | None,
+                                           Depends(_bearer)]) -> KeyCheck:
+    """The request's bearer token for its route to check, or 401 when it has none (on
+    the event loop: this reads no database)."""
+    return KeyCheck(request, _token(credentials))
+
+
 LedgerDep = Annotated[Ledger, Depends(primary_ledger_dep)]
 """The primary's ledger (a read a replica may answer takes ``replica.ReadLedgerDep``)."""
 KeyDep = Annotated[ApiKey, Depends(current_key)]
+KeyCheckDep = Annotated[KeyCheck, Depends(key_check)]
+"""The key checked by the route itself, in its worker thread (the hot routes)."""
 
 
 def require_admin(key: ApiKey) -> None:

@@ -17,12 +17,14 @@ import hmac
 import json
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
 
+from ctxledger.store.backends.base import READ_ONLY_OPTION
 from ctxledger.store.clock import Clock, format_utc, system_clock
 from ctxledger.store.errors import InvalidArgument
 from ctxledger.store.schema import api_keys
@@ -103,9 +105,17 @@ def create_key(engine: sa.Engine, scopes: Sequence[str], *, read_only: bool = Fa
     return key, f"{TOKEN_PREFIX}_{key_id}_{secret}"
 
 
+@contextmanager
+def _reading(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection that only reads: on SQLite a deferred BEGIN, so a key check runs
+    beside a writer (WAL) instead of waiting for the write lock and holding it."""
+    with engine.connect() as conn:
+        yield conn.execution_options(**{READ_ONLY_OPTION: True})
+
+
 def list_keys(engine: sa.Engine) -> list[ApiKey]:
     """Every key, revoked ones too, oldest first."""
-    with engine.connect() as conn:
+    with _reading(engine) as conn:
         rows = conn.execute(sa.select(api_keys).order_by(
             api_keys.c.created_at, api_keys.c.key_id)).mappings().all()
     return [_key(row) for row in rows]
@@ -152,7 +162,7 @@ _KEY_ROW = sa.select(api_keys).where(api_keys.c.key_id == sa.bindparam("key_id")
 
 def _live_row(engine: sa.Engine, key_id: str) -> sa.RowMapping | None:
     """The stored row of key ``key_id`` unless it is unknown or revoked."""
-    with engine.connect() as conn:
+    with _reading(engine) as conn:
         row = conn.execute(_KEY_ROW, {"key_id": key_id}).mappings().first()
     if row is None or row["revoked_at"] is not None or row["secret_hash"] is None:
         return None
@@ -180,7 +190,7 @@ def ui_login(engine: sa.Engine, token: str, now: datetime) -> tuple[ApiKey, str]
     key = verify_token(engine, token)
     if key is None:
         return None
-    with engine.connect() as conn:
+    with _reading(engine) as conn:
         secret_hash = conn.execute(sa.select(api_keys.c.secret_hash).where(
             api_keys.c.key_id == key.key_id)).scalar_one_or_none()
     if secret_hash is None:

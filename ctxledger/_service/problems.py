@@ -8,12 +8,13 @@ its traceback only in the server log (it is a bug).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ctxledger._cancel import Cancelled
@@ -26,6 +27,9 @@ from ctxledger.store.errors import (
 from ctxledger.store.witness import WitnessError
 
 PROBLEM_JSON = "application/problem+json"
+PENDING_KEY = "ctxledger.pending_key"
+"""Where a request's ASGI scope keeps its key check while the route has not run it yet
+(``auth.KeyCheck``): a validation error runs it first, so a bad key is the answer."""
 _log = logging.getLogger("ctxledger.service")
 
 
@@ -102,6 +106,12 @@ def install(app: FastAPI) -> None:
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        check: Callable[[], object] | None = request.scope.get(PENDING_KEY)
+        if check is not None:
+            try:
+                await run_in_threadpool(check)
+            except Problem as problem:
+                return await on_problem(request, problem)
         return problem_response(422, _validation_detail(exc))
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:

@@ -16,6 +16,8 @@ from ctxledger._agent_context import AgentContext
 from ctxledger._cancel import CancelToken
 from ctxledger._ledger import Ledger
 from ctxledger._service.auth import (
+    KeyCheck,
+    KeyCheckDep,
     KeyDep,
     LedgerDep,
     checked_write,
@@ -87,9 +89,11 @@ _RECORDED: dict[str, Any] = {"headers": {RECORDED_HEADER: {
     "schema": {"type": "integer"}}}}
 
 
-def _assemble(session: str, ledger: LedgerDep, key: KeyDep, profile: str | None,
+def _assemble(session: str, ledger: Ledger, check: KeyCheck, profile: str | None,
               now: str | None, fmt: ContextFormat, policy: dict[str, Any] | None,
               agent: str | None, record: bool) -> Response:
+    # A sync route: the key is checked in its worker thread, before anything else.
+    key = check.key()
     when = parse_optional_time(now, "now")
     session_scope(ledger, key, session)
     if record:
@@ -103,33 +107,35 @@ def _assemble(session: str, ledger: LedgerDep, key: KeyDep, profile: str | None,
 
 
 @router.get("/assemble", responses={200: {**_ASSEMBLY[200], **_RECORDED}})
-def assemble(session: str, ledger: LedgerDep, key: KeyDep, profile: Profile = None,
+def assemble(session: str, ledger: LedgerDep, check: KeyCheckDep, profile: Profile = None,
              now: Now = None, format: Format = ContextFormat.json,
              agent: Agent = None, record: Record = False) -> Response:
     """The session's context built with a profile, in the asked format; with
     ``record=true`` it is recorded too (the ``Recorded-Position`` header says where)."""
-    return _assemble(session, ledger, key, profile, now, format, None, agent, record)
+    return _assemble(session, ledger, check, profile, now, format, None, agent, record)
 
 
 @router.post("/assemble", responses={200: {**_ASSEMBLY[200], **_RECORDED}})
-def assemble_with_policy(session: str, ledger: LedgerDep, key: KeyDep,
+def assemble_with_policy(session: str, ledger: LedgerDep, check: KeyCheckDep,
                          body: AssembleBody | None = None, profile: Profile = None,
                          now: Now = None, format: Format = ContextFormat.json,
                          agent: Agent = None, record: Record = False) -> Response:
     """As ``GET``, with a ``policy`` in the body replacing the one the settings give (a
     recorded assembly stores that policy, so audit derives it with the same one)."""
-    return _assemble(session, ledger, key, profile, now, format,
+    return _assemble(session, ledger, check, profile, now, format,
                      body.policy if body is not None else None, agent, record)
 
 
 @router.post("/turn", response_model=TurnOut)
-async def turn(session: str, body: TurnBody, ledger: LedgerDep, key: KeyDep) -> TurnOut:
+async def turn(session: str, body: TurnBody, ledger: LedgerDep,
+               check: KeyCheckDep) -> TurnOut:
     """Append chat messages, then assemble the context after them (one round trip) and,
     unless ``record`` is false, record that assembly (``context.assembled``), so what a
     chat app sent can be audited."""
     # The turn runs in one worker thread and its result is checked on the event loop (a
     # sync route with a response model costs a second hop, only to validate it).
     def run() -> TurnOut:
+        key = check.key()
         require_writer(key)
         # Messages open no scope: a new session is in scope default.
         result = checked_write(

@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from ctxledger import render
 from ctxledger._ledger import Ledger
 from ctxledger._service.auth import (
+    KeyCheckDep,
     KeyDep,
     LedgerDep,
     check_stream,
@@ -69,17 +70,19 @@ def page(ledger: Ledger, request: Request, stream_id: str | None, after: int,
 
 
 @router.post("/streams/{stream_id}/events", response_model=AppendOut)
-async def append_events(stream_id: str, body: AppendBody, ledger: LedgerDep, key: KeyDep,
+async def append_events(stream_id: str, body: AppendBody, ledger: LedgerDep,
+                        check: KeyCheckDep,
                         if_match: Annotated[str | None, Header()] = None,
                         expected_version_header: Annotated[
                             str | None, Header(alias="Expected-Version")] = None
                         ) -> AppendOut:
     """Append events atomically. An identical retry (same event ids and content) returns
     the original positions with ``duplicate``; a version conflict is a 409."""
-    # Two of every chat turn's three requests: the append runs in one worker thread and
-    # its result is checked on the event loop (a sync route with a response model costs
-    # a second hop to a worker thread, only to validate what it returns).
+    # Two of every chat turn's three requests: the key check and the append run in one
+    # worker thread and the result is checked on the event loop (a sync route with a
+    # response model costs a second hop to a worker thread, only to validate it).
     def append() -> AppendOut:
+        key = check.key()
         require_writer(key)
         version = expected_version(body.expected_version, if_match,
                                    expected_version_header)

@@ -276,10 +276,10 @@ class _KeptConnection(Connections):
 
 # Instants read from SQLite, with the text they were read from: a rebuild writes most of
 # them straight back (a message's recorded_at, a session's last activity), and a dict
-# lookup is cheaper than formatting. Keyed by the object's id, not by the instant:
-# hashing an aware datetime costs about what parsing it does, and the entry holds the
-# object, so its id cannot name another one while it is there. Bounded; cleared when full.
-_UTC_TEXT: dict[int, tuple[datetime, str]] = {}
+# lookup is cheaper than formatting. Keyed by the instant, not by the object (whose
+# hash is cheaper): a timeline or ``why`` reads the same instants at every step, and
+# object keys would hold every datetime read, up to the bound. Bounded; cleared when full.
+_UTC_TEXT: dict[datetime, str] = {}
 _UTC_TEXT_LIMIT = 200_000
 
 
@@ -287,9 +287,9 @@ def _utc_bind(fallback: Processor) -> Processor:
     known = _UTC_TEXT
 
     def process(value: Any) -> Any:
-        found = known.get(id(value))
-        if found is not None and found[0] is value:
-            return found[1]
+        text = known.get(value) if isinstance(value, datetime) else None
+        if text is not None:
+            return text
         if type(value) is datetime and value.tzinfo is UTC:
             return value.isoformat(" ", "microseconds")[:-6]  # drop "+00:00"
         return fallback(value)
@@ -310,7 +310,7 @@ def _utc_result(fallback: Processor) -> Processor:
                 return fallback(value)
             if len(known) >= _UTC_TEXT_LIMIT:
                 known.clear()
-            known[id(parsed)] = (parsed, value)
+            known[parsed] = value
             return parsed
         return fallback(value)
 

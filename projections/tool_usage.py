@@ -28,7 +28,7 @@ later is a repeat of a use its original session counted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime, time
 from typing import Any, ClassVar
 
@@ -104,9 +104,11 @@ class ToolUsageProjection(Projection):
         if not reported:
             return
         counts = counts_in_scope(event.metadata)
-        for table, use in _count_reported(rows, event.stream_id, reported, counts,
-                                          event.recorded_at):
-            rows.put(table, dict(zip(_USE_COLUMNS, use, strict=True)))
+        for name, server in _new_uses(rows, event.stream_id, reported):
+            if counts:
+                table, use = _count_use(rows, event.stream_id, name, server,
+                                        event.recorded_at)
+                rows.put(table, dict(zip(_USE_COLUMNS, use, strict=True)))
 
     def rebuild_fold(self, rows: RowStore, time_of: TimeOf) -> _UsageRebuildFold:
         """Uses counted from the raw event, without a record; the rest through ``apply``."""
@@ -117,21 +119,18 @@ _USE_COLUMNS = ("scope", "tool_name", "server_name", "seq", "used_at")
 _Use = tuple[str, str, str, int, datetime]
 
 
-def _count_reported(rows: RowStore, stream_id: str, reported: Sequence[Reported],
-                    counts: bool, recorded_at: datetime) -> list[tuple[sa.Table, _Use]]:
-    """Count the uses an event of a session reports, each call id once per session
-    (``counts``: the event counts toward the scope; else its call ids are only
-    remembered). Returns the use rows for the caller to write."""
-    out = []
+def _new_uses(rows: RowStore, stream_id: str, reported: Iterable[Reported]
+              ) -> Iterator[tuple[str, str]]:
+    """(tool, server) of each use an event of a session reports, each call id once per
+    session: a call id is remembered the first time (whether or not the event counts
+    toward the scope), and a use whose call was reported before is left out."""
     for name, server, call_id in reported:
         if call_id is not None:
             key = (stream_id, call_id)
             if rows.get(tool_usage_calls, key) is not None:
                 continue  # the same call, reported again
             rows.put(tool_usage_calls, {"stream_id": stream_id, "call_id": call_id})
-        if counts:
-            out.append(_count_use(rows, stream_id, name, server, recorded_at))
-    return out
+        yield name, server
 
 
 def _count_use(rows: RowStore, stream_id: str, name: str, server: str,
@@ -193,13 +192,7 @@ class _UsageRebuildFold:
             return True
         counts = raw_counts_in_scope(raw[7])
         when = self._time_of(raw[8])
-        rows = self._rows
-        for name, server, call_id in reported_uses(kind, data):
-            if call_id is not None:
-                key = (stream, call_id)
-                if rows.get(tool_usage_calls, key) is not None:
-                    continue  # the same call, reported again
-                rows.put(tool_usage_calls, {"stream_id": stream, "call_id": call_id})
+        for name, server in _new_uses(self._rows, stream, reported_uses(kind, data)):
             if counts:
                 self._count(stream, name, server, when)
         if self._held >= RowStore.ASIDE_ROWS:

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test lint typecheck pytest demo bench readme openapi clean browser
+.PHONY: test lint typecheck pytest demo bench readme openapi clean browser pg-repack
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/python scripts/typecheck.py
 
-pytest: $(STAMP) browser
+pytest: $(STAMP) browser pg-repack
 	$(BIN)/pytest
 
 # The browser view's tests drive Debian's Chromium through Playwright (`playwright install`
@@ -28,6 +28,14 @@ pytest: $(STAMP) browser
 CHROMIUM ?= /usr/bin/chromium
 browser:
 	@test -x $(CHROMIUM) || { apt-get update -q && apt-get install -y -q chromium; }
+
+# An erase on PostgreSQL rewrites the tables it touched online with pg_repack (docs/erasure.md):
+# the Debian package of each installed server's major version (a client-only one needs none); the tests create the
+# extension in their database.
+pg-repack:
+	@for dir in $(wildcard /usr/lib/postgresql/*); do \
+	  test ! -x $$dir/bin/postgres || test -x $$dir/bin/pg_repack || { apt-get update -q && \
+	    apt-get install -y -q postgresql-$$(basename $$dir)-repack; } || exit 1; done
 
 # The TypeScript client against a real `ctxledger serve` (Node 20+, packages from npm).
 test-ts: $(STAMP)

@@ -145,6 +145,7 @@ def erase(log: EventLog, runner: ProjectionRunner, clock: Clock, *, session: str
     with log.transaction() as conn:
         target, name, streams = target_streams(conn, session, scope)
         backend = backend_for(conn)
+        backend.check_scrub(conn)
         # Appends to these streams wait for the erase; other streams' appends go on.
         for stream in streams:
             backend.lock_append(conn, stream, [], ())

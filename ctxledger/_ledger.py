@@ -1140,9 +1140,11 @@ class Ledger:
         ``event.erased`` tombstones, the token caches emptied and each projection
         forgets the erased streams' rows (O(the erased events), not O(the log)); then
         the tables written are scrubbed (SQLite: secure_delete and the WAL checkpointed
-        and truncated; PostgreSQL: VACUUM FULL of each). An unknown session or scope, or
-        no reason, raises ``InvalidArgument`` and writes nothing. Erasing again erases
-        nothing (0 events).
+        and truncated; PostgreSQL: each rewritten, online with pg_repack where its
+        extension is installed, else by VACUUM FULL, which holds the table meanwhile).
+        An unknown session or scope, or no reason, raises ``InvalidArgument`` and
+        writes nothing; so does a ``CTXLEDGER_PG_REPACK`` that cannot run. Erasing again
+        erases nothing (0 events) and scrubs again.
         """
         from ctxledger._erase import erase
 

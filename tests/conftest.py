@@ -44,10 +44,26 @@ def _pg_unavailable() -> str | None:
             engine = sa.create_engine(PG_URL, connect_args={"connect_timeout": 3})
             with engine.connect() as conn:
                 conn.exec_driver_sql("SELECT 1")
+            _create_repack_extension(engine)
             engine.dispose()
         except Exception as exc:  # any failure means "no usable server"
             _pg_error = f"PostgreSQL not reachable at {PG_URL}: {type(exc).__name__}"
     return _pg_error
+
+
+def _create_repack_extension(engine: sa.Engine) -> None:
+    """An erase scrubs online where pg_repack is installed in the database (``make
+    pg-repack`` installs the package): created here when the server has it, so that the
+    erase tests take that path; those of ``VACUUM FULL`` turn it off by the environment."""
+    with engine.connect() as conn:
+        if conn.exec_driver_sql("SELECT 1 FROM pg_available_extensions"
+                                " WHERE name = 'pg_repack'").first() is None:
+            return
+        try:
+            conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pg_repack")
+            conn.commit()
+        except sa.exc.DBAPIError:  # another worker created it at the same moment
+            conn.rollback()
 
 
 def require_postgres() -> None:

@@ -49,7 +49,9 @@ def test_quick_run_prints_every_leg_and_saves_json(tmp_path: Path) -> None:
     serve_pg_rows = ["PostgreSQL, 2 clients: turns/s with 2 workers vs 1",
                      "PostgreSQL, 2 clients: p50 of a turn, 1 worker vs in process"]
     erase_pg_rows = ["another scope's append p99 during an erase (PostgreSQL)",
-                     "another scope's worst append during an erase (PostgreSQL)"]
+                     "another scope's worst append during an erase (PostgreSQL)",
+                     "... the writer a thread of the erasing process: p99",
+                     "... the scrub by VACUUM FULL: worst append"]
     if "pg_writers: " in done.stdout and "skipped: PostgreSQL" in done.stdout:
         pg_rows = []
         erase_pg_rows = []

@@ -424,3 +424,113 @@ def test_an_erase_leaves_no_text_in_another_threads_token_counter(seeded: Ledger
         assert any(MARK in text for text in worker.submit(counted).result())
         seeded.erase(session="alice", reason="test")
         assert not any(MARK in text for text in worker.submit(counted).result())
+
+
+# -- PostgreSQL's scrub: online with pg_repack, or VACUUM FULL ----------------------------
+
+def _fill_events(ledger: Ledger, count: int) -> None:
+    """``count`` rows of other streams copied into ``events``: a table whose rewrite
+    takes long enough to be seen."""
+    raw: Any = ledger.engine.raw_connection()
+    try:
+        with raw.cursor() as cursor, cursor.copy(
+                "COPY events (stream_id, stream_version, event_id, type, schema_version,"
+                " data, metadata, recorded_at, prev_hash, hash) FROM STDIN") as copy:
+            for n in range(count):
+                copy.write_row((f"filler-{n % 50}", n // 50 + 1, str(uuid.UUID(int=n + 1)),
+                                "session.ended", 1, '{"pad": "' + "x" * 400 + '"}', "{}",
+                                "2026-01-01 00:00:00+00", "0" * 64, f"{n:064d}"))
+        raw.commit()
+    finally:
+        raw.close()
+
+
+def skip_without_online_scrub(ledger: Ledger) -> None:
+    """Skip where pg_repack is not installed; CI installs it (``make pg-repack``) and the
+    tests create its extension, so there it must be found."""
+    from conftest import REQUIRE_PG
+
+    from ctxledger.store.backends import pg_scrub
+
+    raw = ledger.engine.raw_connection()
+    try:
+        available = pg_scrub.online_scrub_available(raw.driver_connection)
+    finally:
+        raw.close()
+    assert available or not REQUIRE_PG, "pg_repack is not installed: make pg-repack"
+    if not available:
+        pytest.skip("pg_repack is not installed here (make pg-repack installs it)")
+
+
+@pytest.mark.postgres
+def test_another_scopes_append_goes_on_while_the_scrub_rewrites(pg_url: str) -> None:
+    """The online scrub copies ``events`` while appends go on: an append to another scope,
+    made once the copy has begun (pg_repack's trigger is on the table), commits before the
+    rewrite ends (the trigger is still there), and the marker is gone afterwards."""
+    import threading
+    import time
+
+    with Ledger.open(pg_url) as ledger, Ledger.open(pg_url) as other:
+        skip_without_online_scrub(ledger)
+        seed(ledger)
+        _fill_events(ledger, 40_000)
+        other.append("carol", [{"type": "session.started", "data": {"scope": "work"}}])
+        watch = sa.text("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'events'::regclass"
+                        " AND tgname LIKE '%repack%'")
+        seen: list[str] = []
+
+        def append_during_the_copy() -> None:
+            deadline = time.monotonic() + 60
+            with other.engine.connect() as conn:
+                while time.monotonic() < deadline:
+                    if conn.execute(watch).scalar():
+                        conn.rollback()
+                        other.append_messages("carol", [{"role": "user", "content": "hi"}])
+                        seen.append("appended")
+                        if conn.execute(watch).scalar():
+                            seen.append("while the trigger was on")
+                        return
+                    conn.rollback()
+                    time.sleep(0.002)
+
+        watcher = threading.Thread(target=append_during_the_copy)
+        watcher.start()
+        ledger.erase(session="alice", reason="r")
+        watcher.join(60)
+        assert seen == ["appended", "while the trigger was on"]
+        assert MARK.encode() not in raw_bytes(ledger)
+        assert [m.data["content"] for m in other.messages("carol")] == ["hi"]
+        # The table swapped in keeps its triggers: events are still immutable.
+        with pytest.raises(sa.exc.DBAPIError, match="events are immutable"), \
+                ledger.engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE events SET data = '{}' WHERE position = 1")
+
+
+@pytest.mark.postgres
+def test_the_scrub_without_pg_repack_is_vacuum_full(pg_url: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``CTXLEDGER_PG_REPACK=off`` (or no extension) scrubs with ``VACUUM FULL``: the
+    marker is gone all the same."""
+    monkeypatch.setenv("CTXLEDGER_PG_REPACK", "off")
+    with Ledger.open(pg_url) as ledger:
+        seed(ledger)
+        assert MARK.encode() in raw_bytes(ledger)
+        ledger.erase(session="alice", reason="r")
+        assert MARK.encode() not in raw_bytes(ledger)
+        assert ledger.verify().ok
+
+
+@pytest.mark.postgres
+def test_a_bad_pg_repack_setting_erases_nothing(pg_url: str,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    """A client path that is not a program is one line, before anything is written."""
+    with Ledger.open(pg_url) as ledger:
+        skip_without_online_scrub(ledger)
+        seed(ledger)
+        head = ledger.head()
+        monkeypatch.setenv("CTXLEDGER_PG_REPACK", str(tmp_path / "no-such-program"))
+        with pytest.raises(LedgerError, match=r"CTXLEDGER_PG_REPACK=.* is not an executable"):
+            ledger.erase(session="alice", reason="r")
+        assert ledger.head() == head
+        assert MARK.encode() in raw_bytes(ledger)

@@ -28,7 +28,9 @@ def erase(
     messages, tool inputs, cards, observations, snippets, their projection rows and
     caches, and the database's free pages, WAL or dead tuples. Hash chains, seals and
     anchors still verify; an erasure.completed event records what, when and why. Prints
-    the erasure as JSON.
+    the erasure as JSON. On PostgreSQL the tables are rewritten online with pg_repack
+    where its extension is installed (CTXLEDGER_PG_REPACK names the client, or "off"),
+    else by VACUUM FULL, which holds each table for its rewrite.
     """
     from ctxledger import render
 

@@ -218,6 +218,11 @@ class Backend(ABC):
         wait for."""
 
     @abstractmethod
+    def check_scrub(self, conn: sa.Connection) -> None:
+        """Before an erase writes anything: raise ``LedgerError`` (one line) when a
+        setting would keep ``scrub`` from running."""
+
+    @abstractmethod
     def scrub(self, engine: Engine, tables: Sequence[str]) -> None:
         """Outside any transaction, after an erase: make rows it deleted or overwrote in
         ``tables`` unrecoverable from the database's files (free pages, dead tuples, the

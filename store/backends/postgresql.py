@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL, Engine
 
-from ctxledger.store.backends import pg_writes
+from ctxledger.store.backends import pg_scrub, pg_writes
 from ctxledger.store.backends.base import Backend, Connections, Processor
 from ctxledger.store.errors import LedgerError, SchemaMissing
 
@@ -202,65 +202,22 @@ class PostgreSQLBackend(Backend):
         yield
         conn.exec_driver_sql("SELECT set_config('ctxledger.erasing', 'off', true)")
 
+    def check_scrub(self, conn: sa.Connection) -> None:
+        pg_scrub.online_scrub_available(conn.connection.dbapi_connection)
+
     def scrub(self, engine: Engine, tables: Sequence[str]) -> None:
-        # Plain VACUUM only marks dead tuples' space free (their bytes stay in the
-        # page); VACUUM FULL writes a table (and its TOAST table) into a new file and
-        # unlinks the old one. One table at a time, so each ACCESS EXCLUSIVE lock lasts
-        # one table's rewrite. It copies old row versions too while a snapshot that may
-        # still see them is open (they are "recently dead"): it first waits for those.
-        quote = engine.dialect.identifier_preparer.quote
+        # Online with pg_repack where it is installed, else VACUUM FULL (``pg_scrub``).
         raw = engine.raw_connection()
         try:
             driver = raw.driver_connection
             assert driver is not None
             driver.autocommit = True  # VACUUM refuses to run in a transaction block
             try:
-                with driver.cursor() as cur:
-                    _wait_for_older_snapshots(cur, SCRUB_WAIT_SECONDS)
-                    for table in tables:
-                        cur.execute(f"VACUUM FULL {quote(table)}")
+                pg_scrub.scrub(driver, engine.dialect.identifier_preparer.quote, tables)
             finally:
                 driver.autocommit = False
         finally:
             raw.close()
-
-
-SCRUB_WAIT_SECONDS = 60.0
-"""How long an erase waits for transactions older than it to end before it gives up."""
-
-# Every backend of this database, and every replication slot, that holds the cleanup
-# horizon at or before ``%(xid)s`` (the xid counter when the scrub began, past the erase's
-# own xid): old row versions stay "recently dead" for VACUUM until they are gone.
-_OLDER_SNAPSHOTS = """
-SELECT 'pid ' || pid || ' (' || coalesce(state, '?') || ')' FROM pg_stat_activity
- WHERE datname = current_database() AND pid <> pg_backend_pid()
-   AND (age(backend_xmin) > age(%(xid)s::text::xid) OR age(backend_xid) > age(%(xid)s::text::xid))
-UNION ALL
-SELECT 'replication slot ' || slot_name FROM pg_replication_slots
- WHERE (database IS NULL OR database = current_database())
-   AND (age(xmin) > age(%(xid)s::text::xid) OR age(catalog_xmin) > age(%(xid)s::text::xid))
-"""
-
-
-def _wait_for_older_snapshots(cur: Any, seconds: float) -> None:
-    """Wait until no transaction that began before now is open (raise after ``seconds``)."""
-    import time
-
-    cur.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint % 4294967296")
-    row = cur.fetchone()
-    xid = str(row[0])
-    deadline = time.monotonic() + seconds
-    while True:
-        cur.execute(_OLDER_SNAPSHOTS, {"xid": xid})
-        holders = sorted(str(r[0]) for r in cur.fetchall())
-        if not holders:
-            return
-        if time.monotonic() > deadline:
-            raise LedgerError(
-                f"erase: the content is blanked, but {len(holders)} transaction(s) older than"
-                f" the erase are still open ({', '.join(holders[:3])}) and keep its old row"
-                " versions on disk; end them and run the same erase again to scrub")
-        time.sleep(0.1)
 
 
 BACKEND = PostgreSQLBackend()

@@ -504,6 +504,9 @@ class SQLiteBackend(Backend):
             conn.exec_driver_sql(str(sql))
         conn.exec_driver_sql(f"PRAGMA secure_delete={int(previous or 0)}")
 
+    def check_scrub(self, conn: sa.Connection) -> None:
+        pass  # the scrub has no setting to get wrong
+
     def scrub(self, engine: Engine, tables: Sequence[str]) -> None:
         if is_memory(engine.url):
             return  # nothing on disk

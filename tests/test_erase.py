@@ -534,3 +534,26 @@ def test_a_bad_pg_repack_setting_erases_nothing(pg_url: str,
             ledger.erase(session="alice", reason="r")
         assert ledger.head() == head
         assert MARK.encode() in raw_bytes(ledger)
+
+
+@pytest.mark.postgres
+def test_a_failed_online_scrubs_copy_is_dropped_by_the_next(pg_url: str) -> None:
+    """pg_repack's copy of a table, left in schema ``repack`` by a run that failed
+    half-way, holds the content as it was: the next scrub of that table drops it."""
+    with Ledger.open(pg_url) as ledger:
+        skip_without_online_scrub(ledger)
+        seed(ledger)
+        _fill_events(ledger, 20_000)  # past the size VACUUM FULL takes alone
+        with ledger.engine.begin() as conn:
+            oid = conn.exec_driver_sql("SELECT 'events'::regclass::oid").scalar()
+            conn.exec_driver_sql(f"CREATE TABLE repack.table_{oid} AS SELECT * FROM events")
+        try:
+            ledger.erase(session="alice", reason="r")
+            with ledger.engine.connect() as conn:
+                left = conn.exec_driver_sql(
+                    f"SELECT to_regclass('repack.table_{oid}')").scalar()
+            assert left is None
+            assert MARK.encode() not in raw_bytes(ledger)
+        finally:
+            with ledger.engine.begin() as conn:
+                conn.exec_driver_sql(f"DROP TABLE IF EXISTS repack.table_{oid}")

@@ -56,7 +56,40 @@ def scrub(driver: Any, quote: Any, tables: Sequence[str]) -> None:
             assert client is not None
             cur.execute("SELECT current_schema()")
             schema = str(cur.fetchone()[0])
-            _repack(driver, client, [f"{quote(schema)}.{quote(t)}" for t in large])
+            qualified = [f"{quote(schema)}.{quote(t)}" for t in large]
+            _drop_leftovers(cur, qualified)
+            try:
+                _repack(driver, client, qualified)
+            except LedgerError:
+                _drop_leftovers(cur, qualified)
+                raise
+
+
+def _drop_leftovers(cur: Any, tables: list[str]) -> None:
+    """Drop what a ``pg_repack`` run that failed half-way left of ``tables``: its copy
+    (``repack.table_<oid>``) holds every row the table had then, content included, that
+    no later scrub would reach; its log, row type and trigger block the next run."""
+    for table in tables:
+        cur.execute("SELECT %s::regclass::oid", (table,))
+        oid = int(cur.fetchone()[0])
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL OR to_regclass(%s) IS NOT NULL"
+                    " OR to_regtype(%s) IS NOT NULL OR EXISTS (SELECT FROM pg_trigger"
+                    " WHERE tgrelid = %s AND tgname = 'repack_trigger')",
+                    (f"repack.table_{oid}", f"repack.log_{oid}", f"repack.pk_{oid}", oid))
+        if not cur.fetchone()[0]:
+            continue
+        import psycopg
+
+        try:
+            cur.execute(f"DROP TABLE IF EXISTS repack.table_{oid}, repack.log_{oid} CASCADE")
+            cur.execute(f"DROP TYPE IF EXISTS repack.pk_{oid} CASCADE")
+            cur.execute(f"DROP TRIGGER IF EXISTS repack_trigger ON {table}")
+        except psycopg.Error as exc:
+            raise LedgerError(
+                f"erase: pg_repack's copy of {table} from a run that failed is still in"
+                f" schema repack and cannot be dropped here ({type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:200]}); drop repack.table_{oid} and"
+                f" repack.log_{oid} as a superuser") from None
 
 
 def _size(cur: Any, table: str) -> int:

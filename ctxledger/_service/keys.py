@@ -17,10 +17,11 @@ import hmac
 import json
 import re
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -28,6 +29,7 @@ from ctxledger.store.backends.base import READ_ONLY_OPTION
 from ctxledger.store.clock import Clock, format_utc, system_clock
 from ctxledger.store.errors import InvalidArgument
 from ctxledger.store.schema import api_keys
+from ctxledger.store.sql_engine import driver_statement
 from ctxledger.store.streams import MAX_STREAM_ID, SCOPE_PREFIX
 
 TOKEN_PREFIX = "ctxl"
@@ -84,7 +86,7 @@ def _checked_scopes(scopes: Sequence[str], admin: bool) -> tuple[str, ...]:
     return tuple(chosen)
 
 
-def _key(row: sa.RowMapping) -> ApiKey:
+def _key(row: Mapping[Any, Any]) -> ApiKey:
     return ApiKey(key_id=row["key_id"], scopes=tuple(json.loads(row["scopes"])),
                   read_only=bool(row["read_only"]), admin=bool(row["admin"]),
                   created_at=row["created_at"], revoked_at=row["revoked_at"])
@@ -155,15 +157,18 @@ def key_is_live(engine: sa.Engine, key_id: str) -> bool:
     return _live_row(engine, key_id) is not None
 
 
-# Built once: every request reads its key, and building the statement each time cost
-# as much as running it.
-_KEY_ROW = sa.select(api_keys).where(api_keys.c.key_id == sa.bindparam("key_id"))
+def _key_row() -> sa.Select[Any]:
+    return sa.select(api_keys).where(api_keys.c.key_id == sa.bindparam("key_id"))
 
 
-def _live_row(engine: sa.Engine, key_id: str) -> sa.RowMapping | None:
+def _live_row(engine: sa.Engine, key_id: str) -> Mapping[str, Any] | None:
     """The stored row of key ``key_id`` unless it is unknown or revoked."""
-    with _reading(engine) as conn:
-        row = conn.execute(_KEY_ROW, {"key_id": key_id}).mappings().first()
+    with _reading(engine) as conn, conn.begin():
+        # Compiled once and run on the driver's cursor: every request reads its key,
+        # and SQLAlchemy's per-call machinery cost more than the read.
+        rows = driver_statement(conn.dialect, ("keys", "row"), _key_row).fetch_dicts(
+            conn, {"key_id": key_id})
+    row = rows[0] if rows else None
     if row is None or row["revoked_at"] is not None or row["secret_hash"] is None:
         return None
     return row

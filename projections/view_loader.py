@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import orjson
@@ -161,16 +161,18 @@ def prefix_snapshot(conn: sa.Connection) -> Iterator[None]:
                 " try again, or on the primary")
 
 
-_SCOPE_OF = sa.select(sessions.c.scope).where(sessions.c.stream_id == sa.bindparam("stream_id"))
-"""Built once: the service checks a session's scope on every request, and building the
-statement each time cost as much as running it."""
+def _scope_of() -> sa.Select[Any]:
+    return sa.select(sessions.c.scope).where(sessions.c.stream_id == sa.bindparam("stream_id"))
 
 
 def load_session_scope(conn: sa.Connection, stream_id: str) -> str | None:
     """The scope of session ``stream_id``, or None when there is no such session (one
-    primary-key read: what a scope check needs, without a view)."""
-    found = conn.execute(_SCOPE_OF, {"stream_id": stream_id}).scalar_one_or_none()
-    return None if found is None else str(found)
+    primary-key read: what a scope check needs, without a view; the service makes it on
+    every request)."""
+    # One statement: any transaction will do, no snapshot to pin.
+    with nullcontext() if conn.in_transaction() else conn.begin():
+        found = _prebuilt(conn, "scope_of", _scope_of).fetch(conn, {"stream_id": stream_id})
+    return str(found[0][0]) if found else None
 
 
 def load_session_view(conn: sa.Connection, stream_id: str, request: ViewRequest, *,

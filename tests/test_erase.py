@@ -557,3 +557,38 @@ def test_a_failed_online_scrubs_copy_is_dropped_by_the_next(pg_url: str) -> None
         finally:
             with ledger.engine.begin() as conn:
                 conn.exec_driver_sql(f"DROP TABLE IF EXISTS repack.table_{oid}")
+
+
+@pytest.mark.postgres
+def test_a_running_online_scrub_is_left_alone(pg_url: str) -> None:
+    """While another pg_repack run holds the table (its advisory lock), its work tables are
+    not dropped: this erase's scrub stops with one line, and the same erase run again
+    once that run is over scrubs."""
+    with Ledger.open(pg_url) as ledger:
+        skip_without_online_scrub(ledger)
+        seed(ledger)
+        _fill_events(ledger, 20_000)
+        with ledger.engine.begin() as conn:
+            oid = conn.exec_driver_sql("SELECT 'events'::regclass::oid").scalar()
+            conn.exec_driver_sql(f"CREATE TABLE repack.table_{oid} (n integer)")
+        holder = ledger.engine.connect()
+        try:
+            holder.exec_driver_sql(f"SELECT pg_advisory_lock(16185446, CAST(-2147483648 +"
+                                   f" {oid}::bigint AS integer))")
+            holder.commit()  # a session-level lock: it outlives the transaction
+            with pytest.raises(LedgerError, match="pg_repack could not rewrite the tables"):
+                ledger.erase(session="alice", reason="r")
+            with ledger.engine.connect() as conn:
+                assert conn.exec_driver_sql(
+                    f"SELECT to_regclass('repack.table_{oid}')").scalar() is not None
+        finally:
+            holder.exec_driver_sql(f"SELECT pg_advisory_unlock(16185446, CAST(-2147483648 +"
+                                   f" {oid}::bigint AS integer))")
+            holder.commit()
+            holder.close()
+        try:
+            assert ledger.erase(session="alice", reason="r").events == 0  # scrubs again
+            assert MARK.encode() not in raw_bytes(ledger)
+        finally:
+            with ledger.engine.begin() as conn:
+                conn.exec_driver_sql(f"DROP TABLE IF EXISTS repack.table_{oid}")

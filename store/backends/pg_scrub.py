@@ -78,6 +78,12 @@ def _drop_leftovers(cur: Any, tables: list[str]) -> None:
                     (f"repack.table_{oid}", f"repack.log_{oid}", f"repack.pk_{oid}", oid))
         if not cur.fetchone()[0]:
             continue
+        # The lock every pg_repack run holds on the table it rewrites: taken, no run is
+        # going on (another erase's, say) and what is there was left by one that failed.
+        cur.execute(f"SELECT pg_try_advisory_lock({_REPACK_LOCK}, CAST(-2147483648 + %s::bigint"
+                    " AS integer))", (oid,))
+        if not cur.fetchone()[0]:
+            continue  # running: the client below says so, and the erase can be run again
         import psycopg
 
         try:
@@ -90,6 +96,13 @@ def _drop_leftovers(cur: Any, tables: list[str]) -> None:
                 f" schema repack and cannot be dropped here ({type(exc).__name__}: "
                 f"{' '.join(str(exc).split())[:200]}); drop repack.table_{oid} and"
                 f" repack.log_{oid} as a superuser") from None
+        finally:
+            cur.execute(f"SELECT pg_advisory_unlock({_REPACK_LOCK}, CAST(-2147483648 +"
+                        " %s::bigint AS integer))", (oid,))
+
+
+_REPACK_LOCK = 16185446
+"""pg_repack's advisory lock class (its ``REPACK_LOCK_PREFIX``), keyed by the table."""
 
 
 def _size(cur: Any, table: str) -> int:

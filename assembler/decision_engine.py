@@ -104,6 +104,7 @@ _REASON = attrgetter("reason")
 _COVERED = attrgetter("covered")
 _ID = attrgetter("id")
 _SECTION = attrgetter("section")
+_TOKENS = attrgetter("tokens")
 _SAID_CANDIDATE = attrgetter("candidate")
 
 _SaidParts = tuple[SectionItem, ContextMessage]
@@ -186,13 +187,18 @@ class Engine:
         """Register candidates made before, in order, with their tokens given (a
         memoized chat message's: the very object an earlier assembly registered, whose
         section item and sent message are reused with it)."""
-        slots, order = self._slots, self._order
-        for candidate in candidates:
-            item_id = candidate.id
-            if item_id in slots:
-                raise EngineError(f"candidate {item_id!r} registered twice")
-            slots[item_id] = _Slot(candidate, detail=_NO_DETAIL)
-            order.append(item_id)
+        candidates = list(candidates)
+        ids = list(map(_ID, candidates))
+        slots = self._slots
+        if len(set(ids)) != len(ids) or not slots.keys().isdisjoint(ids):
+            seen = set(slots)
+            for item_id in ids:
+                if item_id in seen:
+                    raise EngineError(f"candidate {item_id!r} registered twice")
+                seen.add(item_id)
+        slots.update(zip(ids, map(_Slot, candidates, repeat(None), repeat(""),
+                                  repeat(_NO_DETAIL)), strict=True))
+        self._order.extend(ids)
 
     def current(self, candidate: Candidate) -> Candidate:
         """The latest version of ``candidate`` (shortened text after a truncation)."""
@@ -230,6 +236,21 @@ class Engine:
         slot.reason = reason
         slot.detail = detail
         return slot.candidate
+
+    def include_all(self, candidates: Sequence[Candidate], reason: str,
+                    details: Sequence[Mapping[str, DetailValue]]) -> None:
+        """``include_details`` of each of ``candidates`` with its ``details``: at once
+        when none has details yet (a new slot each, by C-level walks), else one by one."""
+        ids = list(map(_ID, candidates))
+        found = list(map(self._slots.get, ids))
+        if all(map(is_not, found, repeat(None))) \
+                and all(map(is_, map(_DETAIL, found), repeat(_NO_DETAIL))):
+            self._slots.update(zip(ids, map(
+                _Slot, map(_CANDIDATE, found), repeat("included"), repeat(reason), details,
+                repeat(True), map(_COVERED, found)), strict=True))
+            return
+        for candidate, detail in zip(candidates, details, strict=True):
+            self.include_details(candidate, reason, detail)
 
     def exclude(self, candidate: Candidate, action: Action, reason: str,
                 **detail: DetailInput) -> None:
@@ -682,7 +703,7 @@ class Engine:
             built.append(Section(
                 name=part.name, tier=part.tier, items=members,
                 framing_tokens=framing[part.name],
-                tokens=framing[part.name] + sum(item.tokens for item in members)))
+                tokens=framing[part.name] + sum(map(_TOKENS, members))))
         by_section = {section.name: section.tokens for section in built}
         tiers: dict[str, int] = {}
         for section in built:

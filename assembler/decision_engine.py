@@ -105,7 +105,6 @@ _COVERED = attrgetter("covered")
 _ID = attrgetter("id")
 _SECTION = attrgetter("section")
 _TOKENS = attrgetter("tokens")
-_SAID_CANDIDATE = attrgetter("candidate")
 
 _SaidParts = tuple[SectionItem, ContextMessage]
 """A kept chat message's section item and the message sent."""
@@ -239,15 +238,16 @@ class Engine:
 
     def include_all(self, candidates: Sequence[Candidate], reason: str,
                     details: Sequence[Mapping[str, DetailValue]]) -> None:
-        """``include_details`` of each of ``candidates`` with its ``details``: at once
-        when none has details yet (a new slot each, by C-level walks), else one by one."""
-        ids = list(map(_ID, candidates))
-        found = list(map(self._slots.get, ids))
+        """``include_details`` of each of ``candidates`` with its ``details``: a tight
+        loop when none has details yet (checked by C-level walks), else one by one."""
+        found = list(map(self._slots.get, map(_ID, candidates)))
         if all(map(is_not, found, repeat(None))) \
                 and all(map(is_, map(_DETAIL, found), repeat(_NO_DETAIL))):
-            self._slots.update(zip(ids, map(
-                _Slot, map(_CANDIDATE, found), repeat("included"), repeat(reason), details,
-                repeat(True), map(_COVERED, found)), strict=True))
+            for slot, detail in zip(cast("list[_Slot]", found), details, strict=True):
+                slot.action = "included"
+                slot.reason = reason
+                slot.detail = detail
+                slot.shared = True
             return
         for candidate, detail in zip(candidates, details, strict=True):
             self.include_details(candidate, reason, detail)
@@ -586,7 +586,7 @@ class Engine:
         """Lay out ``said`` with the section items and messages ``parts`` derived for
         them before, if each one's candidate is the kept one and all are in one known
         section (else False, nothing laid out)."""
-        candidates = list(map(_SAID_CANDIDATE, said))
+        candidates = list(map(_CANDIDATE, said))
         ids = list(map(_ID, candidates))
         section = candidates[0].section
         target = laid.items.get(section)

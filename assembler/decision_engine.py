@@ -572,9 +572,12 @@ class Engine:
                     parts.extend(before)
                     index += run
                     continue
-            for plan in messages[index:index + max(run, 1)]:
+            # One by one: a run that did not lay out whole, or up to the next reusable one.
+            stop = index + run if run else next(
+                compress(count(index), islice(usable, index, None)), size)
+            for plan in messages[index:stop]:
                 parts.append(self._lay_out_one(plan, laid, built, overhead, memo))
-            index += max(run, 1)
+            index = stop
         if built:
             laid.framing[None] += overhead.reply_priming
         if memo is not None:

@@ -24,10 +24,12 @@ sent), ``details`` (how a decision's details are recorded) and ``ranking`` (``ra
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
+from itertools import chain, compress, count, islice, repeat
+from operator import and_, attrgetter, eq, is_, is_not, itemgetter, not_
 from types import MappingProxyType
 from typing import cast
 
@@ -82,6 +84,40 @@ class _Slot:
     of its own in the output."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Decided:
+    """An assembly's slots in order (what their decisions are a function of, by column)
+    and each one's decision (None: covered), for the next assembly to reuse."""
+
+    candidates: list[Candidate]
+    details: list[Mapping[str, DetailValue]]
+    actions: list[Action | None]
+    reasons: list[str]
+    covered: list[bool]
+    made: list[Decision | None]
+
+
+_CANDIDATE = attrgetter("candidate")
+_DETAIL = attrgetter("detail")
+_ACTION = attrgetter("action")
+_REASON = attrgetter("reason")
+_COVERED = attrgetter("covered")
+_ID = attrgetter("id")
+_SECTION = attrgetter("section")
+_TOKENS = attrgetter("tokens")
+
+_SaidParts = tuple[SectionItem, ContextMessage]
+"""A kept chat message's section item and the message sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class _SaidRun:
+    """A walk's messages and, for each memoized chat message, what it laid out."""
+
+    plans: list[Outgoing]
+    parts: list[_SaidParts | None]
+
+
 @dataclass(slots=True)
 class _LaidOut:
     """The messages walked in prompt order: section items, framing tokens by section
@@ -104,8 +140,8 @@ class Engine:
         self._order: list[str] = []
         self._cache_writes: list[CacheWrite] = []
         self._memo: CanonicalMemo | None = None
-        self._given: set[str] = set()
-        """Candidates registered with their tokens given, not counted from their text."""
+        self._counted: list[str] = []
+        """Candidates registered with their tokens counted from their text (not given)."""
 
     # -- caches -------------------------------------------------------------------------
 
@@ -140,8 +176,7 @@ class Engine:
             raise EngineError(f"candidate {item_id!r} registered twice")
         if tokens is None:
             tokens = self.counter.count(text)
-        else:
-            self._given.add(item_id)
+            self._counted.append(item_id)
         candidate = Candidate(item_id, section, text, tokens, tier, priority)
         self._slots[item_id] = _Slot(candidate, detail=_NO_DETAIL)
         self._order.append(item_id)
@@ -151,14 +186,18 @@ class Engine:
         """Register candidates made before, in order, with their tokens given (a
         memoized chat message's: the very object an earlier assembly registered, whose
         section item and sent message are reused with it)."""
-        slots, given, order = self._slots, self._given, self._order
-        for candidate in candidates:
-            item_id = candidate.id
-            if item_id in slots:
-                raise EngineError(f"candidate {item_id!r} registered twice")
-            given.add(item_id)
-            slots[item_id] = _Slot(candidate, detail=_NO_DETAIL)
-            order.append(item_id)
+        candidates = list(candidates)
+        ids = list(map(_ID, candidates))
+        slots = self._slots
+        if len(set(ids)) != len(ids) or not slots.keys().isdisjoint(ids):
+            seen = set(slots)
+            for item_id in ids:
+                if item_id in seen:
+                    raise EngineError(f"candidate {item_id!r} registered twice")
+                seen.add(item_id)
+        slots.update(zip(ids, map(_Slot, candidates, repeat(None), repeat(""),
+                                  repeat(_NO_DETAIL)), strict=True))
+        self._order.extend(ids)
 
     def current(self, candidate: Candidate) -> Candidate:
         """The latest version of ``candidate`` (shortened text after a truncation)."""
@@ -196,6 +235,22 @@ class Engine:
         slot.reason = reason
         slot.detail = detail
         return slot.candidate
+
+    def include_all(self, candidates: Sequence[Candidate], reason: str,
+                    details: Sequence[Mapping[str, DetailValue]]) -> None:
+        """``include_details`` of each of ``candidates`` with its ``details``: a tight
+        loop when none has details yet (checked by C-level walks), else one by one."""
+        found = list(map(self._slots.get, map(_ID, candidates)))
+        if all(map(is_not, found, repeat(None))) \
+                and all(map(is_, map(_DETAIL, found), repeat(_NO_DETAIL))):
+            for slot, detail in zip(cast("list[_Slot]", found), details, strict=True):
+                slot.action = "included"
+                slot.reason = reason
+                slot.detail = detail
+                slot.shared = True
+            return
+        for candidate, detail in zip(candidates, details, strict=True):
+            self.include_details(candidate, reason, detail)
 
     def exclude(self, candidate: Candidate, action: Action, reason: str,
                 **detail: DetailInput) -> None:
@@ -372,6 +427,7 @@ class Engine:
         slots[item_id] = _Slot(Candidate(item_id, dropped[0].section, "", 0), "dropped",
                                reason)
         self._order.append(item_id)
+        self._counted.append(item_id)
         # The ids are strings already: no per-id conversion of a list of thousands.
         slots[item_id].detail = {
             "count": len(dropped), "items": [item.id for item in dropped],
@@ -416,8 +472,8 @@ class Engine:
         candidate must belong to one of them, and a section with nothing in it is left
         out. ``format_version``: ``model.format_for``'s.
         """
-        undecided = [item for item in self._order if self._slots[item].action is None]
-        if undecided:
+        if None in map(_ACTION, self._slots.values()):
+            undecided = [item for item in self._order if self._slots[item].action is None]
             raise EngineError(f"no decision for candidates {undecided}")
         known = [part.name for part in sections]
         if len(set(known)) != len(known):
@@ -429,16 +485,14 @@ class Engine:
         # not use it for its digest.
         memo = self._memo if self._memo is not None or self.memos is None \
             else self.memos.for_session(session)
-        laid, built_messages = self._lay_out_messages(messages, known, overhead, memo)
+        laid, built_messages = self._lay_out_messages(messages, known, overhead, memo,
+                                                      profile)
         if laid.order != text_order:
             raise EngineError("the text and the messages lay out different items")
-        for item in self._order:
-            if item not in self._given:  # a given count's texts were counted where it was made
-                laid.methods.add(self.counter.measure(self._slots[item].candidate.text).method)
+        for item in self._counted:  # a given count's texts were counted where it was made
+            laid.methods.add(self.counter.measure(self._slots[item].candidate.text).method)
         built, tokens = self._totals(sections, laid)
-        decisions = [self._final_decision(slot) for slot in map(self._slots.__getitem__,
-                                                                self._order)
-                     if not slot.covered]
+        decisions = self._decisions(profile)
         sealed = seal(Assembly(
             format_version=format_version, profile=profile, policy_version=policy_version,
             session=session, position=position, now=now,
@@ -464,82 +518,143 @@ class Engine:
     def _lay_out_text(self, pieces: Sequence[Piece]) -> list[str]:
         """Check the text's pieces (exactly the kept candidates, each once, with the text
         they were decided with); the kept ids in text order."""
-        kept = self._kept
-        laid_out = [kept(piece).id for piece in pieces if isinstance(piece, Candidate)]
+        candidates = cast("list[Candidate]",
+                          list(compress(pieces, map(isinstance, pieces, repeat(Candidate)))))
+        laid_out = list(map(_ID, candidates))
+        if not self._all_kept(candidates, laid_out):
+            kept = self._kept  # one by one: which one is not, or a same text's other object
+            laid_out = [kept(piece).id for piece in candidates]
         laid = set(laid_out)
         if len(laid) != len(laid_out):
             raise EngineError("a candidate is laid out twice")
-        # Every laid-out id is kept (``_kept``), and ids are unique: the sets must match.
+        # Every laid-out id is kept, and ids are unique: the kept must be as many.
         slots = self._slots
-        kept_ids = {item for item in self._order if slots[item].action in KEPT_ACTIONS}
-        if kept_ids != laid:
+        if sum(map(KEPT_ACTIONS.__contains__, map(_ACTION, slots.values()))) != len(laid):
+            kept_ids = {item for item in self._order if slots[item].action in KEPT_ACTIONS}
             raise EngineError(f"kept candidates missing from the layout: "
                               f"{sorted(kept_ids - laid)}")
         return laid_out
 
+    def _all_kept(self, candidates: Sequence[Candidate], ids: Sequence[str]) -> bool:
+        """Whether each of ``candidates`` (whose ids are ``ids``) is the very candidate
+        of a kept slot: ``_kept``'s check of them all, by C-level walks."""
+        found = list(map(self._slots.get, ids))
+        return all(map(is_not, found, repeat(None))) \
+            and all(map(is_, map(_CANDIDATE, found), candidates)) \
+            and all(map(KEPT_ACTIONS.__contains__, map(_ACTION, found)))
+
     def _lay_out_messages(self, messages: Sequence[Outgoing], known: Sequence[str],
-                          overhead: MessageOverhead, memo: CanonicalMemo | None
+                          overhead: MessageOverhead, memo: CanonicalMemo | None,
+                          run_name: Hashable = None
                           ) -> tuple[_LaidOut, list[ContextMessage]]:
         """Walk the messages in order: each kept candidate under its section, each
         composed message's frames to their sections, wrappers and priming to the context;
-        the messages form."""
+        the messages form. With ``memo``, runs of the very ``Said`` objects of the last
+        walk named ``run_name``, at the same places, are laid out whole (their section
+        items and sent messages as then), once a C-level check finds them all kept."""
         laid = _LaidOut({name: [] for name in known}, {name: 0 for name in known}, set(), [])
-        items, framing, methods, order = laid.items, laid.framing, laid.methods, laid.order
-        framing[None] = 0
-        counter = self.counter
+        laid.framing[None] = 0
         built: list[ContextMessage] = []
-        for plan in messages:
-            if isinstance(plan, Said):
-                kept = self._kept(plan.candidate)
-                if memo is not None and kept is plan.candidate:
-                    # The candidate object names its message, text, tokens and section; a
-                    # memoized one comes back every assembly (``Engine.register_all``), and
-                    # with it its section item and sent message (and their JSON).
-                    item, message = memo.derived(kept, ("said", plan.message.position,
-                                                        plan.as_text),
-                                                 partial(_said_parts, plan, kept))
-                    self._place_item(kept, item, items, order)
-                    built.append(message)
+        parts: list[_SaidParts | None] = []
+        last = None if memo is None else memo.last_run(("said", run_name))
+        usable: list[bool] = []
+        if isinstance(last, _SaidRun):
+            usable = list(map(and_, map(is_, messages, last.plans),
+                              map(is_not, last.parts, repeat(None))))
+        index, size = 0, len(messages)
+        while index < size:
+            run = next(compress(count(), map(not_, islice(usable, index, None))),
+                       len(usable) - index) if index < len(usable) else 0
+            if run and isinstance(last, _SaidRun):
+                said = cast("list[Said]", messages[index:index + run])
+                before = last.parts[index:index + run]
+                if self._place_run(said, cast("list[_SaidParts]", before), laid, built):
+                    parts.extend(before)
+                    index += run
                     continue
-                self._place(kept, items, order)
-                built.append(self._said(plan, kept, memo))
-                continue
-            texts: list[str] = []
-            spanned: list[str] = []
-            cost = 0
-            for piece in plan.pieces:
-                if isinstance(piece, Frame):
-                    if piece.section not in framing:
-                        raise EngineError(f"framing for unknown section {piece.section!r}")
-                    if piece.text:
-                        measured = counter.measure(piece.text)
-                        framing[piece.section] += measured.tokens
-                        cost += measured.tokens
-                        methods.add(measured.method)
-                    section = piece.section
-                else:
-                    kept = self._kept(piece)
-                    self._place(kept, items, order)
-                    cost += kept.tokens
-                    section = kept.section
-                texts.append(piece.text)
-                if section is not None and section not in spanned:
-                    spanned.append(section)
-            content = "".join(texts)
-            if not content:
-                continue
-            wrapper = wrapper_tokens(counter, plan.role, overhead)
-            framing[None] += wrapper
-            if plan.exact:
-                # What the joins merged (or split) is the context's own, so the parts
-                # still add up to the total.
-                whole = counter.count(content)
-                framing[None] += whole - cost
-                cost = whole
-            built.append(self._composed(plan, content, spanned, wrapper + cost, memo))
+            # One by one: a run that did not lay out whole, or up to the next reusable one.
+            stop = index + run if run else next(
+                compress(count(index), islice(usable, index, None)), size)
+            for plan in messages[index:stop]:
+                parts.append(self._lay_out_one(plan, laid, built, overhead, memo))
+            index = stop
         if built:
-            framing[None] += overhead.reply_priming
+            laid.framing[None] += overhead.reply_priming
+        if memo is not None:
+            memo.keep_run(("said", run_name), _SaidRun(list(messages), parts))
         return laid, built
+
+    def _place_run(self, said: list[Said], parts: list[_SaidParts], laid: _LaidOut,
+                   built: list[ContextMessage]) -> bool:
+        """Lay out ``said`` with the section items and messages ``parts`` derived for
+        them before, if each one's candidate is the kept one and all are in one known
+        section (else False, nothing laid out)."""
+        candidates = list(map(_CANDIDATE, said))
+        ids = list(map(_ID, candidates))
+        section = candidates[0].section
+        target = laid.items.get(section)
+        if target is None or not self._all_kept(candidates, ids) \
+                or not all(map(eq, map(_SECTION, candidates), repeat(section))):
+            return False
+        target.extend(map(itemgetter(0), parts))
+        laid.order.extend(ids)
+        built.extend(map(itemgetter(1), parts))
+        return True
+
+    def _lay_out_one(self, plan: Outgoing, laid: _LaidOut, built: list[ContextMessage],
+                     overhead: MessageOverhead, memo: CanonicalMemo | None
+                     ) -> _SaidParts | None:
+        """Lay out one message; a memoized chat message's section item and message."""
+        items, framing, methods, order = laid.items, laid.framing, laid.methods, laid.order
+        counter = self.counter
+        if isinstance(plan, Said):
+            kept = self._kept(plan.candidate)
+            if memo is not None and kept is plan.candidate:
+                # The candidate object names its message, text, tokens and section; a
+                # memoized one comes back every assembly (``Engine.register_all``), and
+                # with it its section item and sent message (and their JSON).
+                derived = memo.derived(kept, ("said", plan.message.position, plan.as_text),
+                                       partial(_said_parts, plan, kept))
+                self._place_item(kept, derived[0], items, order)
+                built.append(derived[1])
+                return derived
+            self._place(kept, items, order)
+            built.append(self._said(plan, kept, memo))
+            return None
+        texts: list[str] = []
+        spanned: list[str] = []
+        cost = 0
+        for piece in plan.pieces:
+            if isinstance(piece, Frame):
+                if piece.section not in framing:
+                    raise EngineError(f"framing for unknown section {piece.section!r}")
+                if piece.text:
+                    measured = counter.measure(piece.text)
+                    framing[piece.section] += measured.tokens
+                    cost += measured.tokens
+                    methods.add(measured.method)
+                section = piece.section
+            else:
+                kept = self._kept(piece)
+                self._place(kept, items, order)
+                cost += kept.tokens
+                section = kept.section
+            texts.append(piece.text)
+            if section is not None and section not in spanned:
+                spanned.append(section)
+        content = "".join(texts)
+        if not content:
+            return None
+        wrapper = wrapper_tokens(counter, plan.role, overhead)
+        framing[None] += wrapper
+        if plan.exact:
+            # What the joins merged (or split) is the context's own, so the parts
+            # still add up to the total.
+            whole = counter.count(content)
+            framing[None] += whole - cost
+            cost = whole
+        built.append(self._composed(plan, content, spanned, wrapper + cost, memo))
+        return None
 
     def _said(self, plan: Said, kept: Candidate, memo: CanonicalMemo | None
               ) -> ContextMessage:
@@ -591,7 +706,7 @@ class Engine:
             built.append(Section(
                 name=part.name, tier=part.tier, items=members,
                 framing_tokens=framing[part.name],
-                tokens=framing[part.name] + sum(item.tokens for item in members)))
+                tokens=framing[part.name] + sum(map(_TOKENS, members))))
         by_section = {section.name: section.tokens for section in built}
         tiers: dict[str, int] = {}
         for section in built:
@@ -603,6 +718,36 @@ class Engine:
             methods=sorted(laid.methods))
 
     # -- internals ----------------------------------------------------------------------
+
+    def _decisions(self, profile: str) -> list[Decision]:
+        """The decisions of the uncovered slots, in order. With a memo, a slot in the
+        very state it was in at the same place last time (the same candidate and detail
+        objects, action, reason and coverage) has the decision it had then: a long
+        history's slots are, and they are matched by C-level walks, not one by one."""
+        slots = list(map(self._slots.__getitem__, self._order))
+        memo = self._memo
+        if memo is None:
+            return [self._final_decision(slot) for slot in slots if not slot.covered]
+        now = _Decided(list(map(_CANDIDATE, slots)), list(map(_DETAIL, slots)),
+                       list(map(_ACTION, slots)), list(map(_REASON, slots)),
+                       list(map(_COVERED, slots)), [])
+        made = now.made
+        last = memo.last_run(("decisions", profile))
+        stale: Iterable[int] = ()
+        if isinstance(last, _Decided):
+            same = list(map(all, zip(
+                map(is_, now.candidates, last.candidates), map(is_, now.details, last.details),
+                map(eq, now.actions, last.actions), map(eq, now.reasons, last.reasons),
+                map(is_, now.covered, last.covered), strict=True)))
+            made.extend(last.made[:len(same)])
+            stale = compress(count(), map(not_, same))
+        known = len(made)
+        made.extend(repeat(None, len(slots) - known))
+        for index in chain(stale, range(known, len(slots))):
+            slot = slots[index]
+            made[index] = None if slot.covered else self._final_decision(slot)
+        memo.keep_run(("decisions", profile), now)
+        return cast("list[Decision]", list(compress(made, map(is_not, made, repeat(None)))))
 
     def _final_decision(self, slot: _Slot) -> Decision:
         candidate = slot.candidate

@@ -29,8 +29,10 @@ before the suffix; messages dropped between it and the suffix form the *gap*.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
+from itertools import chain, compress, count, islice
+from operator import attrgetter, is_not
 
 from ctxledger.assembler.candidates import Candidate, Said
 from ctxledger.assembler.decision_engine import Engine
@@ -63,6 +65,17 @@ class Unit:
 
     members: tuple[WindowMessage, ...]
     unpaired: bool = False
+    unanswered: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """The ids of the unit's calls with no answer in it (made once: a unit is kept in the
+    memo and its calls are checked every assembly)."""
+
+    def __post_init__(self) -> None:
+        head = self.members[0].message
+        unanswered: tuple[str, ...] = ()
+        if head.tool_calls:
+            answered = {member.message.tool_call_id for member in self.members[1:]}
+            unanswered = tuple(call for call in head.call_ids if call not in answered)
+        object.__setattr__(self, "unanswered", unanswered)
 
     @property
     def tokens(self) -> int:
@@ -73,15 +86,6 @@ class Unit:
     def label(self) -> str | None:
         """The item id of the call that heads a unit of several messages, else None."""
         return self.members[0].candidate.id if len(self.members) > 1 else None
-
-    @property
-    def unanswered(self) -> list[str]:
-        """The ids of the unit's calls with no answer in it."""
-        head = self.members[0].message
-        if not head.tool_calls:
-            return []
-        answered = {member.message.tool_call_id for member in self.members[1:]}
-        return [call for call in head.call_ids if call not in answered]
 
 
 def pairing(messages: Sequence[Message]) -> list[tuple[int, int, bool]]:
@@ -108,6 +112,10 @@ def pairing(messages: Sequence[Message]) -> list[tuple[int, int, bool]]:
     return out
 
 
+_MEMBERS = attrgetter("members")
+_CANDIDATE = attrgetter("candidate")
+
+
 @dataclass(slots=True)
 class WindowResult:
     """What the fill kept (oldest first) and what it left out."""
@@ -125,7 +133,7 @@ class WindowResult:
     @property
     def kept_candidates(self) -> list[Candidate]:
         """The kept messages' candidates, oldest first."""
-        return [member.candidate for unit in self.kept for member in unit.members]
+        return list(map(_CANDIDATE, chain.from_iterable(map(_MEMBERS, self.kept))))
 
 
 def _unit_detail(unit: Unit, position: int) -> dict[str, int | str | None]:
@@ -145,6 +153,59 @@ def _kept_alone(member: WindowMessage, detail: Mapping[str, int | str | None]
     return detail_values({"seq": member.message.seq, **detail})
 
 
+@dataclass(frozen=True, slots=True)
+class _KeptAll:
+    """A window without a budget: its units, the members' candidates and details in
+    order, and how many members the units up to each one hold."""
+
+    cut: list[Unit]
+    candidates: list[Candidate]
+    details: list[Mapping[str, DetailValue]]
+    ends: list[int]
+
+
+_TOKENS = attrgetter("tokens")
+
+
+def _keep_all(engine: Engine, cut: Sequence[Unit], reason: str, memo: CanonicalMemo,
+              detail: Mapping[str, int | str | None]) -> list[Candidate]:
+    """Include every member of ``cut`` with its details, memoized per member (so its
+    decision is found by them, ``Engine.include_details``); the units the last window
+    of the same reason and ``detail`` started with, the very same objects, keep their
+    members' details whole. The kept candidates, in order."""
+    name = ("window", reason, *detail.items())
+    last = memo.last_run(name)
+    same = 0
+    if isinstance(last, _KeptAll):
+        same = next(compress(count(), map(is_not, cut, last.cut)), min(len(cut), len(last.cut)))
+    done = last.ends[same - 1] if isinstance(last, _KeptAll) and same else 0
+    now = _KeptAll(list(cut), [], [], [])
+    if isinstance(last, _KeptAll):
+        now.candidates.extend(last.candidates[:done])
+        now.details.extend(last.details[:done])
+        now.ends.extend(last.ends[:same])
+    # A lone message's details are its seq and ``detail``: one key for all of them.
+    alone = ("kept", reason, *detail.items())
+    for unit in islice(cut, same, None):
+        if len(unit.members) == 1 and not unit.unpaired:
+            # The same member kept for the same reasons: the same details.
+            member = unit.members[0]
+            now.candidates.append(member.candidate)
+            now.details.append(memo.derived(member, alone,
+                                            partial(_kept_alone, member, detail)))
+        else:
+            for position, member in enumerate(unit.members):
+                given = {"seq": member.message.seq, **_unit_detail(unit, position),
+                         **detail}
+                now.candidates.append(member.candidate)
+                now.details.append(memo.derived(member, ("kept", reason, *given.items()),
+                                                partial(detail_values, given)))
+        now.ends.append(len(now.candidates))
+    engine.include_all(now.candidates, reason, now.details)
+    memo.keep_run(name, now)
+    return now.candidates
+
+
 def fill_window(engine: Engine, cut: Sequence[Unit], *, base: int,
                 budget: int | None, reason: str, unloaded: int = 0,
                 oldest_unloaded: Message | None = None, memo: CanonicalMemo | None = None,
@@ -159,26 +220,14 @@ def fill_window(engine: Engine, cut: Sequence[Unit], *, base: int,
     memo, in which a kept member's details are kept with it.
     """
     if budget is None:
-        # A lone message's details are its seq and ``detail``: one key for all of them.
-        alone = ("kept", reason, *detail.items())
-        include, include_details = engine.include, engine.include_details
+        if memo is not None:
+            candidates = _keep_all(engine, cut, reason, memo, detail)
+            return WindowResult(kept=list(cut), used=base + sum(map(_TOKENS, candidates)))
         for unit in cut:
-            if memo is not None and len(unit.members) == 1 and not unit.unpaired:
-                # The same member kept for the same reasons: the same details, so its
-                # decision is found by them (``Engine.include_details``).
-                member = unit.members[0]
-                include_details(member.candidate, reason, memo.derived(
-                    member, alone, partial(_kept_alone, member, detail)))
-                continue
             for position, member in enumerate(unit.members):
                 given = {"seq": member.message.seq, **_unit_detail(unit, position),
                          **detail}
-                if memo is None:
-                    include(member.candidate, reason, **given)
-                else:
-                    include_details(member.candidate, reason, memo.derived(
-                        member, ("kept", reason, *given.items()),
-                        partial(detail_values, given)))
+                engine.include(member.candidate, reason, **given)
         used = base + sum(member.candidate.tokens for unit in cut for member in unit.members)
         return WindowResult(kept=list(cut), used=used)
 

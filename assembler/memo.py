@@ -60,6 +60,7 @@ class CanonicalMemo:
         self._used = 0
         self._states: OrderedDict[Hashable, object] = OrderedDict()
         self._lists: dict[Hashable, tuple[list[BaseModel], list[str]]] = {}
+        self._runs: dict[Hashable, object] = {}
         self.built = 0
         """Models built (interning misses) so far: a test checks reuse."""
 
@@ -159,6 +160,18 @@ class CanonicalMemo:
             self._lists.clear()
         self._lists[name] = (list(models), parts)
         return "[" + ",".join(parts) + "]"
+
+    def last_run(self, name: Hashable) -> object | None:
+        """What ``keep_run`` kept under ``name`` (the last assembly's), or None."""
+        return self._runs.get(name)
+
+    def keep_run(self, name: Hashable, run: object) -> None:
+        """Keep an assembly's per-item results under ``name`` (which says which list of
+        an assembly it is, like ``json_list``'s) for the next one to reuse what matches:
+        the caller compares the items themselves, so a stale run costs a miss only."""
+        if len(self._runs) >= _LISTS and name not in self._runs:
+            self._runs.clear()
+        self._runs[name] = run
 
     def json_of(self, model: BaseModel) -> str:
         """``canonical_json(model.model_dump(mode="json"))``, from the memo when known."""

@@ -20,6 +20,7 @@ from ctxledger.assembler.chat_tokens import MessageOverhead
 from ctxledger.assembler.decision_engine import Engine
 from ctxledger.assembler.digest import compute_digest
 from ctxledger.assembler.errors import EngineError
+from ctxledger.assembler.memo import SessionMemos
 from ctxledger.assembler.model import Assembly
 from ctxledger.assembler.profiles.session import SessionReport
 from ctxledger.assembler.ranking import ranked
@@ -272,3 +273,38 @@ def test_text_helpers() -> None:
     assert shorten_to("abcdefghij", 6) == "abc..."
     assert shorten_to("abc", 6) == "abc"
     assert shorten_to("abcdefghij", 2) == ""
+
+
+# The same candidates and detail dicts every assembly, as a profile's memoized ones are.
+_SHARED_LINES = [Candidate(f"i{index}", "s", "x" * 8, 2) for index in range(4)]
+_SHARED_DETAILS = [{"seq": index} for index in range(4)]
+
+
+def _steady(memos: SessionMemos | None, reason: str, shed: str | None) -> Assembly:
+    """Four lines included with the shared details under ``reason``; ``shed``: the last
+    one dropped afterwards, on its own ("single") or under a range ("collapsed")."""
+    engine = Engine(TokenCounter(CHARS4), memos)
+    if memos is not None:
+        engine.memo_for("s")
+    candidates = _SHARED_LINES
+    engine.register_all(candidates)
+    for candidate, detail in zip(candidates, _SHARED_DETAILS, strict=True):
+        engine.include_details(candidate, reason, detail)
+    kept = candidates
+    if shed is not None:
+        kept = engine.shed_until_fits(
+            candidates, [ShedStep((candidates[-1],))], limit=24, unit="chars",
+            measure=total_of("chars"), reason="over",
+            collapse="range" if shed == "collapsed" else None).kept
+    return finish(engine, joined([[piece] for piece in kept], "\n", "s"))
+
+
+def test_a_slot_whose_reason_action_or_coverage_changed_is_decided_again() -> None:
+    memos = SessionMemos()
+    # Only the reason, the action or the coverage tells the decisions apart.
+    for reason, shed in [("a", None), ("b", None), ("b", "single"), ("b", "collapsed"),
+                         ("b", "single"), ("b", None), ("a", None)]:
+        warm = _steady(memos, reason, shed)
+        cold = _steady(None, reason, shed)
+        assert warm.decisions == cold.decisions, (reason, shed)
+        assert warm.digest == cold.digest, (reason, shed)

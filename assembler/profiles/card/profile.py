@@ -35,8 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
-from itertools import islice
-from operator import is_, itemgetter
+from itertools import accumulate, chain, compress, islice
+from operator import attrgetter, is_, itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ctxledger.assembler.budget import ShedStep
@@ -100,6 +100,12 @@ LINE_SEPARATOR = "\n"
 """Between the lines of the chat history."""
 LORE_SEPARATOR = "\n"
 """Between the lorebook entries in one place (as SillyTavern joins them)."""
+
+_MEMBERS = attrgetter("members")
+_CANDIDATE = attrgetter("candidate")
+_SAID = attrgetter("said")
+_TOKENS = attrgetter("tokens")
+_UNANSWERED = attrgetter("unanswered")
 
 
 def chat_line(message: Message) -> str:
@@ -222,14 +228,14 @@ class CardProfile(Profile):
         messages: list[Outgoing] = [Composed(role, card_pieces, exact=True)]
         if summary is not None:
             messages.append(Composed(role, [summary], exact=True))
-        messages.extend(message for _, message in said)
+        messages.extend(map(itemgetter(1), said))
         if post is not None:
             messages.append(Composed(role, [post], exact=True))
         used = window.used
         warnings, gap, pressure = _warnings(policy, history, window, summarizing, used)
         warnings[:0] = [*card.warnings(), *lore.warnings,
                         *_unknown_macros([*card.sent_raw(kept_fields, post), *lore.texts])]
-        kept_tail = sum(c.tokens for c in window.kept_candidates)
+        kept_tail = sum(map(_TOKENS, window.kept_candidates))
         report = _report(
             policy, view, fields, kept_fields,
             memory="".join(piece.text for piece in card_pieces),
@@ -237,7 +243,7 @@ class CardProfile(Profile):
                 tokens=kept_tail + (card.composed(role, [summary]) if summary else 0),
                 summarized_from=None if summary is None or replaced is None
                 else replaced + kept_tail,
-                messages=sum(len(unit.members) for unit in window.kept),
+                messages=sum(map(len, map(_MEMBERS, window.kept))),
                 summarized_messages=history.summarized_count if summarizing else 0,
                 dropped_messages=window.dropped,
                 summary_through_seq=(history.summary.through_seq
@@ -373,7 +379,7 @@ def _loaded(engine: Engine, loading: _Loading, policy: CardPolicy,
                     memo.keep_derived(messages[index], (loading.costs, unpaired), made)
             members.append(made)
         loaded.append(Unit(tuple(members), unpaired))
-    engine.register_all(member.candidate for unit in loaded for member in unit.members)
+    engine.register_all(map(_CANDIDATE, chain.from_iterable(map(_MEMBERS, loaded))))
     if memo is not None:
         memo.keep_state(("loaded", loading.costs), _Loaded(messages, loaded), _LOADED_KEPT)
     return loaded
@@ -418,14 +424,13 @@ def _with_depth_entries(kept: Sequence[Unit], lore: Lore) -> list[tuple[Candidat
     (``Lore.at_depth``) placed among them: at depth d, before the last d messages (after
     the last one at 0; before the first when d is larger), moved earlier to the start of
     a tool call's unit rather than inside it; deeper first, then in the given order."""
-    said: list[tuple[Candidate, Outgoing]] = []
-    starts: list[int] = []
-    for unit in kept:
-        starts.append(len(said))
-        said.extend((member.candidate, member.said) for member in unit.members)
+    members = list(chain.from_iterable(map(_MEMBERS, kept)))
+    said: list[tuple[Candidate, Outgoing]] = list(zip(map(_CANDIDATE, members),
+                                                      map(_SAID, members), strict=True))
     placed = lore.at_depth()
     if not placed:
         return said
+    starts = [0, *accumulate(len(unit.members) for unit in kept)][:len(kept)]
     total = len(said)
     inserts: dict[int, list[tuple[Candidate, Outgoing]]] = {}
     for item in sorted(placed, key=lambda item: -item.depth):  # stable: given order next
@@ -706,13 +711,12 @@ def _warnings(policy: CardPolicy, history: History, window: WindowResult, summar
     whether the context is under pressure."""
     budget = policy.budget
     warnings: list[str] = []
-    for unit in window.kept:
-        if unit.unanswered:
-            head = unit.members[0].message
-            warnings.append(
-                f"message {head.message_id!r} calls tools with no result after it "
-                f"({', '.join(unit.unanswered)}): chat APIs refuse a call without its "
-                "answer; append the tool messages before sending")
+    for unit in compress(window.kept, map(_UNANSWERED, window.kept)):
+        head = unit.members[0].message
+        warnings.append(
+            f"message {head.message_id!r} calls tools with no result after it "
+            f"({', '.join(unit.unanswered)}): chat APIs refuse a call without its "
+            "answer; append the tool messages before sending")
     gap = None
     if summarizing and window.dropped_range is not None:
         gap = window.dropped_range
